@@ -1,0 +1,77 @@
+# One entry point for developers and CI. `make demo` and `make test` do all set-up themselves:
+# toolchain builds and jars are cached under $(CACHE) (pinned in hack/versions.env), the Python
+# environment lives in .venv (pinned in constraints.txt).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+CACHE ?= $(HOME)/.cache/connect-offsets
+export CONNECT_OFFSETS_CACHE := $(CACHE)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo bench lock clean
+
+help:
+	@echo "make demo        set up everything, start the stack, run the demo"
+	@echo "make test        set up everything; lint, mypy, unit and integration tests"
+	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
+	@echo "make stack-down  stop it and remove its data"
+	@echo "make bench       run the benchmarks, results in bench/README.md"
+
+deps: go-tools kafka venv
+
+go-tools:
+	@bash hack/build-go-tools.sh
+
+kafka:
+	@bash hack/fetch-kafka.sh
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	@PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(VPY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+stack-up: go-tools kafka
+	@$(PYTHON) hack/stack.py up
+
+stack-down:
+	@$(PYTHON) hack/stack.py down
+
+stack-status:
+	@$(PYTHON) hack/stack.py status
+
+lint: venv
+	$(VENV)/bin/ruff check operator/src tests hack bench
+	$(VENV)/bin/ruff format --check operator/src tests hack bench
+	$(VENV)/bin/mypy --strict operator/src/connect_offsets
+	$(VENV)/bin/lint-imports
+
+unit: venv
+	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
+
+integration: deps
+	$(VENV)/bin/pytest -m integration $(PYTEST_ARGS)
+
+# The whole suite: static checks first (cheap), then unit and integration tests in one pytest
+# session so the stack fixture is shared.
+test: deps lint
+	$(VENV)/bin/pytest -m "unit or integration" $(PYTEST_ARGS)
+
+demo: deps
+	@$(PYTHON) hack/stack.py up
+	@$(VPY) hack/demo.py
+
+bench: deps
+	@$(PYTHON) hack/stack.py up
+	$(VPY) bench/run.py
+
+lock:
+	$(PYTHON) -m venv /tmp/connect-offsets-lock && /tmp/connect-offsets-lock/bin/pip install -q -e '.[dev]' hatchling
+	( echo "# Exact versions for reproducible installs (pip install -c constraints.txt). Regenerate with 'make lock'."; \
+	  /tmp/connect-offsets-lock/bin/pip freeze --exclude-editable ) > constraints.txt
+
+clean: stack-down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

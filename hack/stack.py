@@ -1,0 +1,668 @@
+#!/usr/bin/env python3
+"""Start, stop and describe the local stack: etcd, kube-apiserver, kube-controller-manager,
+two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1.
+
+Why a script of its own (stdlib only): it must run before the project's virtualenv exists,
+from ``make`` and from the pytest session fixture alike, and every test must see the same
+ports and credentials. Binaries and jars come from the project cache (see
+``hack/build-go-tools.sh`` and ``hack/fetch-kafka.sh``); runtime state (data, logs, pid
+files, kubeconfig) lives in one stack folder that ``down`` removes.
+
+Usage::
+
+    stack.py up [COMPONENT ...]     # default: the core set; idempotent
+    stack.py down                   # stops every process it started, removes data
+    stack.py stop COMPONENT ...     # stop some components (data kept, for fault tests)
+    stack.py status                 # which components run, where their logs are
+    stack.py env                    # shell exports (KUBECONFIG, CONNECT_URL, ...)
+    stack.py info                   # the same as JSON, for tools and tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HACK_DIR = Path(__file__).resolve().parent
+REPO_ROOT = HACK_DIR.parent
+
+
+def _read_versions() -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for line in (HACK_DIR / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            versions[key] = value
+    return versions
+
+
+VERSIONS = _read_versions()
+CACHE_DIR = Path(os.environ.get("CONNECT_OFFSETS_CACHE", Path.home() / ".cache" / "connect-offsets"))
+BIN_DIR = CACHE_DIR / "bin"
+KAFKA_LIBS = CACHE_DIR / f"kafka-{VERSIONS['KAFKA_VERSION']}" / "libs"
+STACK_DIR = Path(os.environ.get("CONNECT_OFFSETS_STACK_DIR", CACHE_DIR / "stack"))
+LOG_DIR = STACK_DIR / "logs"
+RUN_DIR = STACK_DIR / "run"
+
+HOST = "127.0.0.1"
+PORTS = {
+    "etcd": 23790,
+    "etcd-peer": 23800,
+    "apiserver": 26443,
+    "controller-manager": 20257,
+    "kafka-a": 19092,
+    "kafka-a-controller": 19093,
+    "kafka-b": 29092,
+    "kafka-b-controller": 29093,
+    "connect": 18083,
+    "connect-auth": 18084,
+    "connect-aux": 18085,
+}
+# Heaps are capped: the JVM defaults (1/4 of RAM) would take 6 GiB per process here.
+KAFKA_HEAP = "-Xmx512m"
+CONNECT_HEAP = "-Xmx768m"
+CORE = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
+START_TIMEOUT_S = 120.0
+
+
+class StackError(Exception):
+    """A component failed; the message names it and the log to read."""
+
+
+@dataclass
+class Component:
+    name: str
+    ports: list[int]
+    depends: list[str]
+    prepare: Callable[[], list[str]]  # returns the command line
+    ready: Callable[[], bool]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return LOG_DIR / f"{self.name}.log"
+
+    @property
+    def pidfile(self) -> Path:
+        return RUN_DIR / f"{self.name}.pid"
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def http_ok(url: str, token: str | None = None, auth: tuple[str, str] | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if auth:
+        raw = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {raw}")
+    context = ssl._create_unverified_context()  # the apiserver's self-signed serving cert
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(200 <= response.status < 300)
+    except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, OSError):
+        return False
+
+
+def read_pid(component: Component) -> int | None:
+    try:
+        pid = int(component.pidfile.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def java_cmd(heap: str, main: str, *args: str, extra_props: list[str] | None = None) -> list[str]:
+    if not (KAFKA_LIBS / ".complete").exists():
+        raise StackError(f"Kafka jars missing in {KAFKA_LIBS}: run hack/fetch-kafka.sh (make deps)")
+    java = shutil.which("java")
+    if java is None:
+        raise StackError("java is not installed (need JDK 17+)")
+    log4j = RUN_DIR / "log4j2.properties"
+    return [
+        java,
+        heap,
+        "-XX:+UseSerialGC",  # two cores: fewer GC threads competing with the tests
+        "-XX:TieredStopAtLevel=1",  # faster start-up matters more than peak speed here
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        *(extra_props or []),
+        "-cp",
+        f"{KAFKA_LIBS}/*",
+        main,
+        *args,
+    ]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def state() -> dict[str, str]:
+    """Credentials generated once per stack (random, never committed)."""
+    path = RUN_DIR / "state.json"
+    if path.exists():
+        data: dict[str, str] = json.loads(path.read_text())
+        return data
+    data = {
+        "admin_token": secrets.token_hex(16),
+        "connect_auth_user": "connect-admin",
+        "connect_auth_password": secrets.token_hex(12),
+        "kafka_a_cluster_id": base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="),
+        "kafka_b_cluster_id": base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="),
+    }
+    write(path, json.dumps(data, indent=2))
+    path.chmod(0o600)
+    return data
+
+
+def kubeconfig_path() -> Path:
+    return STACK_DIR / "kubeconfig"
+
+
+def binary(name: str) -> str:
+    path = BIN_DIR / name
+    if not path.exists():
+        raise StackError(f"{name} missing in {BIN_DIR}: run hack/build-go-tools.sh (make deps)")
+    return str(path)
+
+
+# ---------------------------------------------------------------------------------------
+# Components
+
+
+def prepare_etcd() -> list[str]:
+    data = STACK_DIR / "etcd-data"
+    data.mkdir(parents=True, exist_ok=True)
+    return [
+        binary("etcd"),
+        "--name=stack",
+        f"--data-dir={data}",
+        f"--listen-client-urls=http://{HOST}:{PORTS['etcd']}",
+        f"--advertise-client-urls=http://{HOST}:{PORTS['etcd']}",
+        f"--listen-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+        f"--initial-advertise-peer-urls=http://{HOST}:{PORTS['etcd-peer']}",
+        f"--initial-cluster=stack=http://{HOST}:{PORTS['etcd-peer']}",
+        "--unsafe-no-fsync",  # test data: durability is not worth the fsync latency
+        "--log-level=warn",
+    ]
+
+
+def prepare_apiserver() -> list[str]:
+    pki = STACK_DIR / "pki"
+    pki.mkdir(parents=True, exist_ok=True)
+    sa_key = pki / "sa.key"
+    if not sa_key.exists():
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
+        )
+    tokens = write(pki / "tokens.csv", f'{state()["admin_token"]},admin,admin-uid,"system:masters"\n')
+    tokens.chmod(0o600)
+    write_kubeconfig()
+    return [
+        binary("kube-apiserver"),
+        f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+        f"--cert-dir={pki}",
+        f"--secure-port={PORTS['apiserver']}",
+        f"--bind-address={HOST}",
+        # Without a default route the apiserver cannot pick an address by itself.
+        f"--advertise-address={HOST}",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        "--authorization-mode=RBAC",
+        f"--token-auth-file={tokens}",
+        f"--service-account-issuer=https://{HOST}:{PORTS['apiserver']}",
+        f"--service-account-key-file={sa_key}",
+        f"--service-account-signing-key-file={sa_key}",
+        # No kubelet runs pods here; the plugin would refuse pods without a default SA.
+        "--disable-admission-plugins=ServiceAccount",
+        "--enable-priority-and-fairness=false",
+        "--v=0",
+    ]
+
+
+def write_kubeconfig() -> None:
+    token = state()["admin_token"]
+    server = f"https://{HOST}:{PORTS['apiserver']}"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "stack", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "stack", "context": {"cluster": "stack", "user": "admin"}}],
+        "current-context": "stack",
+    }
+    path = write(kubeconfig_path(), json.dumps(config, indent=2))
+    path.chmod(0o600)
+
+
+def apiserver_ready() -> bool:
+    return http_ok(f"https://{HOST}:{PORTS['apiserver']}/readyz", token=state()["admin_token"])
+
+
+def prepare_controller_manager() -> list[str]:
+    return [
+        binary("kube-controller-manager"),
+        f"--kubeconfig={kubeconfig_path()}",
+        f"--authentication-kubeconfig={kubeconfig_path()}",
+        f"--authorization-kubeconfig={kubeconfig_path()}",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS['controller-manager']}",
+        "--leader-elect=false",
+        # Only what tests rely on: owner-reference GC, namespace deletion, default SAs.
+        "--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller",
+        "--concurrent-gc-syncs=5",
+        "--v=0",
+    ]
+
+
+def controller_manager_ready() -> bool:
+    return http_ok(f"https://{HOST}:{PORTS['controller-manager']}/healthz")
+
+
+def prepare_kafka(which: str) -> Callable[[], list[str]]:
+    def prepare() -> list[str]:
+        port = PORTS[f"kafka-{which}"]
+        controller = PORTS[f"kafka-{which}-controller"]
+        data = STACK_DIR / f"kafka-{which}-data"
+        props = write(
+            RUN_DIR / f"kafka-{which}.properties",
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{HOST}:{controller}",
+                    f"listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
+                    f"advertised.listeners=PLAINTEXT://{HOST}:{port}",
+                    "controller.listener.names=CONTROLLER",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    f"log.dirs={data}",
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=5",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "transaction.state.log.num.partitions=5",
+                    "share.coordinator.state.topic.replication.factor=1",
+                    "share.coordinator.state.topic.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=true",
+                    "log.segment.bytes=16777216",
+                    "",
+                ]
+            ),
+        )
+        if not (data / "meta.properties").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            cluster_id = state()[f"kafka_{which}_cluster_id"]
+            cmd = java_cmd("-Xmx256m", "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise StackError(f"kafka-{which}: storage format failed:\n{result.stdout}{result.stderr}")
+        return java_cmd(KAFKA_HEAP, "kafka.Kafka", str(props))
+
+    return prepare
+
+
+def kafka_ready(which: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        if not port_open(PORTS[f"kafka-{which}"]):
+            return False
+        log = LOG_DIR / f"kafka-{which}.log"
+        return log.exists() and "Kafka Server started" in log.read_text(errors="replace")
+
+    return ready
+
+
+def prepare_connect(name: str, *, basic_auth: bool = False) -> Callable[[], list[str]]:
+    def prepare() -> list[str]:
+        port = PORTS[name]
+        suffix = "" if name == "connect" else f"-{name.removeprefix('connect-')}"
+        lines = [
+            f"bootstrap.servers={HOST}:{PORTS['kafka-a']}",
+            f"group.id=connect-cluster{suffix}",
+            f"listeners=http://{HOST}:{port}",
+            f"rest.advertised.host.name={HOST}",
+            f"rest.advertised.port={port}",
+            "key.converter=org.apache.kafka.connect.json.JsonConverter",
+            "value.converter=org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable=false",
+            "value.converter.schemas.enable=false",
+            f"offset.storage.topic=connect-offsets{suffix}",
+            f"config.storage.topic=connect-configs{suffix}",
+            f"status.storage.topic=connect-status{suffix}",
+            "offset.storage.replication.factor=1",
+            "config.storage.replication.factor=1",
+            "status.storage.replication.factor=1",
+            "offset.flush.interval.ms=1000",
+            # Rebalances on join/leave are fast on a single worker: tests restart workers.
+            "scheduled.rebalance.max.delay.ms=1000",
+            "connector.client.config.override.policy=All",
+            "plugin.discovery=only_scan",
+        ]
+        extra: list[str] = []
+        if basic_auth:
+            creds = state()
+            users = write(
+                RUN_DIR / f"{name}-users.properties",
+                f"{creds['connect_auth_user']}: {creds['connect_auth_password']}\n",
+            )
+            users.chmod(0o600)
+            jaas = write(
+                RUN_DIR / f"{name}-jaas.conf",
+                "KafkaConnect {\n"
+                "  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
+                f'  file="{users}";\n'
+                "};\n",
+            )
+            lines.append(
+                "rest.extension.classes="
+                "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+            )
+            extra.append(f"-Djava.security.auth.login.config={jaas}")
+        props = write(RUN_DIR / f"{name}.properties", "\n".join(lines) + "\n")
+        return java_cmd(
+            CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props), extra_props=extra
+        )
+
+    return prepare
+
+
+def connect_ready(name: str, *, basic_auth: bool = False) -> Callable[[], bool]:
+    def ready() -> bool:
+        creds = state()
+        auth = (creds["connect_auth_user"], creds["connect_auth_password"]) if basic_auth else None
+        # /connectors answers only once the worker joined its group and read the config topic.
+        return http_ok(f"http://{HOST}:{PORTS[name]}/connectors", auth=auth)
+
+    return ready
+
+
+COMPONENTS: dict[str, Component] = {
+    c.name: c
+    for c in [
+        Component("etcd", [PORTS["etcd"], PORTS["etcd-peer"]], [], prepare_etcd,
+                  lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health")),
+        Component("apiserver", [PORTS["apiserver"]], ["etcd"], prepare_apiserver, apiserver_ready),
+        Component("controller-manager", [PORTS["controller-manager"]], ["apiserver"],
+                  prepare_controller_manager, controller_manager_ready),
+        Component("kafka-a", [PORTS["kafka-a"], PORTS["kafka-a-controller"]], [], prepare_kafka("a"),
+                  kafka_ready("a")),
+        Component("kafka-b", [PORTS["kafka-b"], PORTS["kafka-b-controller"]], [], prepare_kafka("b"),
+                  kafka_ready("b")),
+        Component("connect", [PORTS["connect"]], ["kafka-a"], prepare_connect("connect"),
+                  connect_ready("connect")),
+        Component("connect-auth", [PORTS["connect-auth"]], ["kafka-a"],
+                  prepare_connect("connect-auth", basic_auth=True),
+                  connect_ready("connect-auth", basic_auth=True)),
+        Component("connect-aux", [PORTS["connect-aux"]], ["kafka-a"], prepare_connect("connect-aux"),
+                  connect_ready("connect-aux")),
+    ]
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Commands
+
+
+def write_log4j() -> None:
+    write(
+        RUN_DIR / "log4j2.properties",
+        "\n".join(
+            [
+                "status = warn",
+                "appender.console.type = Console",
+                "appender.console.name = STDOUT",
+                "appender.console.layout.type = PatternLayout",
+                "appender.console.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRefs = stdout",
+                "rootLogger.appenderRef.stdout.ref = STDOUT",
+                "logger.kafka.name = kafka",
+                "logger.kafka.level = WARN",
+                "logger.server.name = kafka.server.KafkaServer",
+                "logger.server.level = INFO",
+                "logger.broker.name = kafka.server.BrokerServer",
+                "logger.broker.level = INFO",
+                "logger.raftserver.name = kafka.server.KafkaRaftServer",
+                "logger.raftserver.level = INFO",
+                "logger.reflections.name = org.reflections",
+                "logger.reflections.level = ERROR",
+                "logger.clients.name = org.apache.kafka.clients",
+                "logger.clients.level = WARN",
+                "",
+            ]
+        ),
+    )
+
+
+def start(component: Component) -> subprocess.Popen[bytes] | None:
+    if read_pid(component) is not None:
+        return None
+    busy = [p for p in component.ports if port_open(p)]
+    if busy:
+        raise StackError(
+            f"{component.name}: port(s) {', '.join(map(str, busy))} on {HOST} already in use by another "
+            f"process (not started by this stack); free them or stop that process"
+        )
+    cmd = component.prepare()
+    component.log.parent.mkdir(parents=True, exist_ok=True)
+    with component.log.open("ab") as log:
+        log.write(f"\n==== start {time.strftime('%Y-%m-%dT%H:%M:%S')} ====\n".encode())
+        log.flush()
+        process = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=STACK_DIR,
+            start_new_session=True,  # survives the caller; `down` kills the whole group
+            env={**os.environ, **component.env},
+        )
+    component.pidfile.write_text(str(process.pid))
+    return process
+
+
+def wait_ready(component: Component, process: subprocess.Popen[bytes] | None, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if component.ready():
+            return
+        if process is not None and process.poll() is not None:
+            raise StackError(
+                f"{component.name} exited with code {process.returncode} during start-up; see {component.log}"
+            )
+        time.sleep(0.25)
+    raise StackError(f"{component.name} not ready after {START_TIMEOUT_S:.0f}s; see {component.log}")
+
+
+def resolve(names: list[str]) -> list[str]:
+    ordered: list[str] = []
+
+    def visit(name: str) -> None:
+        if name not in COMPONENTS:
+            raise StackError(f"unknown component {name!r}; known: {', '.join(COMPONENTS)}")
+        for dep in COMPONENTS[name].depends:
+            visit(dep)
+        if name not in ordered:
+            ordered.append(name)
+
+    for name in names:
+        visit(name)
+    return ordered
+
+
+def cmd_up(names: list[str]) -> None:
+    began = time.monotonic()
+    for folder in (STACK_DIR, LOG_DIR, RUN_DIR):
+        folder.mkdir(parents=True, exist_ok=True)
+    write_log4j()
+    state()
+    pending = resolve(names or CORE)
+    started: dict[str, subprocess.Popen[bytes] | None] = {}
+    done: set[str] = set()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    # Start every component whose dependencies are ready; wait in waves so the JVMs boot together.
+    while pending:
+        wave = [n for n in pending if all(d in done for d in COMPONENTS[n].depends)]
+        for name in wave:
+            started[name] = start(COMPONENTS[name])
+        for name in wave:
+            wait_ready(COMPONENTS[name], started[name], deadline)
+            done.add(name)
+            pending.remove(name)
+            print(f"  {name:<20} ready  (log {COMPONENTS[name].log})", flush=True)
+    print(f"stack up in {time.monotonic() - began:.1f}s; `python3 hack/stack.py env` prints the exports")
+
+
+def stop(component: Component, *, timeout: float = 20.0) -> bool:
+    pid = read_pid(component)
+    if pid is None:
+        component.pidfile.unlink(missing_ok=True)
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    component.pidfile.unlink(missing_ok=True)
+    return True
+
+
+def cmd_stop(names: list[str]) -> None:
+    for name in names:
+        if name not in COMPONENTS:
+            raise StackError(f"unknown component {name!r}")
+        stopped = stop(COMPONENTS[name])
+        print(f"  {name:<20} {'stopped' if stopped else 'not running'}")
+
+
+def cmd_down() -> None:
+    # Reverse dependency order: Connect before Kafka, controller-manager before apiserver.
+    for name in reversed(list(COMPONENTS)):
+        if stop(COMPONENTS[name]):
+            print(f"  {name:<20} stopped")
+    for name in ("etcd-data", "kafka-a-data", "kafka-b-data", "run", "pki"):
+        shutil.rmtree(STACK_DIR / name, ignore_errors=True)
+    kubeconfig_path().unlink(missing_ok=True)
+    print("stack down")
+
+
+def info() -> dict[str, object]:
+    running = {name: read_pid(c) is not None for name, c in COMPONENTS.items()}
+    creds = state() if (RUN_DIR / "state.json").exists() else {}
+    return {
+        "kubeconfig": str(kubeconfig_path()),
+        "apiserver": f"https://{HOST}:{PORTS['apiserver']}",
+        "kafka_a": f"{HOST}:{PORTS['kafka-a']}",
+        "kafka_b": f"{HOST}:{PORTS['kafka-b']}",
+        "connect_url": f"http://{HOST}:{PORTS['connect']}",
+        "connect_auth_url": f"http://{HOST}:{PORTS['connect-auth']}",
+        "connect_aux_url": f"http://{HOST}:{PORTS['connect-aux']}",
+        "connect_auth_user": creds.get("connect_auth_user"),
+        "connect_auth_password": creds.get("connect_auth_password"),
+        "kubectl": str(BIN_DIR / "kubectl"),
+        "helm": str(BIN_DIR / "helm"),
+        "kafka_libs": str(KAFKA_LIBS),
+        "logs": str(LOG_DIR),
+        "running": running,
+        "versions": VERSIONS,
+    }
+
+
+def cmd_status() -> int:
+    data = info()
+    running = data["running"]
+    assert isinstance(running, dict)
+    for name, component in COMPONENTS.items():
+        flag = "running" if running[name] else "stopped"
+        print(f"  {name:<20} {flag:<8} log {component.log}")
+    return 0 if all(running[n] for n in CORE) else 1
+
+
+def cmd_env() -> None:
+    data = info()
+    print(f"export KUBECONFIG={data['kubeconfig']}")
+    print(f"export CONNECT_URL={data['connect_url']}")
+    print(f"export KAFKA_BOOTSTRAP={data['kafka_a']}")
+    print(f"export KAFKA_B_BOOTSTRAP={data['kafka_b']}")
+    print(f"export PATH={BIN_DIR}:$PATH")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start components (default: the core set)")
+    up.add_argument("components", nargs="*")
+    stop_parser = sub.add_parser("stop", help="stop components, keep their data")
+    stop_parser.add_argument("components", nargs="+")
+    sub.add_parser("down", help="stop everything and remove data")
+    sub.add_parser("status")
+    sub.add_parser("env")
+    sub.add_parser("info")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            cmd_up(args.components)
+        elif args.command == "stop":
+            cmd_stop(args.components)
+        elif args.command == "down":
+            cmd_down()
+        elif args.command == "status":
+            return cmd_status()
+        elif args.command == "env":
+            cmd_env()
+        elif args.command == "info":
+            print(json.dumps(info(), indent=2))
+    except StackError as error:
+        print(f"stack: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,18 @@
+"""connect-offsets-operator: manage Kafka Connect connectors and their offsets from Kubernetes.
+
+Layers (enforced by import-linter, see ``pyproject.toml``):
+
+* ``handlers``  kopf registrations only; parse bodies and call the service.
+* ``service``   reconcile one resource: gather observed state, ask the planner, act, write status.
+* ``planning``  pure decisions: (spec, annotations, observed state) -> actions and conditions.
+* ``clients``   I/O: the Connect REST API, the Kubernetes API.
+* ``models``    pydantic models: our CRDs, Connect documents, offsets documents.
+
+The CLI reuses models and clients and never imports kopf.
+"""
+
+__version__ = "0.1.0"
+API_GROUP = "connect-offsets.io"
+API_VERSION = "v1alpha1"
+
+__all__ = ["API_GROUP", "API_VERSION", "__version__"]
