@@ -1,0 +1,658 @@
+"""Async client for the Kafka Connect REST API.
+
+Why this module looks the way it does
+-------------------------------------
+
+* **One long-lived ``httpx.AsyncClient`` per Connect cluster.**  A :class:`ConnectClient` owns one
+  connection pool, one TLS context and one set of credentials, built once from a
+  :class:`ConnectEndpoint`.  Callers keep the client for as long as the cluster is referenced and call
+  :meth:`ConnectClient.aclose` (or use ``async with``) when they are done.  Building a TLS context per
+  request would be slow and would re-read key material every time.
+
+* **Errors are mapped to a small, documented tree** so that callers (the reconciler, the CLI) decide
+  *retry later* versus *permanent failure* by class, or simply by :attr:`ConnectError.retryable`,
+  without ever looking at httpx exceptions or raw status codes::
+
+    ConnectError                 base; .message is Connect's own message verbatim when there is one
+    ├── ConnectUnavailable       transport failure: connection refused, DNS, TLS, timeouts  (retryable)
+    └── ConnectHTTPError         Connect answered with an error status;
+        │                        .status_code, .error_code, .message, .method, .path
+        ├── ConnectServerError   5xx (retryable).  Connect's own 90 s request timeout comes back as
+        │                        500 "Request timed out..."; .is_request_timeout is then true
+        ├── ConnectConflict      409: rebalance in progress / stale config / already exists (retryable)
+        ├── ConnectNotFound      404
+        └── ConnectBadRequest    any other 4xx (400, 401, 403, 405, 422, 429 ...); only 429 is retryable
+
+  A plain :class:`ConnectError` (neither subclass) means Connect answered 2xx with a body we could not
+  understand, or httpx failed in a non-transport way (e.g. a redirect loop).  It is not retryable.
+
+  ``str(error)`` reads like ``PATCH /connectors/x/offsets: 400 Connectors must be in the STOPPED
+  state ...``: method, path (as sent, URL-quoted), status and Connect's message verbatim.  Original
+  httpx exceptions are chained with ``raise ... from e``.
+
+* **Credentials never leak.**  Request headers are never put in exception text or logs, the reprs of
+  :class:`ConnectAuth` and :class:`ConnectEndpoint` mask secrets, and as a last line of defence any
+  occurrence of the configured password/token in a message is replaced by ``***``.  Log lines are DEBUG
+  and carry method, path and status only.
+
+* **Connector names are URL-quoted** with ``quote(name, safe="")``: MirrorMaker 2 names such as
+  ``east->west.MirrorSourceConnector`` contain ``>``, and names may contain ``/``.
+
+* **Offsets documents pass through untouched.**  :meth:`ConnectClient.get_offsets` returns Connect's JSON
+  exactly as parsed and :meth:`ConnectClient.get_offsets_raw` the raw bytes; interpretation belongs to the
+  models and the planner, not to the transport.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Literal, Self, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import certifi
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from connect_offsets import __version__
+from connect_offsets.models.connect import (
+    ConnectorState,
+    ConnectorStatus,
+    ServerInfo,
+    TaskState,
+    parse_version,
+    supports_initial_state,
+)
+
+__all__ = [
+    "ConnectAuth",
+    "ConnectBadRequest",
+    "ConnectClient",
+    "ConnectConflict",
+    "ConnectEndpoint",
+    "ConnectError",
+    "ConnectHTTPError",
+    "ConnectNotFound",
+    "ConnectServerError",
+    "ConnectUnavailable",
+    "ConnectorState",
+    "ConnectorStatus",
+    "ServerInfo",
+    "TaskState",
+    "build_ssl_context",
+    "parse_version",
+    "supports_initial_state",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Non-JSON error bodies (HTML from a proxy, plain text) are cut to this many characters.
+MAX_ERROR_TEXT: Final = 512
+_MASK: Final = "***"
+#: Secrets shorter than this are not scrubbed from messages (it would mangle ordinary text).
+_MIN_SCRUB_LEN: Final = 4
+_USER_AGENT: Final = f"connect-offsets-operator/{__version__}"
+
+_T = TypeVar("_T")
+
+
+# --------------------------------------------------------------------------------------------------
+# Exceptions
+# --------------------------------------------------------------------------------------------------
+
+
+class ConnectError(Exception):
+    """Base of every error raised by :class:`ConnectClient`.
+
+    ``message`` is Connect's own message verbatim when Connect sent one, otherwise our description.
+    ``method`` and ``path`` identify the request (path as sent, URL-quoted, without query string).
+    """
+
+    def __init__(self, message: str, *, method: str | None = None, path: str | None = None) -> None:
+        self.message = message
+        self.method = method
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.method and self.path:
+            return f"{self.method} {self.path}: {self.message}"
+        return self.message
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same request may succeed later without any change on our side."""
+        return False
+
+
+class ConnectUnavailable(ConnectError):
+    """Connect could not be reached: connection refused, DNS, TLS handshake, timeouts."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ConnectHTTPError(ConnectError):
+    """Connect answered with a non-2xx status."""
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        status_code: int,
+        message: str,
+        error_code: int | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.error_code = error_code
+        super().__init__(message, method=method, path=path)
+
+    def _render(self) -> str:
+        return f"{self.method} {self.path}: {self.status_code} {self.message}"
+
+    @property
+    def retryable(self) -> bool:
+        return self.status_code == httpx.codes.TOO_MANY_REQUESTS
+
+
+class ConnectServerError(ConnectHTTPError):
+    """5xx. Includes Connect's own request timeout (500 "Request timed out")."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    @property
+    def is_request_timeout(self) -> bool:
+        """Connect gave up waiting for the herder (default 90 s); the operation may still complete."""
+        return self.message.startswith("Request timed out")
+
+
+class ConnectConflict(ConnectHTTPError):
+    """409: a rebalance is in progress, the config is stale, or the connector already exists."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    @property
+    def already_exists(self) -> bool:
+        """True for the 409 of ``POST /connectors`` when the name is taken."""
+        return "already exists" in self.message
+
+
+class ConnectNotFound(ConnectHTTPError):
+    """404: no such connector / task / endpoint."""
+
+
+class ConnectBadRequest(ConnectHTTPError):
+    """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
+
+
+def _error_class(status_code: int) -> type[ConnectHTTPError]:
+    if status_code >= 500:
+        return ConnectServerError
+    if status_code == 404:
+        return ConnectNotFound
+    if status_code == 409:
+        return ConnectConflict
+    if 400 <= status_code < 500:
+        return ConnectBadRequest
+    return ConnectHTTPError  # 1xx/3xx: we never follow redirects
+
+
+# --------------------------------------------------------------------------------------------------
+# Endpoint configuration
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class ConnectAuth:
+    """Credentials for one Connect cluster. ``repr`` masks the password/token."""
+
+    kind: Literal["basic", "bearer"]
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "basic":
+            if self.username is None or self.password is None:
+                raise ValueError("basic auth needs username and password")
+        elif self.kind == "bearer":
+            if not self.token:
+                raise ValueError("bearer auth needs a token")
+        else:
+            raise ValueError(f"unknown auth kind {self.kind!r}; expected 'basic' or 'bearer'")
+
+    @classmethod
+    def basic(cls, username: str, password: str) -> ConnectAuth:
+        return cls(kind="basic", username=username, password=password)
+
+    @classmethod
+    def bearer(cls, token: str) -> ConnectAuth:
+        return cls(kind="bearer", token=token)
+
+    def __repr__(self) -> str:
+        if self.kind == "basic":
+            password = _MASK if self.password is not None else "None"
+            return f"ConnectAuth(kind='basic', username={self.username!r}, password={password})"
+        token = _MASK if self.token is not None else "None"
+        return f"ConnectAuth(kind={self.kind!r}, token={token})"
+
+
+@dataclass(frozen=True, repr=False)
+class ConnectEndpoint:
+    """Where and how to reach one Connect cluster.
+
+    ``ca_pem``: PEM text of the CA bundle that signs Connect's certificate; it *replaces* the default
+    (certifi) trust store.  ``client_cert_pem``/``client_key_pem``: PEM text for mutual TLS (the key may
+    also be appended to the certificate PEM).  Encrypted keys are not supported.
+    """
+
+    url: str
+    auth: ConnectAuth | None = None
+    ca_pem: str | None = None
+    client_cert_pem: str | None = None
+    client_key_pem: str | None = None
+    insecure_skip_verify: bool = False
+    timeout_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"Connect URL must start with http:// or https://: {_redact_url(self.url)!r}")
+        if not self.timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be > 0")
+        if self.client_key_pem and not self.client_cert_pem:
+            raise ValueError("client_key_pem given without client_cert_pem")
+
+    def __repr__(self) -> str:
+        return (
+            f"ConnectEndpoint(url={_redact_url(self.url)!r}, auth={self.auth!r}, "
+            f"ca_pem={_presence(self.ca_pem)}, client_cert_pem={_presence(self.client_cert_pem)}, "
+            f"client_key_pem={_MASK if self.client_key_pem else None}, "
+            f"insecure_skip_verify={self.insecure_skip_verify!r}, timeout_seconds={self.timeout_seconds!r})"
+        )
+
+
+def _presence(value: str | None) -> str:
+    return "<set>" if value else "None"
+
+
+def _redact_url(url: str) -> str:
+    """Mask the password of ``scheme://user:password@host`` URLs."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc=f"{user}:{_MASK}@{hostport}"))
+    except ValueError:
+        return "<unparsable url>"
+
+
+def _secrets_of(endpoint: ConnectEndpoint) -> tuple[str, ...]:
+    secrets: list[str] = []
+    auth = endpoint.auth
+    if auth is not None:
+        if auth.password:
+            secrets.append(auth.password)
+            basic = f"{auth.username or ''}:{auth.password}".encode()
+            secrets.append(base64.b64encode(basic).decode("ascii"))
+        if auth.token:
+            secrets.append(auth.token)
+    try:
+        url_password = urlsplit(endpoint.url).password
+    except ValueError:
+        url_password = None
+    if url_password:
+        secrets.append(url_password)
+    # Longest first so that a secret containing another is masked whole.
+    return tuple(sorted({s for s in secrets if len(s) >= _MIN_SCRUB_LEN}, key=len, reverse=True))
+
+
+# --------------------------------------------------------------------------------------------------
+# TLS
+# --------------------------------------------------------------------------------------------------
+
+
+def build_ssl_context(endpoint: ConnectEndpoint) -> ssl.SSLContext:
+    """Build the TLS context for ``endpoint``. Raises ``ValueError`` for unusable PEM material.
+
+    Client certificate and key are written to a private temporary directory (files mode 0600) only for
+    the duration of ``load_cert_chain`` -- the ``ssl`` module cannot load them from memory.
+    """
+    try:
+        if endpoint.ca_pem:
+            ctx = ssl.create_default_context(cadata=endpoint.ca_pem)
+        else:
+            ctx = ssl.create_default_context(cafile=certifi.where())
+    except ssl.SSLError as e:
+        raise ValueError(f"invalid ca_pem: {e.reason or e}") from e
+    if endpoint.client_cert_pem:
+        _load_client_cert(ctx, endpoint.client_cert_pem, endpoint.client_key_pem)
+    if endpoint.insecure_skip_verify:
+        ctx.check_hostname = False  # must come before verify_mode = CERT_NONE
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _load_client_cert(ctx: ssl.SSLContext, cert_pem: str, key_pem: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="connect-offsets-tls-") as tmp:  # mkdtemp: mode 0700
+        cert_path = os.path.join(tmp, "tls.crt")
+        _write_private(cert_path, cert_pem)
+        key_path: str | None = None
+        if key_pem:
+            key_path = os.path.join(tmp, "tls.key")
+            _write_private(key_path, key_pem)
+        try:
+            ctx.load_cert_chain(cert_path, key_path, password=_refuse_password)
+        except ssl.SSLError as e:
+            raise ValueError(f"invalid client certificate or key: {e.reason or e}") from e
+
+
+def _write_private(path: str, text: str) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _refuse_password() -> str:
+    # Without a callback OpenSSL would prompt on the terminal for an encrypted key.
+    raise ValueError("encrypted client keys are not supported")
+
+
+class _BearerAuth(httpx.Auth):
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+    def __repr__(self) -> str:
+        return f"_BearerAuth(token={_MASK})"
+
+
+def _httpx_auth(auth: ConnectAuth | None) -> httpx.Auth | None:
+    if auth is None:
+        return None
+    if auth.kind == "basic":
+        return httpx.BasicAuth(auth.username or "", auth.password or "")
+    return _BearerAuth(auth.token or "")
+
+
+# --------------------------------------------------------------------------------------------------
+# Response models
+# --------------------------------------------------------------------------------------------------
+
+
+class _PluginInfo(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    class_: str = Field(alias="class")
+
+
+class _TopicsEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    topics: list[str] = Field(default_factory=list)
+
+
+class _MessageBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: str = ""
+
+
+_SERVER_INFO: Final = TypeAdapter(ServerInfo)
+_STATUS: Final = TypeAdapter(ConnectorStatus)
+_PLUGINS: Final = TypeAdapter(list[_PluginInfo])
+_STR_LIST: Final = TypeAdapter(list[str])
+_CONFIG: Final = TypeAdapter(dict[str, str])
+_TOPICS: Final = TypeAdapter(dict[str, _TopicsEntry])
+_MESSAGE: Final = TypeAdapter(_MessageBody)
+_JSON_OBJECT: Final = TypeAdapter(dict[str, Any])
+
+
+# --------------------------------------------------------------------------------------------------
+# Client
+# --------------------------------------------------------------------------------------------------
+
+
+def _connector_path(name: str, *suffix: str) -> str:
+    if not name:
+        raise ValueError("connector name must not be empty")
+    return "/".join(("/connectors", quote(name, safe=""), *suffix))
+
+
+def _bool_param(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class ConnectClient:
+    """Async client for one Kafka Connect cluster. Create once, reuse, :meth:`aclose` at the end."""
+
+    def __init__(self, endpoint: ConnectEndpoint, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._endpoint = endpoint
+        self._secrets = _secrets_of(endpoint)
+        self._client = httpx.AsyncClient(
+            base_url=endpoint.url,
+            timeout=httpx.Timeout(endpoint.timeout_seconds),
+            auth=_httpx_auth(endpoint.auth),
+            verify=build_ssl_context(endpoint),
+            transport=transport,
+            follow_redirects=False,
+            headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+        )
+
+    @property
+    def endpoint(self) -> ConnectEndpoint:
+        return self._endpoint
+
+    def __repr__(self) -> str:
+        return f"ConnectClient({self._endpoint!r})"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ---- cluster -------------------------------------------------------------------------------
+
+    async def server_info(self) -> ServerInfo:
+        return await self._get_model("/", _SERVER_INFO)
+
+    async def connector_plugins(self) -> list[str]:
+        """Connector plugin classes (``connectorsOnly=true``: no transforms/converters/predicates)."""
+        plugins = await self._get_model("/connector-plugins", _PLUGINS, params={"connectorsOnly": "true"})
+        return [p.class_ for p in plugins]
+
+    async def list_connectors(self) -> list[str]:
+        return await self._get_model("/connectors", _STR_LIST)
+
+    # ---- connectors ----------------------------------------------------------------------------
+
+    async def get_connector_config(self, name: str) -> dict[str, str] | None:
+        """The connector's config, or ``None`` if it does not exist."""
+        return await self._get_model_or_none(_connector_path(name, "config"), _CONFIG)
+
+    async def get_connector_status(self, name: str) -> ConnectorStatus | None:
+        """The connector's status, or ``None`` if it does not exist."""
+        return await self._get_model_or_none(_connector_path(name, "status"), _STATUS)
+
+    async def create_connector(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
+        """``POST /connectors``. A taken name raises :class:`ConnectConflict` (``already_exists``).
+
+        ``initial_state`` (RUNNING, PAUSED, STOPPED) needs Connect >= 3.7, see
+        :func:`supports_initial_state`; it is only sent when given.
+        """
+        body: dict[str, Any] = {"name": name, "config": config}
+        if initial_state is not None:
+            body["initial_state"] = initial_state
+        await self._request("POST", "/connectors", json_body=body)
+
+    async def put_connector_config(self, name: str, config: dict[str, str]) -> None:
+        """Create or update (``PUT /connectors/{name}/config``)."""
+        await self._request("PUT", _connector_path(name, "config"), json_body=config)
+
+    async def delete_connector(self, name: str) -> bool:
+        """Delete; ``False`` if there was no such connector."""
+        response = await self._request("DELETE", _connector_path(name), not_found_ok=True)
+        return response is not None
+
+    async def stop_connector(self, name: str) -> None:
+        await self._request("PUT", _connector_path(name, "stop"))
+
+    async def pause_connector(self, name: str) -> None:
+        await self._request("PUT", _connector_path(name, "pause"))
+
+    async def resume_connector(self, name: str) -> None:
+        await self._request("PUT", _connector_path(name, "resume"))
+
+    async def restart_connector(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> None:
+        params = {"includeTasks": _bool_param(include_tasks), "onlyFailed": _bool_param(only_failed)}
+        await self._request("POST", _connector_path(name, "restart"), params=params)
+
+    async def restart_task(self, name: str, task_id: int) -> None:
+        await self._request("POST", _connector_path(name, "tasks", str(int(task_id)), "restart"))
+
+    async def get_connector_topics(self, name: str) -> list[str]:
+        """Active topics (``GET /connectors/{name}/topics``)."""
+        entries = await self._get_model(_connector_path(name, "topics"), _TOPICS)
+        entry = entries.get(name)
+        if entry is None and len(entries) == 1:
+            entry = next(iter(entries.values()))
+        return list(entry.topics) if entry is not None else []
+
+    # ---- offsets -------------------------------------------------------------------------------
+
+    async def get_offsets(self, name: str) -> dict[str, Any]:
+        """``GET /connectors/{name}/offsets``, parsed but otherwise exactly as Connect returned it."""
+        return await self._get_model(_connector_path(name, "offsets"), _JSON_OBJECT)
+
+    async def get_offsets_raw(self, name: str) -> bytes:
+        """``GET /connectors/{name}/offsets``, the raw response body."""
+        response = await self._request("GET", _connector_path(name, "offsets"))
+        assert response is not None
+        return response.content
+
+    async def alter_offsets(self, name: str, document: dict[str, Any]) -> str:
+        """``PATCH /connectors/{name}/offsets``; returns Connect's ``message``. Connector must be STOPPED."""
+        return await self._message("PATCH", _connector_path(name, "offsets"), json_body=document)
+
+    async def reset_offsets(self, name: str) -> str:
+        """``DELETE /connectors/{name}/offsets``; returns Connect's ``message``. Connector must be STOPPED."""
+        return await self._message("DELETE", _connector_path(name, "offsets"))
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    async def _message(self, method: str, path: str, *, json_body: Any = None) -> str:
+        response = await self._request(method, path, json_body=json_body)
+        assert response is not None
+        if not response.content:
+            return ""
+        return self._validate(_MESSAGE, self._parse_json(method, path, response), method, path).message
+
+    async def _get_model(self, path: str, adapter: TypeAdapter[_T], *, params: Mapping[str, str] | None = None) -> _T:
+        response = await self._request("GET", path, params=params)
+        assert response is not None
+        return self._validate(adapter, self._parse_json("GET", path, response), "GET", path)
+
+    async def _get_model_or_none(self, path: str, adapter: TypeAdapter[_T]) -> _T | None:
+        response = await self._request("GET", path, not_found_ok=True)
+        if response is None:
+            return None
+        return self._validate(adapter, self._parse_json("GET", path, response), "GET", path)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        not_found_ok: bool = False,
+    ) -> httpx.Response | None:
+        """Send one request. Returns the 2xx response, ``None`` for a tolerated 404, else raises."""
+        try:
+            response = await self._client.request(method, path, params=params, json=json_body)
+        except httpx.TransportError as e:
+            _log.debug("%s %s -> %s", method, path, type(e).__name__)
+            raise ConnectUnavailable(self._describe(e), method=method, path=path) from e
+        except httpx.HTTPError as e:  # TooManyRedirects, DecodingError, ...
+            _log.debug("%s %s -> %s", method, path, type(e).__name__)
+            raise ConnectError(self._describe(e), method=method, path=path) from e
+        _log.debug("%s %s -> %d", method, path, response.status_code)
+        if response.is_success:
+            return response
+        if not_found_ok and response.status_code == httpx.codes.NOT_FOUND:
+            return None
+        raise self._error_from_response(method, path, response)
+
+    def _describe(self, e: Exception) -> str:
+        text = str(e)
+        return self._scrub(f"{type(e).__name__}: {text}" if text else type(e).__name__)
+
+    def _error_from_response(self, method: str, path: str, response: httpx.Response) -> ConnectHTTPError:
+        status = response.status_code
+        message: str | None = None
+        error_code: int | None = None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            if isinstance(body.get("message"), str):
+                message = body["message"]
+            code = body.get("error_code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                error_code = code
+        if message is None:
+            text = response.text.strip()
+            message = text[:MAX_ERROR_TEXT] if text else httpx.codes.get_reason_phrase(status)
+        cls = _error_class(status)
+        return cls(method=method, path=path, status_code=status, message=self._scrub(message), error_code=error_code)
+
+    def _parse_json(self, method: str, path: str, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as e:
+            raise ConnectError(
+                f"{response.status_code} response body is not valid JSON", method=method, path=path
+            ) from e
+
+    def _validate(self, adapter: TypeAdapter[_T], data: Any, method: str, path: str) -> _T:
+        try:
+            return adapter.validate_python(data)
+        except ValidationError as e:
+            # Not chained and no input values: response bodies (configs!) may hold secrets.
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+                for err in e.errors(include_input=False)[:5]
+            )
+            raise ConnectError(f"unexpected response: {problems}", method=method, path=path) from None
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, _MASK)
+        return text

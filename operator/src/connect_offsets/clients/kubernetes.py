@@ -1,0 +1,308 @@
+"""The Kubernetes API, as the operator uses it: ConfigMaps, Secrets, our resources, Events.
+
+Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
+event loop, so each call goes through ``asyncio.to_thread`` here and nowhere else. Errors are
+mapped to two classes that say whether retrying can help. Secret values are returned to the caller
+and never logged or put into exception text.
+
+Error tree::
+
+    KubernetesError            base
+    ├── KubernetesUnavailable  transport failures, 5xx, 429, conflicts: retry later
+    └── KubernetesRejected     other 4xx (forbidden, invalid): retrying the same call won't help
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from connect_offsets import API_GROUP, API_VERSION
+
+__all__ = [
+    "ConfigMapData",
+    "KubernetesApi",
+    "KubernetesError",
+    "KubernetesRejected",
+    "KubernetesUnavailable",
+    "load_api_client",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class KubernetesError(Exception):
+    """A Kubernetes API call failed; the message has the verb, object and the API's reason."""
+
+    retryable = True
+
+
+class KubernetesUnavailable(KubernetesError):
+    retryable = True
+
+
+class KubernetesRejected(KubernetesError):
+    retryable = False
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ConfigMapData:
+    name: str
+    resource_version: str
+    data: dict[str, str]
+    binary_data: dict[str, bytes]
+    labels: dict[str, str]
+    owner_references: list[dict[str, Any]]
+
+
+def load_api_client() -> client.ApiClient:
+    """In-cluster credentials when running in a Pod, else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+def _describe(error: ApiException) -> str:
+    try:
+        body = json.loads(error.body or "{}")
+        return str(body.get("message") or error.reason)
+    except (ValueError, TypeError):
+        return str(error.reason)
+
+
+class KubernetesApi:
+    """Async facade over the synchronous client; one instance per operator process."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(func, *args, **kwargs)
+        except ApiException as error:
+            message = f"{what}: {error.status} {_describe(error)}"
+            if error.status in (409, 429) or (error.status or 0) >= 500:
+                raise KubernetesUnavailable(message) from error
+            raise KubernetesRejected(message, error.status or 0) from error
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise KubernetesUnavailable(f"{what}: {type(error).__name__}") from error
+
+    # --- ConfigMaps -------------------------------------------------------------------
+
+    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
+        try:
+            obj = await self._call(
+                f"get ConfigMap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace
+            )
+        except KubernetesRejected as error:
+            if error.status == 404:
+                return None
+            raise
+        meta = obj.metadata or client.V1ObjectMeta()
+        owners: list[dict[str, Any]] = [
+            self._client.sanitize_for_serialization(r)  # type: ignore[no-untyped-call]
+            for r in meta.owner_references or []
+        ]
+        return ConfigMapData(
+            name=name,
+            resource_version=meta.resource_version or "",
+            data=dict(obj.data or {}),
+            binary_data={k: base64.b64decode(v) for k, v in (obj.binary_data or {}).items()},
+            labels=dict(meta.labels or {}),
+            owner_references=owners,
+        )
+
+    async def write_configmap_key(
+        self,
+        namespace: str,
+        name: str,
+        key: str,
+        value: str,
+        *,
+        labels: dict[str, str],
+        owner: dict[str, Any],
+    ) -> None:
+        """Create the ConfigMap or set one key in it, keeping its other keys, labels and owners."""
+        for _ in range(5):  # optimistic concurrency: retry on a concurrent edit
+            current = await self.get_configmap(namespace, name)
+            if current is None:
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": labels,
+                        "ownerReferences": [owner],
+                    },
+                    "data": {key: value},
+                }
+                try:
+                    await self._call(
+                        f"create ConfigMap {namespace}/{name}",
+                        self.core.create_namespaced_config_map,
+                        namespace,
+                        body,
+                    )
+                    return
+                except KubernetesUnavailable as error:
+                    if "409" in str(error):
+                        continue
+                    raise
+            owners = list(current.owner_references)
+            if not any(o.get("uid") == owner["uid"] for o in owners):
+                owners.append(owner)
+            patch = {
+                "metadata": {
+                    "resourceVersion": current.resource_version,
+                    "labels": {**current.labels, **labels},
+                    "ownerReferences": owners,
+                },
+                "data": {key: value},
+            }
+            try:
+                await self._call(
+                    f"patch ConfigMap {namespace}/{name}",
+                    self.core.patch_namespaced_config_map,
+                    name,
+                    namespace,
+                    patch,
+                )
+                return
+            except KubernetesUnavailable as error:
+                if "409" in str(error):
+                    continue
+                raise
+        raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
+
+    # --- Secrets ----------------------------------------------------------------------
+
+    async def get_secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """Decoded Secret data. Raises KubernetesRejected(404) if the Secret is missing."""
+        obj = await self._call(f"get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+        return {k: base64.b64decode(v).decode() for k, v in (obj.data or {}).items()}
+
+    # --- our resources ----------------------------------------------------------------
+
+    async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj: Any = await self._call(
+                f"get {plural} {namespace}/{name}",
+                self.custom.get_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                plural,
+                name,
+            )
+        except KubernetesRejected as error:
+            if error.status == 404:
+                return None
+            raise
+        resource: dict[str, Any] = obj
+        return resource
+
+    async def list_resources(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        result: Any = await self._call(
+            f"list {plural} in {namespace}",
+            self.custom.list_namespaced_custom_object,
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            plural,
+        )
+        items: list[dict[str, Any]] = result.get("items", [])
+        return items
+
+    async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
+        """Remove an annotation only if it still has the value we acted on (a JSON-patch test).
+
+        Returns False when the user changed or removed it meanwhile; their new request stays.
+        """
+        pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        patch = [{"op": "test", "path": pointer, "value": expected}, {"op": "remove", "path": pointer}]
+        try:
+            await self._call(
+                f"remove annotation {key} from {plural} {namespace}/{name}",
+                self.custom.patch_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                plural,
+                name,
+                patch,
+            )
+        except KubernetesRejected as error:
+            if error.status in (404, 422):  # gone, or the test op failed: someone changed it
+                return False
+            raise
+        return True
+
+    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self._call(
+            f"patch status of {plural} {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object_status,
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+        )
+
+    async def post_event(
+        self,
+        *,
+        involved: dict[str, Any],
+        event_type: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Post a core/v1 Event. Best effort: an Event that cannot be written is logged, not raised."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        meta = involved["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+                "kind": involved.get("kind", ""),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": "connect-offsets-operator"},
+            "reportingComponent": "connect-offsets-operator",
+        }
+        try:
+            await self._call(
+                f"create Event for {meta['name']}", self.core.create_namespaced_event, meta["namespace"], body
+            )
+        except KubernetesError as error:
+            log.warning("could not post Event %s: %s", reason, error)

@@ -1,0 +1,49 @@
+"""The per-resource reconcile loop shared by the daemons of every kind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import kopf
+
+from connect_offsets.clients.kubernetes import KubernetesError
+from connect_offsets.handlers.startup import OperatorState, Waker
+from connect_offsets.service import MAX_RETRY_DELAY_S, Outcome
+
+__all__ = ["run_loop"]
+
+log = logging.getLogger(__name__)
+
+
+async def run_loop(
+    state: OperatorState,
+    waker: Waker,
+    stopped: kopf.DaemonStopped,
+    reconcile: Callable[[], Awaitable[Outcome]],
+    logger: logging.Logger | kopf.Logger,
+) -> None:
+    failures = 0
+    while not stopped:
+        waker.event.clear()
+        try:
+            outcome = await reconcile()
+        except KubernetesError as error:
+            outcome = Outcome(transient_error=str(error))
+        except Exception:  # never let one resource kill its loop; log and back off
+            logger.exception("reconcile failed unexpectedly")
+            outcome = Outcome(transient_error="unexpected error")
+        if outcome.transient_error is not None:
+            failures += 1
+            delay = min(2.0**failures, MAX_RETRY_DELAY_S)
+            logger.warning(f"transient failure, retrying in {delay:.0f}s: {outcome.transient_error}")
+        else:
+            failures = 0
+            delay = state.drift_interval
+            if outcome.requeue_after is not None:
+                delay = min(delay, outcome.requeue_after)
+        waker.configmaps = outcome.referenced_configmaps
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waker.event.wait(), timeout=delay)

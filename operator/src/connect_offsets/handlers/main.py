@@ -1,0 +1,46 @@
+"""``connect-offsets-operator``: run the operator (a thin wrapper around ``kopf run``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import kopf
+
+import connect_offsets.handlers  # noqa: F401  (registers the handlers)
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="connect-offsets-operator",
+        description="Run the connect-offsets operator against the cluster in $KUBECONFIG (or in-cluster).",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", action="append", default=[], help="watch this namespace (repeatable)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    parser.add_argument("--peering", default=None, help="kopf peering name for HA (default: standalone)")
+    parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            standalone=args.peering is None,
+            peering_name=args.peering,
+            liveness_endpoint=args.liveness,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

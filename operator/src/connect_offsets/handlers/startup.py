@@ -1,0 +1,91 @@
+"""Operator start-up and shutdown: kopf settings, shared clients, the typed memo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from connect_offsets import API_GROUP
+from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
+from connect_offsets.service import ClusterRegistry, ClusterService, ConnectorService
+
+__all__ = ["OperatorState", "Waker", "state_of"]
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as error:
+        raise kopf.PermanentError(f"{name}={raw!r} is not a number") from error
+    if value <= 0:
+        raise kopf.PermanentError(f"{name} must be > 0, got {raw}")
+    return value
+
+
+@dataclass
+class Waker:
+    """Wakes one resource's daemon early; remembers what it last saw to ignore our own writes."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    seen: tuple[Any, ...] | None = None
+    configmaps: set[str] = field(default_factory=set)
+
+
+@dataclass
+class OperatorState:
+    kube: KubernetesApi
+    clusters: ClusterRegistry
+    connectors: ConnectorService
+    cluster_service: ClusterService
+    drift_interval: float
+    wakers: dict[tuple[str, str, str], Waker] = field(default_factory=dict)
+
+    def waker(self, plural: str, namespace: str, name: str) -> Waker:
+        return self.wakers.setdefault((plural, namespace, name), Waker())
+
+
+def state_of(memo: Any) -> OperatorState:
+    state = memo.get("state")
+    if not isinstance(state, OperatorState):
+        raise kopf.TemporaryError("operator not started yet", delay=1)
+    return state
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # kopf's own bookkeeping goes under our API group, not kopf.zalando.org.
+    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=API_GROUP, key="last-handled-configuration"
+    )
+    # Our service posts its own Events with Connect's messages; kopf's would only repeat them.
+    settings.posting.level = logging.WARNING
+    # Re-establish watches regularly so a silently dropped connection cannot stall us for long.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+    kube = KubernetesApi(load_api_client())
+    clusters = ClusterRegistry(kube)
+    memo["state"] = OperatorState(
+        kube=kube,
+        clusters=clusters,
+        connectors=ConnectorService(kube, clusters),
+        cluster_service=ClusterService(kube, clusters),
+        drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
+    )
+
+
+@kopf.on.cleanup()
+async def close(memo: kopf.Memo, **_: Any) -> None:
+    state = memo.get("state")
+    if isinstance(state, OperatorState):
+        await state.clusters.aclose()

@@ -1,0 +1,118 @@
+"""Documents the Kafka Connect REST API returns, parsed leniently, and version rules.
+
+``extra="ignore"``: newer workers add fields (Kafka 4.1 adds plugin versions to status) and must
+not break us. These live in ``models`` rather than next to the HTTP client so the pure planner can
+reason about them without importing any I/O code.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ConnectorState",
+    "ConnectorStatus",
+    "ServerInfo",
+    "TaskState",
+    "parse_version",
+    "supports_initial_state",
+]
+
+
+class ServerInfo(BaseModel):
+    """``GET /``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    version: str
+    commit: str | None = None
+    kafka_cluster_id: str | None = None
+
+
+class TaskState(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: int
+    state: str
+    worker_id: str | None = None
+    trace: str | None = None
+
+
+class ConnectorState(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    state: str
+    worker_id: str | None = None
+    trace: str | None = None
+
+
+class ConnectorStatus(BaseModel):
+    """``GET /connectors/{name}/status``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str
+    connector: ConnectorState
+    tasks: list[TaskState] = Field(default_factory=list)
+    type: str | None = None
+
+    @property
+    def state(self) -> str:
+        """The connector's own state: RUNNING, PAUSED, STOPPED, FAILED, UNASSIGNED, RESTARTING."""
+        return self.connector.state
+
+    @property
+    def is_stopped(self) -> bool:
+        """STOPPED and every task gone -- the precondition of the offsets PATCH/DELETE endpoints."""
+        return self.state == "STOPPED" and not self.tasks
+
+    @property
+    def failed_task_ids(self) -> list[int]:
+        return [t.id for t in self.tasks if t.state == "FAILED"]
+
+    @property
+    def any_failed(self) -> bool:
+        return self.state == "FAILED" or bool(self.failed_task_ids)
+
+    def first_trace(self) -> str | None:
+        """The first line of the first failure trace (the exception and its message), if any."""
+        traces = [self.connector.trace if self.connector.state == "FAILED" else None]
+        traces += [task.trace for task in self.tasks if task.state == "FAILED"]
+        for trace in traces:
+            if trace and trace.strip():
+                return trace.strip().splitlines()[0]
+        return None
+
+
+_VERSION_RE: Final = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+_CONFLUENT_SUFFIX_RE: Final = re.compile(r"-(ccs|ce)\b")
+
+
+def parse_version(v: str) -> tuple[int, int, int]:
+    """Leniently parse a version: ``"3.7.0"``, ``"4.1.1"``, ``"3.9.0-SNAPSHOT"`` -> ``(3, 9, 0)``.
+
+    Missing parts are 0; anything without a leading number is ``(0, 0, 0)``.
+    """
+    m = _VERSION_RE.match(v or "")
+    if m is None:
+        return (0, 0, 0)
+    major, minor, patch = (int(g) if g else 0 for g in m.groups())
+    return (major, minor, patch)
+
+
+def _apache_kafka_version(v: str) -> tuple[int, int, int]:
+    """Like :func:`parse_version`, but maps Confluent Platform versions (``7.7.0-ccs``, ``8.0.0-ce``,
+    reported by CP's Connect instead of the Kafka version) to the Apache Kafka release they ship:
+    CP 7.x -> AK 3.x, CP 8.x -> AK 4.x."""
+    parsed = parse_version(v)
+    if _CONFLUENT_SUFFIX_RE.search(v or "") and parsed[0] >= 7:
+        return (parsed[0] - 4, parsed[1], parsed[2])
+    return parsed
+
+
+def supports_initial_state(version: str) -> bool:
+    """``initial_state`` in ``POST /connectors`` exists since Kafka 3.7 (KIP-980)."""
+    return _apache_kafka_version(version) >= (3, 7, 0)

@@ -1,0 +1,275 @@
+"""Our custom resources as pydantic models: the single source of the CRD schemas.
+
+``crds/*.yaml`` is generated from these classes (``connect-offsets crds``) and a unit test fails
+when the committed YAML drifts, so the API server and the operator can never disagree on a field.
+Bodies are parsed here at the boundary; a ``ValidationError`` becomes a permanent error with the
+field path in its message.
+
+Field names are camelCase in Kubernetes and snake_case in Python (``alias_generator``). Specs
+forbid unknown fields (a typo must fail loudly); the API server prunes them anyway, so the check
+matters mostly for documents built by the CLI and the tests.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
+
+__all__ = [
+    "AlterOffsetsSpec",
+    "AuthenticationSpec",
+    "AutoRestartSpec",
+    "AutoRestartStatus",
+    "CertificateSource",
+    "ClientCertificateSpec",
+    "Condition",
+    "ConfigMapRef",
+    "ConnectClusterResource",
+    "ConnectClusterSpec",
+    "ConnectClusterStatus",
+    "ConnectorState",
+    "KafkaConnectorResource",
+    "KafkaConnectorSpec",
+    "KafkaConnectorStatus",
+    "KeyRef",
+    "ListOffsetsSpec",
+    "ObjectMeta",
+    "OffsetsOperationStatus",
+    "SecretKeyRef",
+    "TLSSpec",
+]
+
+#: Keys Connect derives from the resource itself; setting them in ``config`` would be ambiguous.
+RESERVED_CONFIG_KEYS = ("name", "connector.class", "tasks.max")
+
+PRESERVE_UNKNOWN: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
+
+
+class Model(BaseModel):
+    """Spec models: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class StatusModel(BaseModel):
+    """Status models: tolerant, since older operators may have written other fields."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class ObjectMeta(BaseModel):
+    """The parts of ``metadata`` we read."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = Field("", alias="resourceVersion")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    deletion_timestamp: str | None = Field(None, alias="deletionTimestamp")
+
+
+# --- shared references -----------------------------------------------------------------
+
+
+class ConfigMapRef(Model):
+    """A ConfigMap in the resource's namespace."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, description="ConfigMap name.")]
+
+
+class ListOffsetsSpec(Model):
+    to_config_map: ConfigMapRef = Field(description="ConfigMap that `list` writes `offsets.json` to.")
+
+
+class AlterOffsetsSpec(Model):
+    from_config_map: ConfigMapRef = Field(description="ConfigMap whose `offsets.json` `alter` applies.")
+
+
+class SecretKeyRef(Model):
+    name: Annotated[str, Field(min_length=1, description="Secret name, in the resource's namespace.")]
+    key: Annotated[str, Field(min_length=1, description="Key inside the Secret.")]
+
+
+class KeyRef(Model):
+    """A key of a Secret or of a ConfigMap (exactly one)."""
+
+    secret: SecretKeyRef | None = Field(None, description="Read the value from a Secret.")
+    config_map: SecretKeyRef | None = Field(None, description="Read the value from a ConfigMap.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> KeyRef:
+        if (self.secret is None) == (self.config_map is None):
+            raise ValueError("set exactly one of `secret` or `configMap`")
+        return self
+
+
+# --- ConnectCluster ----------------------------------------------------------------------
+
+
+class AuthenticationSpec(Model):
+    type: Literal["basic", "bearer"] = Field(description="HTTP authentication scheme.")
+    secret_name: Annotated[
+        str, Field(min_length=1, description="Secret holding the credentials, in the same namespace.")
+    ]
+    username_key: str = Field("username", description="basic: key of the user name in the Secret.")
+    password_key: str = Field("password", description="basic: key of the password in the Secret.")
+    token_key: str = Field("token", description="bearer: key of the token in the Secret.")
+
+
+class CertificateSource(KeyRef):
+    """PEM text from a Secret or ConfigMap key."""
+
+
+class ClientCertificateSpec(Model):
+    secret_name: Annotated[str, Field(min_length=1, description="Secret with the client certificate.")]
+    cert_key: str = Field("tls.crt", description="Key of the PEM certificate.")
+    key_key: str = Field("tls.key", description="Key of the PEM private key.")
+
+
+class TLSSpec(Model):
+    ca: CertificateSource | None = Field(None, description="CA bundle that signed Connect's certificate.")
+    client_certificate: ClientCertificateSpec | None = Field(None, description="mTLS client certificate.")
+    insecure_skip_verify: bool = Field(False, description="Skip server certificate verification (unsafe).")
+
+
+class ConnectClusterSpec(Model):
+    url: Annotated[
+        str,
+        Field(
+            pattern=r"^https?://[^\s/]+(/.*)?$",
+            description="Base URL of the Connect REST API, e.g. http://connect.kafka.svc:8083.",
+        ),
+    ]
+    authentication: AuthenticationSpec | None = Field(None, description="Credentials for the REST API.")
+    tls: TLSSpec | None = Field(None, description="TLS settings for https URLs.")
+    request_timeout_seconds: Annotated[
+        float, Field(ge=1, le=600, description="Timeout of one REST request (Connect's own limit is 90 s).")
+    ] = 120.0
+
+
+class Condition(StatusModel):
+    """A condition per the Kubernetes API conventions."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class ConnectClusterStatus(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    version: str | None = Field(None, description="Connect worker version, from `GET /`.")
+    commit: str | None = None
+    kafka_cluster_id: str | None = None
+    connector_plugins: list[str] = Field(default_factory=list)
+
+
+class ConnectClusterResource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: ObjectMeta
+    spec: ConnectClusterSpec
+    status: ConnectClusterStatus = Field(default_factory=ConnectClusterStatus)
+
+
+# --- KafkaConnector ----------------------------------------------------------------------
+
+
+class ConnectorState(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+class AutoRestartSpec(Model):
+    enabled: bool = Field(True, description="Restart a FAILED connector or tasks with back-off.")
+    max_restarts: Annotated[int, Field(ge=0, description="Give up after this many restarts.")] | None = None
+
+
+class KafkaConnectorSpec(Model):
+    class_: Annotated[str, Field(alias="class", min_length=1, description="Connector class (or alias).")]
+    tasks_max: Annotated[int, Field(ge=1, description="Maximum number of tasks.")] | None = None
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Connector configuration; values are sent to Connect as strings.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    state: ConnectorState = Field(ConnectorState.RUNNING, description="Desired state in Connect.")
+    auto_restart: AutoRestartSpec | None = None
+    list_offsets: ListOffsetsSpec | None = None
+    alter_offsets: AlterOffsetsSpec | None = None
+
+    @field_validator("config")
+    @classmethod
+    def _no_reserved_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        reserved = [k for k in RESERVED_CONFIG_KEYS if k in config]
+        if reserved:
+            raise ValueError(
+                f"config must not contain {', '.join(reserved)}: use metadata.name, spec.class and "
+                "spec.tasksMax instead"
+            )
+        for key, value in config.items():
+            if isinstance(value, dict | list):
+                raise ValueError(f"config.{key}: expected a string, number or boolean, got {type(value).__name__}")
+        return config
+
+    def connect_config(self, name: str) -> dict[str, str]:
+        """The config document Connect receives (all values as strings, as Connect returns them)."""
+        config = {key: _to_connect_string(value) for key, value in self.config.items() if value is not None}
+        config["connector.class"] = self.class_
+        config["name"] = name
+        if self.tasks_max is not None:
+            config["tasks.max"] = str(self.tasks_max)
+        return config
+
+
+def _to_connect_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class AutoRestartStatus(StatusModel):
+    count: int = 0
+    last_restart_time: str | None = None
+
+
+class OffsetsOperationStatus(StatusModel):
+    operation: str
+    result: Literal["Succeeded", "Failed"]
+    time: str
+    message: str = ""
+    request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
+
+
+class KafkaConnectorStatus(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
+    tasks_max: int | None = None
+    topics: list[str] = Field(default_factory=list)
+    auto_restart: AutoRestartStatus | None = None
+    last_offsets_operation: OffsetsOperationStatus | None = None
+
+
+class KafkaConnectorResource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: ObjectMeta
+    spec: KafkaConnectorSpec
+    status: KafkaConnectorStatus = Field(default_factory=KafkaConnectorStatus)
+
+    @property
+    def connector_name(self) -> str:
+        return self.metadata.name

@@ -1,0 +1,174 @@
+"""Generate the CRD manifests from the pydantic models.
+
+Why generate: the CRD schema and the models must not drift. Pydantic's JSON Schema is close to
+the structural OpenAPI v3 subset the API server wants, but not equal: ``$ref``/``$defs`` must be
+inlined, ``Optional`` (``anyOf: [X, null]``) becomes ``nullable: true``, ``title`` is noise, and
+free-form maps need ``x-kubernetes-preserve-unknown-fields``. This module does that conversion,
+and nothing else, so ``crds/*.yaml`` is a pure function of ``models/crds.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from connect_offsets import API_GROUP, API_VERSION
+from connect_offsets.models import crds
+
+__all__ = ["crd_documents", "structural_schema"]
+
+_DROP = {"title", "$defs"}
+
+
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON Schema rewritten into a Kubernetes structural schema."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs: dict[str, Any] = raw.get("$defs", {})
+    converted: dict[str, Any] = _convert(raw, defs)
+    return converted
+
+
+def _convert(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_convert(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _convert(merged, defs)
+    any_of = node.get("anyOf")
+    if isinstance(any_of, list):
+        options = [opt for opt in any_of if opt != {"type": "null"}]
+        if len(options) == 1 and len(options) < len(any_of):
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            merged = {**_convert(options[0], defs), **_convert(rest, defs)}
+            merged["nullable"] = True
+            return merged
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "const":
+            out["enum"] = [value]
+            continue
+        if key == "properties":
+            out[key] = {name: _convert(sub, defs) for name, sub in value.items()}
+            continue
+        out[key] = _convert(value, defs)
+    if out.get("additionalProperties") is False:
+        # Structural schemas forbid `properties` next to `additionalProperties`; the API server
+        # prunes unknown fields instead, and the model rejects them on our side.
+        out.pop("additionalProperties")
+    if out.get("x-kubernetes-preserve-unknown-fields"):
+        # Free-form maps: the API server stores them as given; values are checked by the model.
+        out.pop("additionalProperties", None)
+        out["type"] = "object"
+    elif out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if out.get("default") is None:
+        out.pop("default", None)
+    return out
+
+
+def _condition_columns() -> list[dict[str, Any]]:
+    return [
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
+    ]
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    short_names: list[str],
+    spec_model: type[BaseModel],
+    status_model: type[BaseModel],
+    columns: list[dict[str, Any]],
+    description: str,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{API_GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "connect-offsets-operator"},
+        },
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": ["connect-offsets"],
+            },
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        *columns,
+                        *_condition_columns(),
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": structural_schema(spec_model),
+                                "status": structural_schema(status_model),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def crd_documents() -> dict[str, dict[str, Any]]:
+    """File name in ``crds/`` -> CRD manifest."""
+    return {
+        "connectclusters.yaml": _crd(
+            kind="ConnectCluster",
+            plural="connectclusters",
+            short_names=["cocl"],
+            spec_model=crds.ConnectClusterSpec,
+            status_model=crds.ConnectClusterStatus,
+            columns=[
+                {"name": "URL", "type": "string", "jsonPath": ".spec.url"},
+                {"name": "Version", "type": "string", "jsonPath": ".status.version"},
+            ],
+            description="An existing Kafka Connect cluster, reached through its REST API.",
+        ),
+        "kafkaconnectors.yaml": _crd(
+            kind="KafkaConnector",
+            plural="kafkaconnectors",
+            short_names=["cokc"],
+            spec_model=crds.KafkaConnectorSpec,
+            status_model=crds.KafkaConnectorStatus,
+            columns=[
+                {
+                    "name": "Cluster",
+                    "type": "string",
+                    "jsonPath": ".metadata.labels.connect-offsets\\.io/cluster",
+                },
+                {"name": "Class", "type": "string", "jsonPath": ".spec.class", "priority": 1},
+                {"name": "Desired", "type": "string", "jsonPath": ".spec.state"},
+                {"name": "State", "type": "string", "jsonPath": ".status.connectorStatus.connector.state"},
+            ],
+            description="A Kafka Connect connector managed on a ConnectCluster, with offsets operations.",
+        ),
+    }

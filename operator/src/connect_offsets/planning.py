@@ -1,0 +1,426 @@
+"""The planner: a pure function from (resource, observed Connect state, clock) to actions and conditions.
+
+Why pure: every decision the operator makes about a connector — create it, fix its config, move
+it to the desired state, restart it, run an offsets request or refuse one — is taken here, with no
+I/O, so it is unit-tested exhaustively and fuzzed. The service gathers the observed state, calls
+``plan``, executes the actions in order and writes the status the plan describes.
+
+Offsets requests are level-based but must not repeat after a permanent failure: each request has a
+fingerprint (operation, annotation value, resource generation, ConfigMap resourceVersion) and a
+request whose fingerprint already failed permanently waits until one of those inputs changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from connect_offsets.models.connect import ConnectorStatus
+from connect_offsets.models.crds import (
+    AutoRestartStatus,
+    ConnectorState,
+    KafkaConnectorResource,
+)
+from connect_offsets.models.offsets import (
+    OffsetsValidationError,
+    parse_offsets_document,
+    validate_for_connector,
+)
+
+__all__ = [
+    "ANNOTATION_OFFSETS",
+    "ANNOTATION_RESTART",
+    "ANNOTATION_RESTART_TASK",
+    "Action",
+    "ConditionSpec",
+    "Observed",
+    "OffsetsConfigMap",
+    "Plan",
+    "auto_restart_backoff",
+    "offsets_request_fingerprint",
+    "plan_connector",
+]
+
+ANNOTATION_PREFIX = "connect-offsets.io/"
+ANNOTATION_OFFSETS = ANNOTATION_PREFIX + "connector-offsets"
+ANNOTATION_RESTART = ANNOTATION_PREFIX + "restart"
+ANNOTATION_RESTART_TASK = ANNOTATION_PREFIX + "restart-task"
+ANNOTATION_ADOPT = ANNOTATION_PREFIX + "adopt"
+#: Written into each connector's config so that two resources (in any namespaces, or two
+#: operators) never silently fight over one globally named connector.
+OWNER_CONFIG_KEY = "connect-offsets.io/owner"
+
+OFFSETS_OPERATIONS = ("list", "alter", "reset")
+RESTART_VALUES = {
+    "true": (False, False),
+    "includetasks": (True, False),
+    "onlyfailed": (False, True),
+    "includetasks,onlyfailed": (True, True),
+    "onlyfailed,includetasks": (True, True),
+}
+#: While Connect's status lags a stop/pause/resume or a create, look again soon.
+SETTLE_DELAY_S = 2.0
+
+
+@dataclass(frozen=True)
+class OffsetsConfigMap:
+    """The ConfigMap an alter reads, as observed (``None`` fields: it does not exist)."""
+
+    name: str
+    exists: bool
+    resource_version: str = ""
+    data: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the service saw before planning. ``config is None``: the connector does not exist."""
+
+    now: datetime
+    cluster_error: str | None  # why the ConnectCluster cannot be used, or None
+    supports_initial_state: bool
+    config: dict[str, str] | None
+    status: ConnectorStatus | None
+    alter_configmap: OffsetsConfigMap | None = None
+
+
+Kind = Literal[
+    "create",
+    "update_config",
+    "stop",
+    "pause",
+    "resume",
+    "restart",
+    "restart_task",
+    "list_offsets",
+    "alter_offsets",
+    "reset_offsets",
+    "remove_annotation",
+]
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: Kind
+    config: dict[str, str] | None = None
+    initial_state: str | None = None
+    include_tasks: bool = False
+    only_failed: bool = False
+    task_id: int | None = None
+    configmap: str | None = None
+    offsets_json: str | None = None
+    annotation: str | None = None
+    annotation_value: str | None = None
+    automatic: bool = False  # auto-restart rather than a user request
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+    conditions: list[ConditionSpec] = field(default_factory=list)
+    requeue_after: float | None = None
+    auto_restart: AutoRestartStatus | None = None
+    offsets_request: str | None = None  # fingerprint of the offsets request this plan executes
+    offsets_refusal: tuple[str, str, bool] | None = None  # (reason, message, permanent)
+
+    def requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:
+    value = resource.metadata.annotations.get(ANNOTATION_OFFSETS, "")
+    parts = [value, str(resource.metadata.generation), configmap.resource_version if configmap else "-"]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def auto_restart_backoff(count: int) -> timedelta:
+    """Strimzi's back-off: 0, 2, 6, 12, 20, 30, 42, 56, then 60 minutes."""
+    return timedelta(minutes=min(count * count + count, 60))
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def owner_id(resource: KafkaConnectorResource) -> str:
+    return f"{resource.metadata.namespace}/{resource.metadata.name}"
+
+
+def desired_config(resource: KafkaConnectorResource) -> dict[str, str]:
+    config = resource.spec.connect_config(resource.connector_name)
+    config[OWNER_CONFIG_KEY] = owner_id(resource)
+    return config
+
+
+_CONNECT_STATE = {
+    ConnectorState.RUNNING: "RUNNING",
+    ConnectorState.PAUSED: "PAUSED",
+    ConnectorState.STOPPED: "STOPPED",
+}
+
+
+def plan_connector(resource: KafkaConnectorResource, observed: Observed) -> Plan:
+    """Decide what to do for one KafkaConnector. Pure: no I/O, no clock but ``observed.now``."""
+    plan = Plan()
+    annotations = resource.metadata.annotations
+    if observed.cluster_error is not None:
+        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectClusterUnavailable", observed.cluster_error))
+        return plan
+
+    desired = desired_config(resource)
+    spec_state = resource.spec.state
+    if observed.config is None:
+        initial = _CONNECT_STATE[spec_state] if observed.supports_initial_state else None
+        plan.actions.append(Action("create", config=desired, initial_state=initial))
+        plan.conditions.append(ConditionSpec("Ready", "False", "Creating", "Creating the connector in Connect"))
+        plan.requeue(SETTLE_DELAY_S)
+        _plan_annotation_conditions(resource, plan)
+        return plan
+
+    owner = observed.config.get(OWNER_CONFIG_KEY)
+    if owner != owner_id(resource) and annotations.get(ANNOTATION_ADOPT) != "true":
+        who = f"by {owner}" if owner else "by something other than this operator"
+        plan.conditions.append(
+            ConditionSpec(
+                "Ready",
+                "False",
+                "ConnectorOwnedElsewhere",
+                f"Connector {resource.connector_name} already exists in Connect, managed {who}. Connector "
+                "names are global on a Connect cluster; rename this resource, or annotate it with "
+                f"{ANNOTATION_ADOPT}=true to take the existing connector over.",
+            )
+        )
+        return plan
+
+    if observed.config != desired:
+        plan.actions.append(Action("update_config", config=desired))
+        plan.requeue(SETTLE_DELAY_S)
+
+    status = observed.status
+    observed_state = status.state if status else None
+    want = _CONNECT_STATE[spec_state]
+    if observed_state is not None and observed_state != want:
+        if spec_state is ConnectorState.STOPPED:
+            plan.actions.append(Action("stop"))
+        elif spec_state is ConnectorState.PAUSED:
+            if observed_state == "FAILED":
+                pass  # Connect cannot pause a failed connector; auto-restart or the user acts first
+            else:
+                plan.actions.append(Action("pause"))
+        elif observed_state in ("PAUSED", "STOPPED"):
+            plan.actions.append(Action("resume"))
+        plan.requeue(SETTLE_DELAY_S)
+
+    _plan_restarts(resource, observed, plan)
+    _plan_offsets(resource, observed, plan)
+    _plan_ready(resource, observed, plan)
+    _plan_annotation_conditions(resource, plan)
+    return plan
+
+
+def _plan_ready(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
+    status = observed.status
+    want = _CONNECT_STATE[resource.spec.state]
+    if status is None:
+        plan.conditions.append(ConditionSpec("Ready", "False", "StatusUnknown", "Connect reports no status yet"))
+        plan.requeue(SETTLE_DELAY_S)
+    elif status.any_failed:
+        trace = status.first_trace()
+        failed = ", ".join(str(t) for t in status.failed_task_ids)
+        what = "connector" if status.state == "FAILED" else f"task(s) {failed}"
+        message = f"Connect reports the {what} FAILED" + (f": {trace}" if trace else "")
+        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectorFailed", message[:1024]))
+    elif status.state != want or any(a.kind in ("create", "update_config") for a in plan.actions):
+        plan.conditions.append(
+            ConditionSpec("Ready", "False", "Progressing", f"Connector is {status.state}; moving it to {want}")
+        )
+    elif want == "RUNNING" and any(t.state != "RUNNING" for t in status.tasks):
+        plan.conditions.append(ConditionSpec("Ready", "False", "TasksNotRunning", "Not every task is RUNNING yet"))
+        plan.requeue(SETTLE_DELAY_S)
+    else:
+        reason = {"RUNNING": "ConnectorRunning", "PAUSED": "ConnectorPaused", "STOPPED": "ConnectorStopped"}[want]
+        plan.conditions.append(ConditionSpec("Ready", "True", reason, f"Connector is {want} in Connect"))
+
+
+def _plan_restarts(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
+    annotations = resource.metadata.annotations
+    status = observed.status
+    value = annotations.get(ANNOTATION_RESTART)
+    if value is not None:
+        key = value.replace(" ", "").lower()
+        if key in RESTART_VALUES:
+            include_tasks, only_failed = RESTART_VALUES[key]
+            plan.actions.append(Action("restart", include_tasks=include_tasks, only_failed=only_failed))
+            plan.actions.append(Action("remove_annotation", annotation=ANNOTATION_RESTART, annotation_value=value))
+    task = annotations.get(ANNOTATION_RESTART_TASK)
+    if task is not None and task.strip().isdigit():
+        plan.actions.append(Action("restart_task", task_id=int(task.strip())))
+        plan.actions.append(Action("remove_annotation", annotation=ANNOTATION_RESTART_TASK, annotation_value=task))
+
+    auto = resource.spec.auto_restart
+    previous = resource.status.auto_restart or AutoRestartStatus()
+    if auto is None or not auto.enabled or status is None:
+        return
+    last = _parse_time(previous.last_restart_time)
+    if status.any_failed and resource.spec.state is not ConnectorState.STOPPED:
+        if auto.max_restarts is not None and previous.count >= auto.max_restarts:
+            plan.conditions.append(
+                ConditionSpec(
+                    "AutoRestartExhausted",
+                    "True",
+                    "MaxRestartsReached",
+                    f"Restarted {previous.count} time(s), the limit set in spec.autoRestart.maxRestarts; "
+                    "fix the cause and restart with the connect-offsets.io/restart annotation",
+                )
+            )
+            return
+        due = last is None or observed.now >= last + auto_restart_backoff(previous.count)
+        if due:
+            plan.actions.append(Action("restart", include_tasks=True, only_failed=True, automatic=True))
+            plan.auto_restart = AutoRestartStatus(count=previous.count + 1, last_restart_time=_iso(observed.now))
+        else:
+            assert last is not None
+            wait = (last + auto_restart_backoff(previous.count) - observed.now).total_seconds()
+            plan.requeue(max(wait, 1.0))
+    elif previous.count and last is not None and observed.now >= last + auto_restart_backoff(previous.count):
+        # Healthy for longer than the next back-off: start counting from zero again.
+        plan.auto_restart = AutoRestartStatus(count=0, last_restart_time=previous.last_restart_time)
+
+
+def _plan_offsets(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
+    value = resource.metadata.annotations.get(ANNOTATION_OFFSETS)
+    if value is None or value not in OFFSETS_OPERATIONS:
+        return
+    fingerprint = offsets_request_fingerprint(resource, observed.alter_configmap if value == "alter" else None)
+    last = resource.status.last_offsets_operation
+    if last is not None and last.request == fingerprint and last.result == "Failed":
+        # Failed permanently for exactly these inputs: wait for the resource or ConfigMap to change.
+        plan.offsets_request = fingerprint
+        plan.offsets_refusal = ("Unchanged", last.message, True)
+        plan.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", "RequestFailed", last.message))
+        return
+    plan.offsets_request = fingerprint
+    remove = Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)
+
+    if value == "list":
+        if resource.spec.list_offsets is None:
+            _refuse(plan, "list", "MissingListOffsets", "spec.listOffsets.toConfigMap.name is not set", True)
+            return
+        plan.actions += [
+            Action("list_offsets", configmap=resource.spec.list_offsets.to_config_map.name),
+            remove,
+        ]
+        return
+
+    if value == "alter" and resource.spec.alter_offsets is None:
+        _refuse(plan, "alter", "MissingAlterOffsets", "spec.alterOffsets.fromConfigMap.name is not set", True)
+        return
+    offsets_json: str | None = None
+    if value == "alter":
+        configmap = observed.alter_configmap
+        assert resource.spec.alter_offsets is not None
+        name = resource.spec.alter_offsets.from_config_map.name
+        if configmap is None or not configmap.exists:
+            _refuse(plan, "alter", "ConfigMapNotFound", f"ConfigMap {name} does not exist", True)
+            return
+        if "offsets.json" not in configmap.data:
+            keys = ", ".join(sorted(configmap.data)) or "none"
+            _refuse(
+                plan,
+                "alter",
+                "OffsetsKeyMissing",
+                f"ConfigMap {name} has no key offsets.json (keys: {keys})",
+                True,
+            )
+            return
+        offsets_json = configmap.data["offsets.json"]
+        # Validate before anything touches Connect: bad input never leads to a PATCH.
+        try:
+            document = parse_offsets_document(offsets_json)
+            is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+            validate_for_connector(document, resource.spec.class_, observed.config or {}, is_sink=is_sink)
+        except OffsetsValidationError as error:
+            _refuse(
+                plan,
+                "alter",
+                "InvalidOffsets",
+                f"ConfigMap {name} key offsets.json is invalid:\n{error}",
+                True,
+            )
+            return
+        offsets_json = document.to_compact_json()
+
+    status = observed.status
+    if status is None or not status.is_stopped:
+        state = status.state if status else "unknown"
+        if resource.spec.state is ConnectorState.STOPPED:
+            # The stop is on its way (Connect's status lags `PUT /stop`): look again shortly.
+            plan.offsets_refusal = (
+                "WaitingForStop",
+                f"waiting for Connect to report STOPPED (now {state})",
+                False,
+            )
+            plan.requeue(SETTLE_DELAY_S)
+            return
+        _refuse(
+            plan,
+            value,
+            "ConnectorNotStopped",
+            f"the connector is {state} in Connect; {value} needs it STOPPED. Set spec.state: stopped, wait for "
+            "Ready=True (ConnectorStopped), and the request runs",
+            True,
+        )
+        return
+    if value == "alter":
+        plan.actions += [
+            Action(
+                "alter_offsets",
+                configmap=observed.alter_configmap.name if observed.alter_configmap else None,
+                offsets_json=offsets_json,
+            ),
+            remove,
+        ]
+    else:
+        plan.actions += [Action("reset_offsets"), remove]
+
+
+def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:
+    full = f"{operation} refused: {message}"
+    plan.offsets_refusal = (reason, full, permanent)
+    plan.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, full))
+
+
+def _plan_annotation_conditions(resource: KafkaConnectorResource, plan: Plan) -> None:
+    problems: list[str] = []
+    annotations = resource.metadata.annotations
+    value = annotations.get(ANNOTATION_OFFSETS)
+    if value is not None and value not in OFFSETS_OPERATIONS:
+        problems.append(
+            f"{ANNOTATION_OFFSETS}={value!r} is not one of {', '.join(OFFSETS_OPERATIONS)}; nothing was done"
+        )
+    restart = annotations.get(ANNOTATION_RESTART)
+    if restart is not None and restart.replace(" ", "").lower() not in RESTART_VALUES:
+        problems.append(
+            f"{ANNOTATION_RESTART}={restart!r} is not one of true, includeTasks, onlyFailed, includeTasks,onlyFailed"
+        )
+    task = annotations.get(ANNOTATION_RESTART_TASK)
+    if task is not None and not task.strip().isdigit():
+        problems.append(f"{ANNOTATION_RESTART_TASK}={task!r} is not a task id (an integer >= 0)")
+    if problems:
+        plan.conditions.append(ConditionSpec("InvalidAnnotation", "True", "UnknownValue", "; ".join(problems)))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
