@@ -70,6 +70,8 @@ CONNECTORS = "kafkaconnectors"
 CLUSTERS = "connectclusters"
 #: Back-off for transient failures: 2, 4, 8 ... seconds, capped so recovery is noticed quickly.
 MAX_RETRY_DELAY_S = 60.0
+#: A replaced Connect client is closed this long after its replacement, once requests drain.
+RETIRE_AFTER_S = 300.0
 
 
 def now_utc() -> datetime:
@@ -178,18 +180,32 @@ class ClusterRegistry:
             entry = self._entries.get((namespace, name))
             if entry is None or entry.fingerprint != fingerprint:
                 if entry is not None:
-                    await entry.client.aclose()
+                    self._retire(entry.client)
                 entry = _Entry(fingerprint, ConnectClient(endpoint))
                 self._entries[(namespace, name)] = entry
         if entry.info is None:
             entry.info = await entry.client.server_info()
         return entry.client, entry.info
 
+    async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
+        """Like ``client_for``, but asks ``GET /`` again (a worker may have been upgraded)."""
+        client, _ = await self.client_for(namespace, name)
+        info = await client.server_info()
+        entry = self._entries.get((namespace, name))
+        if entry is not None and entry.client is client:
+            entry.info = info
+        return client, info
+
+    def _retire(self, client: ConnectClient) -> None:
+        # Other reconciles may still be using the old client: close it later, not now.
+        loop = asyncio.get_running_loop()
+        loop.call_later(RETIRE_AFTER_S, lambda: loop.create_task(client.aclose()))
+
     async def forget(self, namespace: str, name: str) -> None:
         async with self._lock:
             entry = self._entries.pop((namespace, name), None)
         if entry is not None:
-            await entry.client.aclose()
+            self._retire(entry.client)
 
     async def aclose(self) -> None:
         async with self._lock:
@@ -591,8 +607,7 @@ class ClusterService:
         outcome = Outcome()
         try:
             # A fresh probe every time: a worker upgraded behind our back must be noticed.
-            await self.clusters.forget(namespace, name)
-            client, info = await self.clusters.client_for(namespace, name)
+            client, info = await self.clusters.refresh(namespace, name)
             plugins = await client.connector_plugins()
             extra = {
                 "version": info.version,

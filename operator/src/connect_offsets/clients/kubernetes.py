@@ -250,6 +250,7 @@ class KubernetesApi:
                 plural,
                 name,
                 patch,
+                _content_type="application/json-patch+json",
             )
         except KubernetesRejected as error:
             if error.status in (404, 422):  # gone, or the test op failed: someone changed it

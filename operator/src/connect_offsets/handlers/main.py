@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import logging
 import sys
+import warnings
 
 import kopf
+import urllib3
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
 

@@ -45,7 +45,7 @@ def _convert(node: Any, defs: dict[str, Any]) -> Any:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
             merged = {**_convert(options[0], defs), **_convert(rest, defs)}
             merged["nullable"] = True
-            return merged
+            return _fixup(merged)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP:
@@ -57,6 +57,10 @@ def _convert(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = {name: _convert(sub, defs) for name, sub in value.items()}
             continue
         out[key] = _convert(value, defs)
+    return _fixup(out)
+
+
+def _fixup(out: dict[str, Any]) -> dict[str, Any]:
     if out.get("additionalProperties") is False:
         # Structural schemas forbid `properties` next to `additionalProperties`; the API server
         # prunes unknown fields instead, and the model rejects them on our side.
