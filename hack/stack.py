@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -226,9 +227,7 @@ def prepare_apiserver() -> list[str]:
     pki.mkdir(parents=True, exist_ok=True)
     sa_key = pki / "sa.key"
     if not sa_key.exists():
-        subprocess.run(
-            ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
-        )
+        subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
     tokens = write(pki / "tokens.csv", f'{state()["admin_token"]},admin,admin-uid,"system:masters"\n')
     tokens.chmod(0o600)
     write_kubeconfig()
@@ -395,9 +394,7 @@ def prepare_connect(name: str, *, basic_auth: bool = False) -> Callable[[], list
             )
             extra.append(f"-Djava.security.auth.login.config={jaas}")
         props = write(RUN_DIR / f"{name}.properties", "\n".join(lines) + "\n")
-        return java_cmd(
-            CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props), extra_props=extra
-        )
+        return java_cmd(CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props), extra_props=extra)
 
     return prepare
 
@@ -415,22 +412,38 @@ def connect_ready(name: str, *, basic_auth: bool = False) -> Callable[[], bool]:
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in [
-        Component("etcd", [PORTS["etcd"], PORTS["etcd-peer"]], [], prepare_etcd,
-                  lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health")),
+        Component(
+            "etcd",
+            [PORTS["etcd"], PORTS["etcd-peer"]],
+            [],
+            prepare_etcd,
+            lambda: http_ok(f"http://{HOST}:{PORTS['etcd']}/health"),
+        ),
         Component("apiserver", [PORTS["apiserver"]], ["etcd"], prepare_apiserver, apiserver_ready),
-        Component("controller-manager", [PORTS["controller-manager"]], ["apiserver"],
-                  prepare_controller_manager, controller_manager_ready),
-        Component("kafka-a", [PORTS["kafka-a"], PORTS["kafka-a-controller"]], [], prepare_kafka("a"),
-                  kafka_ready("a")),
-        Component("kafka-b", [PORTS["kafka-b"], PORTS["kafka-b-controller"]], [], prepare_kafka("b"),
-                  kafka_ready("b")),
-        Component("connect", [PORTS["connect"]], ["kafka-a"], prepare_connect("connect"),
-                  connect_ready("connect")),
-        Component("connect-auth", [PORTS["connect-auth"]], ["kafka-a"],
-                  prepare_connect("connect-auth", basic_auth=True),
-                  connect_ready("connect-auth", basic_auth=True)),
-        Component("connect-aux", [PORTS["connect-aux"]], ["kafka-a"], prepare_connect("connect-aux"),
-                  connect_ready("connect-aux")),
+        Component(
+            "controller-manager",
+            [PORTS["controller-manager"]],
+            ["apiserver"],
+            prepare_controller_manager,
+            controller_manager_ready,
+        ),
+        Component("kafka-a", [PORTS["kafka-a"], PORTS["kafka-a-controller"]], [], prepare_kafka("a"), kafka_ready("a")),
+        Component("kafka-b", [PORTS["kafka-b"], PORTS["kafka-b-controller"]], [], prepare_kafka("b"), kafka_ready("b")),
+        Component("connect", [PORTS["connect"]], ["kafka-a"], prepare_connect("connect"), connect_ready("connect")),
+        Component(
+            "connect-auth",
+            [PORTS["connect-auth"]],
+            ["kafka-a"],
+            prepare_connect("connect-auth", basic_auth=True),
+            connect_ready("connect-auth", basic_auth=True),
+        ),
+        Component(
+            "connect-aux",
+            [PORTS["connect-aux"]],
+            ["kafka-a"],
+            prepare_connect("connect-aux"),
+            connect_ready("connect-aux"),
+        ),
     ]
 }
 
@@ -553,10 +566,8 @@ def stop(component: Component, *, timeout: float = 20.0) -> bool:
     if pid is None:
         component.pidfile.unlink(missing_ok=True)
         return False
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -565,10 +576,8 @@ def stop(component: Component, *, timeout: float = 20.0) -> bool:
             break
         time.sleep(0.1)
     else:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     component.pidfile.unlink(missing_ok=True)
     return True
 

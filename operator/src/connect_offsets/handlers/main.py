@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    if not args.verbose:
+        # One line per HTTP request drowns the operator's own messages.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A kubeconfig with insecure-skip-tls-verify warns on every request; once is enough.
+    warnings.filterwarnings("once", category=urllib3.exceptions.InsecureRequestWarning)
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

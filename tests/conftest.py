@@ -1,0 +1,208 @@
+"""Shared fixtures: one real stack per session, a namespace and an operator per test.
+
+Tiers (markers, applied by folder): ``unit`` (tests/unit: no network) and ``integration``
+(tests/integration: the real kube-apiserver, Kafka and Connect started by ``hack/stack.py``).
+The stack is started once per session, or reused when it already runs (``make stack-up``);
+a stack this session started is stopped at the end unless CONNECT_OFFSETS_KEEP_STACK=1.
+Tests isolate themselves by namespace and unique connector/topic names, never by restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+STACK = [sys.executable, str(REPO / "hack" / "stack.py")]
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = str(item.path)
+        if f"{os.sep}integration{os.sep}" in path:
+            item.add_marker(pytest.mark.integration)
+        elif f"{os.sep}unit{os.sep}" in path:
+            item.add_marker(pytest.mark.unit)
+
+
+def stack_info() -> dict[str, Any]:
+    out = subprocess.run([*STACK, "info"], check=True, capture_output=True, text=True).stdout
+    info: dict[str, Any] = json.loads(out)
+    return info
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
+    """Poll until ``check`` returns something truthy; fail with ``what`` and the last error."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as error:  # the next poll may succeed; keep the error for the report
+            last_error = error
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error!r}" if last_error else "")
+    )
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[dict[str, Any]]:
+    info = stack_info()
+    core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
+    started_here = not all(info["running"][name] for name in core)
+    if started_here:
+        subprocess.run([*STACK, "up"], check=True)
+        info = stack_info()
+    kubectl = info["kubectl"]
+    env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
+    subprocess.run(
+        [kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    for crd in ("connectclusters", "kafkaconnectors"):
+        subprocess.run(
+            [kubectl, "wait", "--for=condition=Established", f"crd/{crd}.connect-offsets.io", "--timeout=60s"],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+    yield info
+    if started_here and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":
+        subprocess.run([*STACK, "down"], check=False)
+
+
+@pytest.fixture(scope="session")
+def kube(stack: dict[str, Any]) -> Any:
+    """A kubernetes ApiClient bound to the test stack's kubeconfig, and nothing else."""
+    from kubernetes import config
+
+    kubeconfig = stack["kubeconfig"]
+    if not kubeconfig.startswith(str(Path(stack["logs"]).parent)):
+        raise RuntimeError(f"refusing a kubeconfig outside the test stack: {kubeconfig}")
+    api_client = config.new_client_from_config(config_file=kubeconfig)
+    import urllib3
+
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # self-signed test apiserver
+    return api_client
+
+
+@pytest.fixture
+def core(kube: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(kube)
+
+
+@pytest.fixture
+def custom(kube: Any) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(kube)
+
+
+@pytest.fixture
+def namespace(core: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"t-{request.node.name[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:6]}"
+    name = "".join(c for c in name if c.isalnum() or c == "-")
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    # Namespace deletion is asynchronous (the controller-manager finishes it); don't wait.
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def connect_url(stack: dict[str, Any]) -> str:
+    return str(stack["connect_url"])
+
+
+@pytest.fixture
+def connect(connect_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=connect_url, timeout=30) as client:
+        yield client
+
+
+class OperatorProcess:
+    """The operator as users run it: the ``connect-offsets-operator`` entry point in a subprocess."""
+
+    def __init__(self, kubeconfig: str, namespace: str, log_path: Path, extra_env: dict[str, str] | None = None):
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.log_path = log_path
+        self.extra_env = extra_env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "KUBECONFIG": self.kubeconfig,
+            "CONNECT_OFFSETS_DRIFT_INTERVAL": "5",
+            **self.extra_env,
+        }
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "connect-offsets-operator"), "-n", self.namespace],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def operator(
+    stack: dict[str, Any], namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "operator.log")
+    op.start()
+    yield op
+    op.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print("---- operator log (tail) ----")
+        print(op.log()[-8000:])
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,187 @@
+"""Helpers shared by the integration tests: resources, Connect and Kafka, all real."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import httpx
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.conftest import wait_for
+
+GROUP = "connect-offsets.io"
+VERSION = "v1alpha1"
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+def create_cluster(custom: Any, namespace: str, url: str, name: str = "local", **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConnectCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"url": url, **spec},
+    }
+    result: dict[str, Any] = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "connectclusters", body)
+    return result
+
+
+def create_connector(
+    custom: Any,
+    namespace: str,
+    name: str,
+    spec: dict[str, Any],
+    cluster: str = "local",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "KafkaConnector",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {f"{GROUP}/cluster": cluster},
+            "annotations": annotations or {},
+        },
+        "spec": spec,
+    }
+    result: dict[str, Any] = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", body)
+    return result
+
+
+def get_connector(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+    return result
+
+
+def patch_connector(custom: Any, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name, patch)
+
+
+def annotate(custom: Any, namespace: str, name: str, **annotations: str | None) -> None:
+    patch_connector(
+        custom,
+        namespace,
+        name,
+        {
+            "metadata": {
+                "annotations": {f"{GROUP}/{key.replace('_', '-')}": value for key, value in annotations.items()}
+            }
+        },
+    )
+
+
+def condition(body: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for item in (body.get("status") or {}).get("conditions", []):
+        if item["type"] == kind:
+            return dict(item)
+    return None
+
+
+def wait_condition(
+    custom: Any,
+    namespace: str,
+    name: str,
+    kind: str,
+    status: str = "True",
+    reason: str | None = None,
+    timeout: float = 60,
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        found = condition(get_connector(custom, namespace, name), kind)
+        if found and found["status"] == status and (reason is None or found["reason"] == reason):
+            return found
+        return None
+
+    return wait_for(f"{kind}={status} ({reason or 'any reason'}) on {namespace}/{name}", check, timeout)
+
+
+def annotation(body: dict[str, Any], key: str) -> str | None:
+    value = (body["metadata"].get("annotations") or {}).get(f"{GROUP}/{key}")
+    return None if value is None else str(value)
+
+
+def wait_annotation_removed(
+    custom: Any, namespace: str, name: str, key: str = "connector-offsets", timeout: float = 60
+) -> dict[str, Any]:
+    return wait_for(
+        f"annotation {key} removed from {name}",
+        lambda: (lambda b: b if annotation(b, key) is None else None)(get_connector(custom, namespace, name)),
+        timeout,
+    )
+
+
+def connect_state(connect: httpx.Client, name: str) -> str | None:
+    response = connect.get(f"/connectors/{name}/status")
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    state: str = response.json()["connector"]["state"]
+    return state
+
+
+def wait_connect_state(connect: httpx.Client, name: str, state: str, timeout: float = 60) -> None:
+    seen: list[str | None] = []
+
+    def check() -> bool:
+        seen.append(connect_state(connect, name))
+        return seen[-1] == state
+
+    try:
+        wait_for(f"connector {name} {state} in Connect", check, timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; states seen: {sorted(set(map(str, seen)))}") from None
+
+
+def connect_offsets(connect: httpx.Client, name: str) -> list[dict[str, Any]]:
+    response = connect.get(f"/connectors/{name}/offsets")
+    response.raise_for_status()
+    offsets: list[dict[str, Any]] = response.json()["offsets"]
+    return offsets
+
+
+def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
+    """Read ``expected`` records (or more) from the start of every partition of ``topic``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(values) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            values.append(message.value() or b"")
+        return values
+    finally:
+        consumer.close()
+
+
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(high)
+    finally:
+        consumer.close()
+
+
+def configmap_offsets(core: Any, namespace: str, name: str, key: str = "offsets.json") -> dict[str, Any]:
+    cm = core.read_namespaced_config_map(name, namespace)
+    document: dict[str, Any] = json.loads(cm.data[key])
+    return document
+
+
+def events_for(core: Any, namespace: str, name: str) -> list[Any]:
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return list(events)

@@ -1,0 +1,477 @@
+"""KafkaConnector flows with the operator running (as a subprocess) against the real stack.
+
+Covers: the Strimzi blog flow on FileStreamSource (list -> stop -> alter -> resume -> reset), the
+sink flow on FileStreamSink, refusals that must not touch Connect, Connect down during a list,
+connector lifecycle (config change, deletion, drift repair, name clash), and basic auth with no
+secret leaking into logs, status or Events.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from tests.conftest import REPO, OperatorProcess, wait_for
+from tests.integration.support import (
+    FILE_SINK,
+    FILE_SOURCE,
+    annotate,
+    annotation,
+    condition,
+    configmap_offsets,
+    connect_offsets,
+    connect_state,
+    create_cluster,
+    create_connector,
+    events_for,
+    get_connector,
+    patch_connector,
+    read_topic,
+    wait_annotation_removed,
+    wait_condition,
+    wait_connect_state,
+)
+
+
+def offsets_cm(core: Any, namespace: str, name: str, text: str, **extra: str) -> None:
+    body = {"metadata": {"name": name}, "data": {"offsets.json": text, **extra}}
+    try:
+        core.create_namespaced_config_map(namespace, body)
+    except Exception:
+        core.replace_namespaced_config_map(name, namespace, body)
+
+
+def file_source_spec(path: Path, topic: str, configmap: str, state: str = "running") -> dict[str, Any]:
+    return {
+        "class": FILE_SOURCE,
+        "tasksMax": 1,
+        "state": state,
+        "config": {"file": str(path), "topic": topic},
+        "listOffsets": {"toConfigMap": {"name": configmap}},
+        "alterOffsets": {"fromConfigMap": {"name": configmap}},
+    }
+
+
+def cleanup_connector(connect: httpx.Client, name: str) -> None:
+    connect.delete(f"/connectors/{name}")
+
+
+def test_blog_flow_file_source(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    lines = [f"record-{i:02d}" for i in range(6)]
+    source = tmp_path / "source.txt"
+    source.write_text("".join(f"{line}\n" for line in lines))
+    size = source.stat().st_size
+    name, topic, cm = f"blog-{unique}", f"blog-{unique}", "blog-offsets"
+    # A pre-existing ConfigMap: list must keep its other keys.
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": cm}, "data": {"notes": "keep me"}})
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, topic, cm))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        assert [r.decode().strip('"') for r in read_topic(stack["kafka_a"], topic, len(lines))] == lines
+        wait_for(
+            "source offset at end of file",
+            lambda: (
+                connect_offsets(connect, name)
+                == [{"partition": {"filename": str(source)}, "offset": {"position": size}}]
+            ),
+        )
+
+        # list
+        annotate(custom, namespace, name, connector_offsets="list")
+        body = wait_annotation_removed(custom, namespace, name)
+        listed = configmap_offsets(core, namespace, cm)
+        assert listed == {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": size}}]}
+        configmap = core.read_namespaced_config_map(cm, namespace)
+        assert configmap.data["notes"] == "keep me"
+        owners = [(o.kind, o.name, o.controller) for o in configmap.metadata.owner_references]
+        assert ("KafkaConnector", name, False) in owners
+        assert configmap.metadata.labels["connect-offsets.io/name"] == name
+        assert body["status"]["lastOffsetsOperation"]["operation"] == "list"
+        assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+
+        # stop, then alter to position 10
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        listed["offsets"][0]["offset"]["position"] = 10
+        offsets_cm(core, namespace, cm, json.dumps(listed, indent=2), notes="keep me")
+        annotate(custom, namespace, name, connector_offsets="alter")
+        body = wait_annotation_removed(custom, namespace, name)
+        assert connect_offsets(connect, name) == [{"partition": {"filename": str(source)}, "offset": {"position": 10}}]
+        assert body["status"]["lastOffsetsOperation"]["operation"] == "alter"
+        assert "altered successfully" in body["status"]["lastOffsetsOperation"]["message"]
+        assert connect_state(connect, name) == "STOPPED"
+
+        # resume: the file is read again from byte 10
+        patch_connector(custom, namespace, name, {"spec": {"state": "running"}})
+        replay = source.read_bytes()[10:].decode().splitlines()
+        records = read_topic(stack["kafka_a"], topic, len(lines) + len(replay))
+        assert [r.decode().strip('"') for r in records[len(lines) :]] == replay
+
+        # reset needs STOPPED again
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        annotate(custom, namespace, name, connector_offsets="reset")
+        body = wait_annotation_removed(custom, namespace, name)
+        assert connect_offsets(connect, name) == []
+        assert body["status"]["lastOffsetsOperation"]["operation"] == "reset"
+        reasons = {e.reason for e in events_for(core, namespace, name)}
+        assert {"ConnectorCreated", "OffsetsOperationSucceeded"} <= reasons
+    finally:
+        cleanup_connector(connect, name)
+
+
+def test_sink_flow_replays_records(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    topic, name, cm = f"sink-{unique}", f"sink-{unique}", "sink-offsets"
+    producer = Producer({"bootstrap.servers": stack["kafka_a"]})
+    for i in range(6):
+        producer.produce(topic, value=json.dumps(f"value-{i}").encode())
+    producer.flush(10)
+    sink_file = tmp_path / "sink.txt"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(
+        custom,
+        namespace,
+        name,
+        {
+            "class": FILE_SINK,
+            "tasksMax": 1,
+            "config": {"topics": topic, "file": str(sink_file), "consumer.override.auto.offset.reset": "earliest"},
+            "listOffsets": {"toConfigMap": {"name": cm}},
+            "alterOffsets": {"fromConfigMap": {"name": cm}},
+        },
+    )
+    try:
+        wait_for(
+            "6 lines in the sink file", lambda: sink_file.exists() and len(sink_file.read_text().splitlines()) == 6
+        )
+        wait_for(
+            "sink offsets committed",
+            lambda: connect_offsets(connect, name) and connect_offsets(connect, name)[0]["offset"]["kafka_offset"] == 6,
+        )
+        annotate(custom, namespace, name, connector_offsets="list")
+        wait_annotation_removed(custom, namespace, name)
+        listed = configmap_offsets(core, namespace, cm)
+        assert listed == {
+            "offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 6}}]
+        }
+
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        listed["offsets"][0]["offset"]["kafka_offset"] = 2
+        offsets_cm(core, namespace, cm, json.dumps(listed))
+        annotate(custom, namespace, name, connector_offsets="alter")  # stop and alter in one go
+        wait_annotation_removed(custom, namespace, name)
+        assert connect_offsets(connect, name)[0]["offset"] == {"kafka_offset": 2}
+        patch_connector(custom, namespace, name, {"spec": {"state": "running"}})
+        wait_for(
+            "records 2..5 written again",
+            lambda: sink_file.read_text().splitlines()[6:] == [f"value-{i}" for i in range(2, 6)],
+        )
+    finally:
+        cleanup_connector(connect, name)
+
+
+def test_refusals_change_nothing_in_connect(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("a\nb\nc\n")
+    name, cm = f"refuse-{unique}", "refuse-offsets"
+    valid = json.dumps({"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": 1}}]})
+    offsets_cm(core, namespace, cm, valid)
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "source.txt", f"t-{unique}", cm))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_for("offsets committed", lambda: connect_offsets(connect, name))
+        before = connect_offsets(connect, name)
+
+        # alter on a running connector: refused, connector keeps running
+        annotate(custom, namespace, name, connector_offsets="alter")
+        found = wait_condition(custom, namespace, name, "OffsetsOperationFailed", reason="ConnectorNotStopped")
+        assert "spec.state: stopped" in found["message"]
+        assert connect_state(connect, name) == "RUNNING"
+        assert connect_offsets(connect, name) == before
+        assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "alter"
+
+        # an unknown annotation value: a warning condition, everything else keeps working
+        for bad in ("lst", ""):
+            annotate(custom, namespace, name, connector_offsets=bad)
+            found = wait_for(
+                f"InvalidAnnotation for {bad!r}",
+                lambda b=bad: (lambda c: c if c and repr(b) in c["message"] else None)(
+                    condition(get_connector(custom, namespace, name), "InvalidAnnotation")
+                ),
+            )
+            assert found["status"] == "True"
+            assert condition(get_connector(custom, namespace, name), "Ready")["status"] == "True"  # type: ignore[index]
+
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        before = connect_offsets(connect, name)
+
+        cases = [
+            ("ConfigMapNotFound", None, "does not exist"),
+            ("InvalidOffsets", "{not json", "line 1"),
+            ("InvalidOffsets", json.dumps({"offsets": [{"partition": {"filename": str(source)}}]}), "offsets[0]"),
+            ("InvalidOffsets", json.dumps({"offsets": []}), "offsets"),
+            (
+                "InvalidOffsets",
+                json.dumps({"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": "ten"}}]}),
+                "position",
+            ),
+        ]
+        core.delete_namespaced_config_map(cm, namespace)
+        for reason, content, fragment in cases:
+            if content is not None:
+                offsets_cm(core, namespace, cm, content)
+            annotate(custom, namespace, name, connector_offsets="alter")
+            found = wait_for(
+                f"refusal {reason} for {content!r}",
+                lambda r=reason, f=fragment: (lambda c: c if c and c["reason"] == r and f in c["message"] else None)(
+                    condition(get_connector(custom, namespace, name), "OffsetsOperationFailed")
+                ),
+            )
+            assert found["status"] == "True"
+            assert connect_offsets(connect, name) == before
+            assert connect_state(connect, name) == "STOPPED"
+            assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "alter"
+        warnings = [e for e in events_for(core, namespace, name) if e.type == "Warning"]
+        assert any(e.reason == "OffsetsOperationFailed" for e in warnings)
+
+        # A valid ConfigMap now: the pending request runs without touching the annotation again.
+        offsets_cm(core, namespace, cm, valid)
+        wait_annotation_removed(custom, namespace, name)
+        assert connect_offsets(connect, name)[0]["offset"] == {"position": 1}
+        assert condition(get_connector(custom, namespace, name), "OffsetsOperationFailed") is None
+    finally:
+        cleanup_connector(connect, name)
+
+
+@pytest.fixture(scope="module")
+def aux_worker(stack: dict[str, Any]) -> str:
+    subprocess.run([sys.executable, str(REPO / "hack" / "stack.py"), "up", "connect-aux"], check=True)
+    return str(stack["connect_aux_url"])
+
+
+def test_list_retried_while_connect_is_down(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    aux_worker: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("x\ny\n")
+    name, cm = f"down-{unique}", "down-offsets"
+    create_cluster(custom, namespace, aux_worker, name="aux")
+    create_connector(custom, namespace, name, file_source_spec(source, f"down-{unique}", cm), cluster="aux")
+    stack_py = [sys.executable, str(REPO / "hack" / "stack.py")]
+    with httpx.Client(base_url=aux_worker, timeout=30) as aux:
+        try:
+            wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+            subprocess.run([*stack_py, "stop", "connect-aux"], check=True)
+            annotate(custom, namespace, name, connector_offsets="list")
+            found = wait_condition(custom, namespace, name, "Ready", status="False")
+            assert found["reason"] in ("ConnectClusterUnavailable", "ConnectError")
+            assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "list"
+            with pytest.raises(Exception, match="Not Found"):
+                core.read_namespaced_config_map(cm, namespace)
+            subprocess.run([*stack_py, "up", "connect-aux"], check=True)
+            wait_annotation_removed(custom, namespace, name, timeout=120)
+            assert configmap_offsets(core, namespace, cm)["offsets"][0]["partition"] == {"filename": str(source)}
+        finally:
+            subprocess.run([*stack_py, "up", "connect-aux"], check=True)
+            cleanup_connector(aux, name)
+
+
+def test_lifecycle_config_drift_and_deletion(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("1\n2\n")
+    name = f"life-{unique}"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, f"life-{unique}", "unused", state="paused"))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorPaused")
+        assert connect_state(connect, name) == "PAUSED"
+
+        patch_connector(custom, namespace, name, {"spec": {"config": {"topic": f"life2-{unique}"}, "state": "running"}})
+        wait_for(
+            "config updated in Connect",
+            lambda: connect.get(f"/connectors/{name}/config").json().get("topic") == f"life2-{unique}",
+        )
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+
+        # Behind our back: deleted via REST -> recreated by the drift check.
+        assert connect.delete(f"/connectors/{name}").status_code == 204
+        wait_for(
+            "connector recreated (second ConnectorCreated event)",
+            lambda: len([e for e in events_for(core, namespace, name) if e.reason == "ConnectorCreated"]) >= 2,
+        )
+        wait_for(
+            "recreated connector running",
+            lambda: (
+                connect.get(f"/connectors/{name}/config").status_code == 200
+                and connect_state(connect, name) == "RUNNING"
+            ),
+        )
+        # Behind our back, while the operator is down: paused via REST -> resumed once it is back.
+        operator.stop()
+        assert connect.put(f"/connectors/{name}/pause").status_code == 202
+        wait_connect_state(connect, name, "PAUSED")
+        operator.start()
+        wait_connect_state(connect, name, "RUNNING", timeout=60)
+
+        # A second resource elsewhere claiming the same connector name must not take it over.
+        other_ns = f"{namespace}-b"[:63]
+        core.create_namespace({"metadata": {"name": other_ns}})
+        try:
+            create_cluster(custom, other_ns, connect_url)
+            create_connector(custom, other_ns, name, file_source_spec(source, f"other-{unique}", "unused"))
+            second = OperatorProcess(operator.kubeconfig, other_ns, tmp_path / "op2.log")
+            second.start()
+            try:
+                found = wait_condition(
+                    custom, other_ns, name, "Ready", status="False", reason="ConnectorOwnedElsewhere"
+                )
+                assert f"{namespace}/{name}" in found["message"]
+                assert connect.get(f"/connectors/{name}/config").json()["topic"] == f"life2-{unique}"
+                custom.delete_namespaced_custom_object(
+                    "connect-offsets.io", "v1alpha1", other_ns, "kafkaconnectors", name
+                )
+                wait_for(
+                    "second resource deleted",
+                    lambda: (
+                        not custom.list_namespaced_custom_object(
+                            "connect-offsets.io", "v1alpha1", other_ns, "kafkaconnectors"
+                        )["items"]
+                    ),
+                )
+                assert connect_state(connect, name) == "RUNNING"  # not deleted: not its connector
+            finally:
+                second.stop()
+        finally:
+            core.delete_namespace(other_ns)
+
+        custom.delete_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors", name)
+        wait_for("connector deleted in Connect", lambda: connect_state(connect, name) is None)
+    finally:
+        cleanup_connector(connect, name)
+
+
+@pytest.fixture(scope="module")
+def auth_worker(stack: dict[str, Any]) -> dict[str, Any]:
+    subprocess.run([sys.executable, str(REPO / "hack" / "stack.py"), "up", "connect-auth"], check=True)
+    info = json.loads(
+        subprocess.run(
+            [sys.executable, str(REPO / "hack" / "stack.py"), "info"], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    return info
+
+
+def test_basic_auth_cluster_never_leaks_the_password(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    auth_worker: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    user, password = auth_worker["connect_auth_user"], auth_worker["connect_auth_password"]
+    url = auth_worker["connect_auth_url"]
+    assert httpx.get(f"{url}/connectors").status_code == 401  # the worker really demands auth
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "connect-creds"}, "stringData": {"username": user, "password": password}}
+    )
+    core.create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "wrong-creds"}, "stringData": {"username": user, "password": "wrong-" + password}},
+    )
+    create_cluster(
+        custom, namespace, url, name="secured", authentication={"type": "basic", "secretName": "connect-creds"}
+    )
+    create_cluster(custom, namespace, url, name="wrong", authentication={"type": "basic", "secretName": "wrong-creds"})
+    source = tmp_path / "s.txt"
+    source.write_text("one\n")
+    name, cm = f"auth-{unique}", "auth-offsets"
+    create_connector(custom, namespace, name, file_source_spec(source, f"auth-{unique}", cm), cluster="secured")
+    with httpx.Client(base_url=url, auth=(user, password), timeout=30) as authed:
+        try:
+            wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+            wait_for("offsets committed", lambda: authed.get(f"/connectors/{name}/offsets").json()["offsets"])
+            annotate(custom, namespace, name, connector_offsets="list")
+            wait_annotation_removed(custom, namespace, name)
+            assert configmap_offsets(core, namespace, cm)["offsets"][0]["offset"] == {"position": 4}
+
+            def wrong_cluster_status() -> dict[str, Any] | None:
+                body = custom.get_namespaced_custom_object(
+                    "connect-offsets.io", "v1alpha1", namespace, "connectclusters", "wrong"
+                )
+                ready = condition(body, "Ready")
+                return body if ready and ready["status"] == "False" else None
+
+            wrong = wait_for("wrong credentials reported", wrong_cluster_status)
+            assert "401" in condition(wrong, "Ready")["message"]  # type: ignore[index]
+
+            texts = [operator.log()]
+            texts.append(json.dumps(get_connector(custom, namespace, name)))
+            for cluster in ("secured", "wrong"):
+                texts.append(
+                    json.dumps(
+                        custom.get_namespaced_custom_object(
+                            "connect-offsets.io", "v1alpha1", namespace, "connectclusters", cluster
+                        )
+                    )
+                )
+            texts += [f"{e.reason} {e.message}" for e in core.list_namespaced_event(namespace).items]
+            for text in texts:
+                assert password not in text
+        finally:
+            authed.delete(f"/connectors/{name}")
