@@ -309,7 +309,9 @@ def _plan_offsets(resource: KafkaConnectorResource, observed: Observed, plan: Pl
         # Failed permanently for exactly these inputs: wait for the resource or ConfigMap to change.
         plan.offsets_request = fingerprint
         plan.offsets_refusal = ("Unchanged", last.message, True)
-        plan.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", "RequestFailed", last.message))
+        plan.conditions.append(
+            ConditionSpec("OffsetsOperationFailed", "True", last.reason or "RequestFailed", last.message)
+        )
         return
     plan.offsets_request = fingerprint
     remove = Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)

@@ -370,7 +370,7 @@ class ConnectorService:
             reason, message, permanent = plan.offsets_refusal
             if permanent and reason != "Unchanged":
                 extra_status["lastOffsetsOperation"] = self._op_status(
-                    resource.metadata.annotations.get(ANNOTATION_OFFSETS, ""), "Failed", message, plan, now
+                    resource.metadata.annotations.get(ANNOTATION_OFFSETS, ""), "Failed", message, plan, now, reason
                 )
                 await self._event(body, "Warning", "OffsetsOperationFailed", message)
         for action in plan.actions:
@@ -382,13 +382,17 @@ class ConnectorService:
                     if error.retryable:
                         raise
                     text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
-                    extra_status["lastOffsetsOperation"] = self._op_status(operation, "Failed", text, plan, now)
+                    extra_status["lastOffsetsOperation"] = self._op_status(
+                        operation, "Failed", text, plan, now, "ConnectRejected"
+                    )
                     conditions.append(ConditionSpec("OffsetsOperationFailed", "True", "ConnectRejected", text))
                     await self._event(body, "Warning", "OffsetsOperationFailed", text)
                     return
                 except OffsetsRequestInvalid as error:
                     text = f"{operation} refused: {error}"
-                    extra_status["lastOffsetsOperation"] = self._op_status(operation, "Failed", text, plan, now)
+                    extra_status["lastOffsetsOperation"] = self._op_status(
+                        operation, "Failed", text, plan, now, error.reason
+                    )
                     conditions.append(ConditionSpec("OffsetsOperationFailed", "True", error.reason, text))
                     await self._event(body, "Warning", "OffsetsOperationFailed", text)
                     return
@@ -473,11 +477,18 @@ class ConnectorService:
             await self._event(body, "Normal", "TaskRestarted", f"Restarted task {action.task_id} of {name}")
 
     def _op_status(
-        self, operation: str, result: Literal["Succeeded", "Failed"], message: str, plan: Plan, now: datetime
+        self,
+        operation: str,
+        result: Literal["Succeeded", "Failed"],
+        message: str,
+        plan: Plan,
+        now: datetime,
+        reason: str = "",
     ) -> dict[str, Any]:
         return OffsetsOperationStatus(
             operation=operation,
             result=result,
+            reason=reason,
             time=iso(now),
             message=message[:2048],
             request=plan.offsets_request,

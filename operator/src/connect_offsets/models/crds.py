@@ -248,6 +248,7 @@ class AutoRestartStatus(StatusModel):
 class OffsetsOperationStatus(StatusModel):
     operation: str
     result: Literal["Succeeded", "Failed"]
+    reason: str = Field("", description="Why it failed (the condition reason), empty on success.")
     time: str
     message: str = ""
     request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
