@@ -475,3 +475,61 @@ def test_basic_auth_cluster_never_leaks_the_password(
                 assert password not in text
         finally:
             authed.delete(f"/connectors/{name}")
+
+
+def test_restart_annotations_and_auto_restart(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    create_cluster(custom, namespace, connect_url)
+    # A sink whose file lives in a missing directory: its task fails at start, every time.
+    broken, healthy = f"broken-{unique}", f"healthy-{unique}"
+    create_connector(
+        custom,
+        namespace,
+        broken,
+        {
+            "class": FILE_SINK,
+            "tasksMax": 1,
+            "config": {"topics": f"broken-{unique}", "file": str(tmp_path / "missing" / "dir" / "out.txt")},
+            "autoRestart": {"enabled": True, "maxRestarts": 1},
+        },
+    )
+    source = tmp_path / "s.txt"
+    source.write_text("x\n")
+    create_connector(custom, namespace, healthy, file_source_spec(source, f"healthy-{unique}", "unused"))
+    try:
+        found = wait_condition(custom, namespace, broken, "Ready", status="False", reason="ConnectorFailed")
+        assert "FAILED" in found["message"]
+        body = wait_for(
+            "an automatic restart",
+            lambda: (lambda b: b if (b["status"].get("autoRestart") or {}).get("count") == 1 else None)(
+                get_connector(custom, namespace, broken)
+            ),
+        )
+        assert body["status"]["autoRestart"]["lastRestartTime"]
+        assert any(e.reason == "ConnectorAutoRestarted" for e in events_for(core, namespace, broken))
+        # The task fails again; with maxRestarts 1 the operator gives up and says so.
+        exhausted = wait_condition(custom, namespace, broken, "AutoRestartExhausted")
+        assert "maxRestarts" in exhausted["message"]
+
+        wait_condition(custom, namespace, healthy, "Ready", reason="ConnectorRunning")
+        annotate(custom, namespace, healthy, restart="includeTasks")
+        wait_annotation_removed(custom, namespace, healthy, key="restart")
+        annotate(custom, namespace, healthy, restart_task="0")
+        wait_annotation_removed(custom, namespace, healthy, key="restart-task")
+        reasons = [e.reason for e in events_for(core, namespace, healthy)]
+        assert "ConnectorRestarted" in reasons and "TaskRestarted" in reasons
+        annotate(custom, namespace, healthy, restart="sometimes")
+        found = wait_condition(custom, namespace, healthy, "InvalidAnnotation")
+        assert "sometimes" in found["message"]
+        wait_condition(custom, namespace, healthy, "Ready", reason="ConnectorRunning")
+    finally:
+        cleanup_connector(connect, broken)
+        cleanup_connector(connect, healthy)

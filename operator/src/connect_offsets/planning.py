@@ -13,8 +13,9 @@ request whose fingerprint already failed permanently waits until one of those in
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from connect_offsets.models.connect import ConnectorStatus
@@ -60,6 +61,7 @@ RESTART_VALUES = {
     "includetasks,onlyfailed": (True, True),
     "onlyfailed,includetasks": (True, True),
 }
+TASK_ID = re.compile(r"[0-9]{1,9}")
 #: While Connect's status lags a stop/pause/resume or a create, look again soon.
 SETTLE_DELAY_S = 2.0
 
@@ -149,9 +151,20 @@ def auto_restart_backoff(count: int) -> timedelta:
 
 
 def _parse_time(value: str | None) -> datetime | None:
+    """Status written by others (or older versions) may hold anything: unparsable means unknown."""
     if not value:
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _task_id(value: str) -> int | None:
+    """ASCII digits only: str.isdigit() accepts '²', which int() rejects."""
+    value = value.strip()
+    return int(value) if TASK_ID.fullmatch(value) else None
 
 
 def owner_id(resource: KafkaConnectorResource) -> str:
@@ -204,27 +217,37 @@ def plan_connector(resource: KafkaConnectorResource, observed: Observed) -> Plan
         )
         return plan
 
-    if observed.config != desired:
+    config_pending = observed.config != desired
+    if config_pending:
         plan.actions.append(Action("update_config", config=desired))
         plan.requeue(SETTLE_DELAY_S)
 
     status = observed.status
     observed_state = status.state if status else None
     want = _CONNECT_STATE[spec_state]
+    state_actions: list[Action] = []
     if observed_state is not None and observed_state != want:
         if spec_state is ConnectorState.STOPPED:
-            plan.actions.append(Action("stop"))
+            state_actions.append(Action("stop"))
         elif spec_state is ConnectorState.PAUSED:
-            if observed_state == "FAILED":
-                pass  # Connect cannot pause a failed connector; auto-restart or the user acts first
-            else:
-                plan.actions.append(Action("pause"))
+            if observed_state != "FAILED":  # Connect cannot pause a failed connector
+                state_actions.append(Action("pause"))
         elif observed_state in ("PAUSED", "STOPPED"):
-            plan.actions.append(Action("resume"))
-        plan.requeue(SETTLE_DELAY_S)
+            state_actions.append(Action("resume"))
+        if state_actions or observed_state in ("UNASSIGNED", "RESTARTING"):
+            plan.requeue(SETTLE_DELAY_S)
 
+    if config_pending:
+        # Offsets wait for the new config: validating against the old one would refuse (or apply)
+        # a request meant for the new one. Strimzi skips offsets in such a pass as well.
+        if resource.metadata.annotations.get(ANNOTATION_OFFSETS) in OFFSETS_OPERATIONS:
+            plan.offsets_refusal = ("WaitingForConfig", "waiting for Connect to apply the new config", False)
+    else:
+        # Offsets first: an alter on a STOPPED connector whose spec says running must run before
+        # the resume, or Connect would refuse it.
+        _plan_offsets(resource, observed, plan)
+    plan.actions += state_actions
     _plan_restarts(resource, observed, plan)
-    _plan_offsets(resource, observed, plan)
     _plan_ready(resource, observed, plan)
     _plan_annotation_conditions(resource, plan)
     return plan
@@ -242,7 +265,9 @@ def _plan_ready(resource: KafkaConnectorResource, observed: Observed, plan: Plan
         what = "connector" if status.state == "FAILED" else f"task(s) {failed}"
         message = f"Connect reports the {what} FAILED" + (f": {trace}" if trace else "")
         plan.conditions.append(ConditionSpec("Ready", "False", "ConnectorFailed", message[:1024]))
-    elif status.state != want or any(a.kind in ("create", "update_config") for a in plan.actions):
+    elif any(a.kind == "update_config" for a in plan.actions):
+        plan.conditions.append(ConditionSpec("Ready", "False", "Progressing", "Applying the new config in Connect"))
+    elif status.state != want:
         plan.conditions.append(
             ConditionSpec("Ready", "False", "Progressing", f"Connector is {status.state}; moving it to {want}")
         )
@@ -265,8 +290,8 @@ def _plan_restarts(resource: KafkaConnectorResource, observed: Observed, plan: P
             plan.actions.append(Action("restart", include_tasks=include_tasks, only_failed=only_failed))
             plan.actions.append(Action("remove_annotation", annotation=ANNOTATION_RESTART, annotation_value=value))
     task = annotations.get(ANNOTATION_RESTART_TASK)
-    if task is not None and task.strip().isdigit():
-        plan.actions.append(Action("restart_task", task_id=int(task.strip())))
+    if task is not None and _task_id(task) is not None:
+        plan.actions.append(Action("restart_task", task_id=_task_id(task)))
         plan.actions.append(Action("remove_annotation", annotation=ANNOTATION_RESTART_TASK, annotation_value=task))
 
     auto = resource.spec.auto_restart
@@ -418,7 +443,7 @@ def _plan_annotation_conditions(resource: KafkaConnectorResource, plan: Plan) ->
             f"{ANNOTATION_RESTART}={restart!r} is not one of true, includeTasks, onlyFailed, includeTasks,onlyFailed"
         )
     task = annotations.get(ANNOTATION_RESTART_TASK)
-    if task is not None and not task.strip().isdigit():
+    if task is not None and _task_id(task) is None:
         problems.append(f"{ANNOTATION_RESTART_TASK}={task!r} is not a task id (an integer >= 0)")
     if problems:
         plan.conditions.append(ConditionSpec("InvalidAnnotation", "True", "UnknownValue", "; ".join(problems)))

@@ -317,7 +317,7 @@ class ConnectorService:
                 conditions.insert(0, ConditionSpec("Ready", "False", "ConnectError", str(error)[:1024]))
             if observed.status is not None:
                 extra_status["connectorStatus"] = observed.status.model_dump(exclude_none=True)
-                extra_status["tasksMax"] = len(observed.status.tasks) if observed.status.tasks else None
+                extra_status["tasksMax"] = resource.spec.tasks_max
             try:
                 if observed.config is not None:
                     topics = await client.get_connector_topics(resource.connector_name)
