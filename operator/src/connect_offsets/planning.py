@@ -20,9 +20,11 @@ from typing import Literal
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
+    AutoRestartSpec,
     AutoRestartStatus,
     ConnectorState,
     KafkaConnectorResource,
+    OffsetsOperationStatus,
 )
 from connect_offsets.models.offsets import (
     OffsetsValidationError,
@@ -36,12 +38,15 @@ __all__ = [
     "ANNOTATION_RESTART_TASK",
     "Action",
     "ConditionSpec",
+    "ConnectorTarget",
     "Observed",
     "OffsetsConfigMap",
     "Plan",
     "auto_restart_backoff",
     "offsets_request_fingerprint",
     "plan_connector",
+    "plan_target",
+    "target_for_connector",
 ]
 
 ANNOTATION_PREFIX = "connect-offsets.io/"
@@ -139,10 +144,60 @@ class Plan:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
-def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:
-    value = resource.metadata.annotations.get(ANNOTATION_OFFSETS, "")
-    parts = [value, str(resource.metadata.generation), configmap.resource_version if configmap else "-"]
+@dataclass(frozen=True)
+class ConnectorTarget:
+    """One connector as the planner sees it, whichever resource declares it.
+
+    A KafkaConnector declares one; a KafkaMirrorMaker2 declares up to three per mirror. The
+    resource-specific parts (naming, which annotations apply, where ConfigMaps live) are resolved
+    by the builders, so the decisions below are shared.
+    """
+
+    name: str  # the connector name in Connect
+    owner: str  # "<namespace>/<resource>", written into the connector config
+    class_name: str
+    config: dict[str, str]  # desired config without the owner key
+    state: ConnectorState
+    generation: int
+    annotations: dict[str, str]  # the annotations that apply to this connector
+    auto_restart: AutoRestartSpec | None = None
+    auto_restart_status: AutoRestartStatus = field(default_factory=AutoRestartStatus)
+    last_offsets_operation: OffsetsOperationStatus | None = None
+    list_configmap: str | None = None
+    alter_configmap: str | None = None
+    configmap_key: str = "offsets.json"
+    #: Extra annotations removed together with the offsets annotation (MM2's connector selector).
+    companion_annotations: tuple[tuple[str, str], ...] = ()
+    spec_path: str = "spec"  # where this connector's block lives, for messages
+
+
+def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
+    spec = resource.spec
+    config = spec.connect_config(resource.connector_name)
+    return ConnectorTarget(
+        name=resource.connector_name,
+        owner=owner_id(resource),
+        class_name=spec.class_,
+        config=config,
+        state=spec.state,
+        generation=resource.metadata.generation,
+        annotations=resource.metadata.annotations,
+        auto_restart=spec.auto_restart,
+        auto_restart_status=resource.status.auto_restart or AutoRestartStatus(),
+        last_offsets_operation=resource.status.last_offsets_operation,
+        list_configmap=spec.list_offsets.to_config_map.name if spec.list_offsets else None,
+        alter_configmap=spec.alter_offsets.from_config_map.name if spec.alter_offsets else None,
+    )
+
+
+def _fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | None) -> str:
+    value = target.annotations.get(ANNOTATION_OFFSETS, "")
+    parts = [target.name, value, str(target.generation), configmap.resource_version if configmap else "-"]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:
+    return _fingerprint(target_for_connector(resource), configmap)
 
 
 def auto_restart_backoff(count: int) -> timedelta:
@@ -172,9 +227,11 @@ def owner_id(resource: KafkaConnectorResource) -> str:
 
 
 def desired_config(resource: KafkaConnectorResource) -> dict[str, str]:
-    config = resource.spec.connect_config(resource.connector_name)
-    config[OWNER_CONFIG_KEY] = owner_id(resource)
-    return config
+    return _desired(target_for_connector(resource))
+
+
+def _desired(target: ConnectorTarget) -> dict[str, str]:
+    return {**target.config, OWNER_CONFIG_KEY: target.owner}
 
 
 _CONNECT_STATE = {
@@ -186,31 +243,36 @@ _CONNECT_STATE = {
 
 def plan_connector(resource: KafkaConnectorResource, observed: Observed) -> Plan:
     """Decide what to do for one KafkaConnector. Pure: no I/O, no clock but ``observed.now``."""
+    return plan_target(target_for_connector(resource), observed)
+
+
+def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
+    """Decide what to do for one connector. Pure: no I/O, no clock but ``observed.now``."""
     plan = Plan()
-    annotations = resource.metadata.annotations
+    annotations = target.annotations
     if observed.cluster_error is not None:
         plan.conditions.append(ConditionSpec("Ready", "False", "ConnectClusterUnavailable", observed.cluster_error))
         return plan
 
-    desired = desired_config(resource)
-    spec_state = resource.spec.state
+    desired = _desired(target)
+    spec_state = target.state
     if observed.config is None:
         initial = _CONNECT_STATE[spec_state] if observed.supports_initial_state else None
         plan.actions.append(Action("create", config=desired, initial_state=initial))
         plan.conditions.append(ConditionSpec("Ready", "False", "Creating", "Creating the connector in Connect"))
         plan.requeue(SETTLE_DELAY_S)
-        _plan_annotation_conditions(resource, plan)
+        _plan_annotation_conditions(target, plan)
         return plan
 
     owner = observed.config.get(OWNER_CONFIG_KEY)
-    if owner != owner_id(resource) and annotations.get(ANNOTATION_ADOPT) != "true":
+    if owner != target.owner and annotations.get(ANNOTATION_ADOPT) != "true":
         who = f"by {owner}" if owner else "by something other than this operator"
         plan.conditions.append(
             ConditionSpec(
                 "Ready",
                 "False",
                 "ConnectorOwnedElsewhere",
-                f"Connector {resource.connector_name} already exists in Connect, managed {who}. Connector "
+                f"Connector {target.name} already exists in Connect, managed {who}. Connector "
                 "names are global on a Connect cluster; rename this resource, or annotate it with "
                 f"{ANNOTATION_ADOPT}=true to take the existing connector over.",
             )
@@ -240,22 +302,22 @@ def plan_connector(resource: KafkaConnectorResource, observed: Observed) -> Plan
     if config_pending:
         # Offsets wait for the new config: validating against the old one would refuse (or apply)
         # a request meant for the new one. Strimzi skips offsets in such a pass as well.
-        if resource.metadata.annotations.get(ANNOTATION_OFFSETS) in OFFSETS_OPERATIONS:
+        if annotations.get(ANNOTATION_OFFSETS) in OFFSETS_OPERATIONS:
             plan.offsets_refusal = ("WaitingForConfig", "waiting for Connect to apply the new config", False)
     else:
         # Offsets first: an alter on a STOPPED connector whose spec says running must run before
         # the resume, or Connect would refuse it.
-        _plan_offsets(resource, observed, plan)
+        _plan_offsets(target, observed, plan)
     plan.actions += state_actions
-    _plan_restarts(resource, observed, plan)
-    _plan_ready(resource, observed, plan)
-    _plan_annotation_conditions(resource, plan)
+    _plan_restarts(target, observed, plan)
+    _plan_ready(target, observed, plan)
+    _plan_annotation_conditions(target, plan)
     return plan
 
 
-def _plan_ready(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
+def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
     status = observed.status
-    want = _CONNECT_STATE[resource.spec.state]
+    want = _CONNECT_STATE[target.state]
     if status is None:
         plan.conditions.append(ConditionSpec("Ready", "False", "StatusUnknown", "Connect reports no status yet"))
         plan.requeue(SETTLE_DELAY_S)
@@ -279,8 +341,8 @@ def _plan_ready(resource: KafkaConnectorResource, observed: Observed, plan: Plan
         plan.conditions.append(ConditionSpec("Ready", "True", reason, f"Connector is {want} in Connect"))
 
 
-def _plan_restarts(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
-    annotations = resource.metadata.annotations
+def _plan_restarts(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    annotations = target.annotations
     status = observed.status
     value = annotations.get(ANNOTATION_RESTART)
     if value is not None:
@@ -294,12 +356,12 @@ def _plan_restarts(resource: KafkaConnectorResource, observed: Observed, plan: P
         plan.actions.append(Action("restart_task", task_id=_task_id(task)))
         plan.actions.append(Action("remove_annotation", annotation=ANNOTATION_RESTART_TASK, annotation_value=task))
 
-    auto = resource.spec.auto_restart
-    previous = resource.status.auto_restart or AutoRestartStatus()
+    auto = target.auto_restart
+    previous = target.auto_restart_status
     if auto is None or not auto.enabled or status is None:
         return
     last = _parse_time(previous.last_restart_time)
-    if status.any_failed and resource.spec.state is not ConnectorState.STOPPED:
+    if status.any_failed and target.state is not ConnectorState.STOPPED:
         if auto.max_restarts is not None and previous.count >= auto.max_restarts:
             plan.conditions.append(
                 ConditionSpec(
@@ -324,12 +386,12 @@ def _plan_restarts(resource: KafkaConnectorResource, observed: Observed, plan: P
         plan.auto_restart = AutoRestartStatus(count=0, last_restart_time=previous.last_restart_time)
 
 
-def _plan_offsets(resource: KafkaConnectorResource, observed: Observed, plan: Plan) -> None:
-    value = resource.metadata.annotations.get(ANNOTATION_OFFSETS)
+def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    value = target.annotations.get(ANNOTATION_OFFSETS)
     if value is None or value not in OFFSETS_OPERATIONS:
         return
-    fingerprint = offsets_request_fingerprint(resource, observed.alter_configmap if value == "alter" else None)
-    last = resource.status.last_offsets_operation
+    fingerprint = _fingerprint(target, observed.alter_configmap if value == "alter" else None)
+    last = target.last_offsets_operation
     if last is not None and last.request == fingerprint and last.result == "Failed":
         # Failed permanently for exactly these inputs: wait for the resource or ConfigMap to change.
         plan.offsets_request = fingerprint
@@ -339,88 +401,70 @@ def _plan_offsets(resource: KafkaConnectorResource, observed: Observed, plan: Pl
         )
         return
     plan.offsets_request = fingerprint
-    remove = Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)
+    removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
+        Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
+    ]
 
+    key = target.configmap_key
     if value == "list":
-        if resource.spec.list_offsets is None:
-            _refuse(plan, "list", "MissingListOffsets", "spec.listOffsets.toConfigMap.name is not set", True)
+        if target.list_configmap is None:
+            _refuse(
+                plan, "list", "MissingListOffsets", f"{target.spec_path}.listOffsets.toConfigMap.name is not set", True
+            )
             return
-        plan.actions += [
-            Action("list_offsets", configmap=resource.spec.list_offsets.to_config_map.name),
-            remove,
-        ]
+        plan.actions += [Action("list_offsets", configmap=target.list_configmap), *removals]
         return
 
-    if value == "alter" and resource.spec.alter_offsets is None:
-        _refuse(plan, "alter", "MissingAlterOffsets", "spec.alterOffsets.fromConfigMap.name is not set", True)
+    if value == "alter" and target.alter_configmap is None:
+        _refuse(
+            plan, "alter", "MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set", True
+        )
         return
     offsets_json: str | None = None
     if value == "alter":
         configmap = observed.alter_configmap
-        assert resource.spec.alter_offsets is not None
-        name = resource.spec.alter_offsets.from_config_map.name
+        name = target.alter_configmap
         if configmap is None or not configmap.exists:
             _refuse(plan, "alter", "ConfigMapNotFound", f"ConfigMap {name} does not exist", True)
             return
-        if "offsets.json" not in configmap.data:
+        if key not in configmap.data:
             keys = ", ".join(sorted(configmap.data)) or "none"
-            _refuse(
-                plan,
-                "alter",
-                "OffsetsKeyMissing",
-                f"ConfigMap {name} has no key offsets.json (keys: {keys})",
-                True,
-            )
+            _refuse(plan, "alter", "OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})", True)
             return
-        offsets_json = configmap.data["offsets.json"]
-        # Validate before anything touches Connect: bad input never leads to a PATCH.
+        # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
         try:
-            document = parse_offsets_document(offsets_json)
+            document = parse_offsets_document(configmap.data[key])
             is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
-            validate_for_connector(document, resource.spec.class_, observed.config or {}, is_sink=is_sink)
+            validate_for_connector(document, target.class_name, _desired(target), is_sink=is_sink)
         except OffsetsValidationError as error:
-            _refuse(
-                plan,
-                "alter",
-                "InvalidOffsets",
-                f"ConfigMap {name} key offsets.json is invalid:\n{error}",
-                True,
-            )
+            _refuse(plan, "alter", "InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}", True)
             return
         offsets_json = document.to_compact_json()
 
     status = observed.status
     if status is None or not status.is_stopped:
         state = status.state if status else "unknown"
-        if resource.spec.state is ConnectorState.STOPPED:
+        if target.state is ConnectorState.STOPPED:
             # The stop is on its way (Connect's status lags `PUT /stop`): look again shortly.
-            plan.offsets_refusal = (
-                "WaitingForStop",
-                f"waiting for Connect to report STOPPED (now {state})",
-                False,
-            )
+            plan.offsets_refusal = ("WaitingForStop", f"waiting for Connect to report STOPPED (now {state})", False)
             plan.requeue(SETTLE_DELAY_S)
             return
         _refuse(
             plan,
             value,
             "ConnectorNotStopped",
-            f"the connector is {state} in Connect; {value} needs it STOPPED. Set spec.state: stopped, wait for "
-            "Ready=True (ConnectorStopped), and the request runs",
+            f"the connector is {state} in Connect; {value} needs it STOPPED. Set {target.spec_path}.state: stopped, "
+            "wait for Ready=True (ConnectorStopped), and the request runs",
             True,
         )
         return
     if value == "alter":
         plan.actions += [
-            Action(
-                "alter_offsets",
-                configmap=observed.alter_configmap.name if observed.alter_configmap else None,
-                offsets_json=offsets_json,
-            ),
-            remove,
+            Action("alter_offsets", configmap=target.alter_configmap, offsets_json=offsets_json),
+            *removals,
         ]
     else:
-        plan.actions += [Action("reset_offsets"), remove]
+        plan.actions += [Action("reset_offsets"), *removals]
 
 
 def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:
@@ -429,9 +473,9 @@ def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bo
     plan.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, full))
 
 
-def _plan_annotation_conditions(resource: KafkaConnectorResource, plan: Plan) -> None:
+def _plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
     problems: list[str] = []
-    annotations = resource.metadata.annotations
+    annotations = target.annotations
     value = annotations.get(ANNOTATION_OFFSETS)
     if value is not None and value not in OFFSETS_OPERATIONS:
         problems.append(
