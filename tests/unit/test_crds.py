@@ -65,6 +65,8 @@ ALLOWED_KEYWORDS = {
     "maximum",
     "minLength",
     "maxLength",
+    "minItems",
+    "maxItems",
     "pattern",
     "format",
     "x-kubernetes-preserve-unknown-fields",

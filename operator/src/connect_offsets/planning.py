@@ -24,6 +24,7 @@ from connect_offsets.models.crds import (
     AutoRestartStatus,
     ConnectorState,
     KafkaConnectorResource,
+    KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
 )
 from connect_offsets.models.offsets import (
@@ -39,10 +40,14 @@ __all__ = [
     "Action",
     "ConditionSpec",
     "ConnectorTarget",
+    "MirrorPlan",
     "Observed",
     "OffsetsConfigMap",
     "Plan",
     "auto_restart_backoff",
+    "mirror_configmap_key",
+    "mirror_connector_name",
+    "mirror_targets",
     "offsets_request_fingerprint",
     "plan_connector",
     "plan_target",
@@ -495,3 +500,193 @@ def _plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
 
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- KafkaMirrorMaker2 -------------------------------------------------------------------
+
+ANNOTATION_MM2_CONNECTOR = ANNOTATION_PREFIX + "mirrormaker-connector"
+ANNOTATION_RESET_OFFSET_SYNCS = ANNOTATION_PREFIX + "reset-offset-syncs"
+MIRROR_CLASSES = {
+    "MirrorSourceConnector": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+    "MirrorCheckpointConnector": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
+    "MirrorHeartbeatConnector": "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
+}
+#: Records pass through unchanged: MM2 copies bytes, whatever the worker's default converters.
+BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+
+
+def mirror_connector_name(source: str, target: str, kind: str) -> str:
+    return f"{source}->{target}.{kind}"
+
+
+def mirror_configmap_key(connector: str) -> str:
+    """Strimzi's key: the connector name with ``->`` replaced by ``--``, plus ``.json``."""
+    return connector.replace("->", "--") + ".json"
+
+
+@dataclass(frozen=True)
+class MirrorPlan:
+    targets: list[ConnectorTarget]
+    conditions: list[ConditionSpec]
+    #: (connector name, offset-syncs topic, cluster alias holding it) when a full reset is requested.
+    offset_syncs_reset: tuple[str, str, str] | None = None
+
+
+def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str, str], str]) -> MirrorPlan:
+    """The connectors a KafkaMirrorMaker2 declares, and the problems with its annotations.
+
+    ``secrets`` maps (Secret name, key) to the values the service read for ``secretConfig``.
+    """
+    spec = resource.spec
+    meta = resource.metadata
+    clusters = {c.alias: c for c in spec.clusters}
+    owner = f"{meta.namespace}/{meta.name}"
+    annotations = meta.annotations
+    operation = annotations.get(ANNOTATION_OFFSETS)
+    selected = annotations.get(ANNOTATION_MM2_CONNECTOR)
+    conditions: list[ConditionSpec] = []
+    targets: list[ConnectorTarget] = []
+    previous = {c.name: c for c in resource.status.connectors}
+
+    def cluster_settings(prefix: str, alias: str) -> dict[str, str]:
+        cluster = clusters[alias]
+        settings = {f"{prefix}.alias": alias, f"{prefix}.bootstrap.servers": cluster.bootstrap_servers}
+        for key, value in cluster.config.items():
+            settings[f"{prefix}.{key}"] = _to_string(value)
+        for key, ref in cluster.secret_config.items():
+            settings[f"{prefix}.{key}"] = secrets.get((ref.name, ref.key), "")
+        return settings
+
+    for index, mirror in enumerate(spec.mirrors):
+        blocks = {
+            "MirrorSourceConnector": ("sourceConnector", mirror.source_connector),
+            "MirrorCheckpointConnector": ("checkpointConnector", mirror.checkpoint_connector),
+            "MirrorHeartbeatConnector": ("heartbeatConnector", mirror.heartbeat_connector),
+        }
+        for kind, (field_name, block) in blocks.items():
+            if block is None:
+                continue
+            name = mirror_connector_name(mirror.source_cluster, mirror.target_cluster, kind)
+            config: dict[str, str] = {
+                "name": name,
+                "connector.class": MIRROR_CLASSES[kind],
+                "key.converter": BYTES,
+                "value.converter": BYTES,
+                **cluster_settings("source.cluster", mirror.source_cluster),
+                **cluster_settings("target.cluster", mirror.target_cluster),
+            }
+            if mirror.topics_pattern is not None and kind == "MirrorSourceConnector":
+                config["topics"] = mirror.topics_pattern
+            if mirror.topics_exclude_pattern is not None and kind != "MirrorHeartbeatConnector":
+                config["topics.exclude"] = mirror.topics_exclude_pattern
+            if mirror.groups_pattern is not None and kind == "MirrorCheckpointConnector":
+                config["groups"] = mirror.groups_pattern
+            if block.tasks_max is not None:
+                config["tasks.max"] = str(block.tasks_max)
+            config.update({k: _to_string(v) for k, v in block.config.items() if v is not None})
+            own: dict[str, str] = {}
+            companions: tuple[tuple[str, str], ...] = ()
+            if selected == name and operation is not None:
+                own[ANNOTATION_OFFSETS] = operation
+                companions = ((ANNOTATION_MM2_CONNECTOR, selected),)
+                syncs = annotations.get(ANNOTATION_RESET_OFFSET_SYNCS)
+                if syncs is not None:
+                    companions += ((ANNOTATION_RESET_OFFSET_SYNCS, syncs),)
+            status = previous.get(name)
+            targets.append(
+                ConnectorTarget(
+                    name=name,
+                    owner=owner,
+                    class_name=MIRROR_CLASSES[kind],
+                    config=config,
+                    state=block.state,
+                    generation=meta.generation,
+                    annotations=own,
+                    auto_restart=block.auto_restart,
+                    auto_restart_status=(
+                        status.auto_restart if status and status.auto_restart else AutoRestartStatus()
+                    ),
+                    last_offsets_operation=status.last_offsets_operation if status else None,
+                    list_configmap=block.list_offsets.to_config_map.name if block.list_offsets else None,
+                    alter_configmap=block.alter_offsets.from_config_map.name if block.alter_offsets else None,
+                    configmap_key=mirror_configmap_key(name),
+                    companion_annotations=companions,
+                    spec_path=f"spec.mirrors[{index}].{field_name}",
+                )
+            )
+
+    names = [t.name for t in targets]
+    if operation is not None and selected is None:
+        conditions.append(
+            ConditionSpec(
+                "InvalidAnnotation",
+                "True",
+                "MissingAnnotation",
+                f"{ANNOTATION_OFFSETS}={operation!r} needs {ANNOTATION_MM2_CONNECTOR}=<connector>, one of: "
+                + ", ".join(names),
+            )
+        )
+    elif selected is not None and operation is None:
+        conditions.append(
+            ConditionSpec(
+                "InvalidAnnotation",
+                "True",
+                "MissingAnnotation",
+                f"{ANNOTATION_MM2_CONNECTOR}={selected!r} needs {ANNOTATION_OFFSETS}=list|alter|reset next to it",
+            )
+        )
+    elif selected is not None and selected not in names:
+        conditions.append(
+            ConditionSpec(
+                "InvalidAnnotation",
+                "True",
+                "UnknownConnector",
+                f"{ANNOTATION_MM2_CONNECTOR}={selected!r} matches no connector of this resource; valid names: "
+                + ", ".join(names),
+            )
+        )
+    elif operation is not None and operation not in OFFSETS_OPERATIONS:
+        conditions.append(
+            ConditionSpec(
+                "InvalidAnnotation",
+                "True",
+                "UnknownValue",
+                f"{ANNOTATION_OFFSETS}={operation!r} is not one of {', '.join(OFFSETS_OPERATIONS)}; nothing was done",
+            )
+        )
+
+    syncs_reset: tuple[str, str, str] | None = None
+    syncs_value = annotations.get(ANNOTATION_RESET_OFFSET_SYNCS)
+    if syncs_value is not None:
+        target = next((t for t in targets if t.name == selected), None)
+        if (
+            syncs_value != "true"
+            or operation != "reset"
+            or target is None
+            or not target.name.endswith(".MirrorSourceConnector")
+        ):
+            conditions.append(
+                ConditionSpec(
+                    "InvalidAnnotation",
+                    "True",
+                    "InvalidOffsetSyncsReset",
+                    f"{ANNOTATION_RESET_OFFSET_SYNCS}=true only goes with {ANNOTATION_OFFSETS}=reset of a "
+                    "MirrorSourceConnector; nothing in Kafka was touched",
+                )
+            )
+        else:
+            source_alias = target.config["source.cluster.alias"]
+            target_alias = target.config["target.cluster.alias"]
+            location = target.config.get("offset-syncs.topic.location", "source")
+            # MirrorSourceConfig.offsetSyncsTopic(): named after the *other* cluster's alias.
+            if location == "target":
+                syncs_reset = (target.name, f"mm2-offset-syncs.{source_alias}.internal", target_alias)
+            else:
+                syncs_reset = (target.name, f"mm2-offset-syncs.{target_alias}.internal", source_alias)
+    return MirrorPlan(targets, conditions, syncs_reset)
+
+
+def _to_string(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -17,9 +17,11 @@ come back with a retry delay; permanent ones are recorded and wait for a change.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -33,14 +35,17 @@ from connect_offsets.clients.connect import (
     ConnectEndpoint,
     ConnectError,
     ConnectHTTPError,
+    ConnectUnavailable,
 )
+from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
-from connect_offsets.models.connect import ConnectorStatus, ServerInfo, supports_initial_state
+from connect_offsets.models.connect import ServerInfo, supports_initial_state
 from connect_offsets.models.crds import (
     Condition,
     ConnectClusterResource,
     ConnectClusterSpec,
     KafkaConnectorResource,
+    KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
 )
 from connect_offsets.planning import (
@@ -48,10 +53,14 @@ from connect_offsets.planning import (
     OWNER_CONFIG_KEY,
     Action,
     ConditionSpec,
+    ConnectorTarget,
+    MirrorPlan,
     Observed,
     OffsetsConfigMap,
     Plan,
-    plan_connector,
+    mirror_targets,
+    plan_target,
+    target_for_connector,
 )
 
 __all__ = [
@@ -59,6 +68,7 @@ __all__ = [
     "ClusterRegistry",
     "ClusterService",
     "ConnectorService",
+    "MirrorMaker2Service",
     "Outcome",
     "merge_conditions",
 ]
@@ -67,6 +77,7 @@ log = logging.getLogger(__name__)
 
 CLUSTER_LABEL = f"{API_GROUP}/cluster"
 CONNECTORS = "kafkaconnectors"
+MIRRORS = "kafkamirrormaker2s"
 CLUSTERS = "connectclusters"
 #: Back-off for transient failures: 2, 4, 8 ... seconds, capped so recovery is noticed quickly.
 MAX_RETRY_DELAY_S = 60.0
@@ -271,191 +282,180 @@ def _strip_times(status: dict[str, Any]) -> dict[str, Any]:
 # --- KafkaConnector -----------------------------------------------------------------------
 
 
-class ConnectorService:
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+@dataclass
+class TargetResult:
+    """What running one connector target produced, for the resource's status."""
+
+    plan: Plan
+    observed: Observed
+    conditions: list[ConditionSpec]
+    status: dict[str, Any] = field(default_factory=dict)  # lastOffsetsOperation, autoRestart, connectorStatus
+    transient_error: str | None = None
+
+
+#: Called right before an offsets action; returns text to prefix to its message. Raising
+#: OffsetsRequestInvalid fails the request permanently, ConnectError-like errors retry it.
+BeforeOffsets = Callable[[Action], Awaitable[str]]
+
+
+class TargetRunner:
+    """Observe, plan and act for one connector target; shared by every resource kind."""
+
+    def __init__(self, kube: KubernetesApi) -> None:
         self.kube = kube
-        self.clusters = clusters
 
-    async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.get_resource(CONNECTORS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return Outcome()
-        now = now_utc()
-        try:
-            resource = KafkaConnectorResource.model_validate(body)
-        except ValidationError as error:
-            await self._write_status(
-                body, None, [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))], now
-            )
-            return Outcome()
-
-        outcome = Outcome(referenced_configmaps=_referenced_configmaps(resource))
-        cluster_name = resource.metadata.labels.get(CLUSTER_LABEL)
-        client: ConnectClient | None = None
-        observed: Observed
-        try:
-            if not cluster_name:
-                raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
-            client, info = await self.clusters.client_for(namespace, cluster_name)
-            observed = await self._observe(resource, client, info, now)
-        except ClusterUnusable as error:
-            observed = Observed(now, str(error), False, None, None)
-            outcome.requeue_after = 30.0
-        except ConnectError as error:
-            observed = Observed(now, f"Connect cluster {cluster_name} unreachable: {error}", False, None, None)
-            outcome.transient_error = str(error)
-
-        plan = plan_connector(resource, observed)
-        extra_status: dict[str, Any] = {}
-        conditions = list(plan.conditions)
-        if client is not None and observed.cluster_error is None:
-            try:
-                await self._execute(resource, body, client, plan, extra_status, conditions, now)
-            except ConnectError as error:
-                outcome.transient_error = str(error)
-                conditions = [c for c in conditions if c.type != "Ready"]
-                conditions.insert(0, ConditionSpec("Ready", "False", "ConnectError", str(error)[:1024]))
-            if observed.status is not None:
-                extra_status["connectorStatus"] = observed.status.model_dump(exclude_none=True)
-                extra_status["tasksMax"] = resource.spec.tasks_max
-            try:
-                if observed.config is not None:
-                    topics = await client.get_connector_topics(resource.connector_name)
-                    extra_status["topics"] = sorted(topics)
-            except ConnectError:
-                pass  # topic tracking may be disabled on the worker (topic.tracking.enable=false)
-        if plan.auto_restart is not None:
-            extra_status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
-        await self._write_status(body, resource, conditions, now, extra_status)
-        outcome.requeue_after = plan.requeue_after if outcome.requeue_after is None else outcome.requeue_after
-        return outcome
-
-    async def _observe(
-        self, resource: KafkaConnectorResource, client: ConnectClient, info: ServerInfo, now: datetime
+    async def observe(
+        self, target: ConnectorTarget, namespace: str, client: ConnectClient, info: ServerInfo, now: datetime
     ) -> Observed:
-        name = resource.connector_name
-        config = await client.get_connector_config(name)
-        status = await client.get_connector_status(name) if config is not None else None
+        config = await client.get_connector_config(target.name)
+        status = await client.get_connector_status(target.name) if config is not None else None
         configmap: OffsetsConfigMap | None = None
-        if resource.metadata.annotations.get(ANNOTATION_OFFSETS) == "alter" and resource.spec.alter_offsets:
-            cm_name = resource.spec.alter_offsets.from_config_map.name
-            cm = await self.kube.get_configmap(resource.metadata.namespace, cm_name)
+        if target.annotations.get(ANNOTATION_OFFSETS) == "alter" and target.alter_configmap:
+            cm = await self.kube.get_configmap(namespace, target.alter_configmap)
             configmap = (
-                OffsetsConfigMap(cm_name, True, cm.resource_version, cm.data)
+                OffsetsConfigMap(target.alter_configmap, True, cm.resource_version, cm.data)
                 if cm is not None
-                else OffsetsConfigMap(cm_name, False)
+                else OffsetsConfigMap(target.alter_configmap, False)
             )
         return Observed(
             now=now,
             cluster_error=None,
             supports_initial_state=supports_initial_state(info.version),
             config=config,
-            status=ConnectorStatus.model_validate(status.model_dump()) if status is not None else None,
+            status=status,
             alter_configmap=configmap,
         )
 
+    async def run(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        plural: str,
+        client: ConnectClient,
+        info: ServerInfo,
+        now: datetime,
+        before_offsets: BeforeOffsets | None = None,
+    ) -> TargetResult:
+        namespace = body["metadata"]["namespace"]
+        try:
+            observed = await self.observe(target, namespace, client, info, now)
+        except ConnectError as error:
+            observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
+            plan = plan_target(target, observed)
+            return TargetResult(plan, observed, list(plan.conditions), transient_error=str(error))
+        plan = plan_target(target, observed)
+        result = TargetResult(plan, observed, list(plan.conditions))
+        try:
+            await self._execute(target, body, plural, client, result, now, before_offsets)
+        except ConnectError as error:
+            result.transient_error = str(error)
+            result.conditions = [c for c in result.conditions if c.type != "Ready"]
+            result.conditions.insert(0, ConditionSpec("Ready", "False", "ConnectError", str(error)[:1024]))
+        if observed.status is not None:
+            result.status["connectorStatus"] = observed.status.model_dump(exclude_none=True)
+        if plan.auto_restart is not None:
+            result.status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
+        return result
+
     async def _execute(
         self,
-        resource: KafkaConnectorResource,
+        target: ConnectorTarget,
         body: dict[str, Any],
+        plural: str,
         client: ConnectClient,
-        plan: Plan,
-        extra_status: dict[str, Any],
-        conditions: list[ConditionSpec],
+        result: TargetResult,
         now: datetime,
+        before_offsets: BeforeOffsets | None = None,
     ) -> None:
-        ns = resource.metadata.namespace
+        plan = result.plan
         offsets_ops = {"list_offsets": "list", "alter_offsets": "alter", "reset_offsets": "reset"}
         if plan.offsets_refusal is not None:
             reason, message, permanent = plan.offsets_refusal
             if permanent and reason != "Unchanged":
-                extra_status["lastOffsetsOperation"] = self._op_status(
-                    resource.metadata.annotations.get(ANNOTATION_OFFSETS, ""), "Failed", message, plan, now, reason
-                )
-                await self._event(body, "Warning", "OffsetsOperationFailed", message)
+                operation = target.annotations.get(ANNOTATION_OFFSETS, "")
+                result.status["lastOffsetsOperation"] = _op_status(operation, "Failed", message, plan, now, reason)
+                await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {message}")
         for action in plan.actions:
             if action.kind in offsets_ops:
                 operation = offsets_ops[action.kind]
                 try:
-                    message = await self._offsets_action(resource, body, client, action)
+                    prefix = await before_offsets(action) if before_offsets is not None else ""
+                    message = prefix + await self._offsets_action(target, body, client, action)
                 except ConnectHTTPError as error:
                     if error.retryable:
                         raise
                     text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
-                    extra_status["lastOffsetsOperation"] = self._op_status(
-                        operation, "Failed", text, plan, now, "ConnectRejected"
-                    )
-                    conditions.append(ConditionSpec("OffsetsOperationFailed", "True", "ConnectRejected", text))
-                    await self._event(body, "Warning", "OffsetsOperationFailed", text)
+                    self._failed(result, operation, "ConnectRejected", text, now)
+                    await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
                     return
                 except OffsetsRequestInvalid as error:
                     text = f"{operation} refused: {error}"
-                    extra_status["lastOffsetsOperation"] = self._op_status(
-                        operation, "Failed", text, plan, now, error.reason
-                    )
-                    conditions.append(ConditionSpec("OffsetsOperationFailed", "True", error.reason, text))
-                    await self._event(body, "Warning", "OffsetsOperationFailed", text)
+                    self._failed(result, operation, error.reason, text, now)
+                    await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
                     return
-                extra_status["lastOffsetsOperation"] = self._op_status(operation, "Succeeded", message, plan, now)
-                await self._event(body, "Normal", "OffsetsOperationSucceeded", message)
+                result.status["lastOffsetsOperation"] = _op_status(operation, "Succeeded", message, plan, now)
+                await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
             elif action.kind == "remove_annotation":
                 assert action.annotation is not None and action.annotation_value is not None
+                meta = body["metadata"]
                 await self.kube.remove_annotation(
-                    CONNECTORS, ns, resource.metadata.name, action.annotation, action.annotation_value
+                    plural, meta["namespace"], meta["name"], action.annotation, action.annotation_value
                 )
             else:
-                await self._lifecycle_action(resource, body, client, action)
+                await self._lifecycle_action(target, body, client, action)
+
+    @staticmethod
+    def _failed(result: TargetResult, operation: str, reason: str, text: str, now: datetime) -> None:
+        result.status["lastOffsetsOperation"] = _op_status(operation, "Failed", text, result.plan, now, reason)
+        result.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, text))
 
     async def _offsets_action(
-        self, resource: KafkaConnectorResource, body: dict[str, Any], client: ConnectClient, action: Action
+        self, target: ConnectorTarget, body: dict[str, Any], client: ConnectClient, action: Action
     ) -> str:
-        name = resource.connector_name
         if action.kind == "list_offsets":
             assert action.configmap is not None
-            offsets = await client.get_offsets(name)
+            offsets = await client.get_offsets(target.name)
             text = json.dumps(offsets, indent=2, ensure_ascii=False) + "\n"
             try:
                 await self.kube.write_configmap_key(
-                    resource.metadata.namespace,
+                    body["metadata"]["namespace"],
                     action.configmap,
-                    "offsets.json",
+                    target.configmap_key,
                     text,
-                    labels=self._labels(resource),
+                    labels=_labels(body),
                     owner=_owner_reference(body),
                 )
             except KubernetesRejected as error:
                 raise OffsetsRequestInvalid("ConfigMapWriteFailed", str(error)) from error
             count = len(offsets.get("offsets", []))
-            return f"list: wrote {count} partition offset(s) to ConfigMap {action.configmap} (key offsets.json)"
+            return (
+                f"list: wrote {count} partition offset(s) to ConfigMap {action.configmap} (key {target.configmap_key})"
+            )
         if action.kind == "alter_offsets":
             assert action.offsets_json is not None
-            try:
-                document = json.loads(action.offsets_json)
-            except ValueError as error:
-                raise OffsetsRequestInvalid("InvalidOffsets", f"offsets.json is not valid JSON: {error}") from error
-            message = await client.alter_offsets(name, document)
+            message = await client.alter_offsets(target.name, json.loads(action.offsets_json))
             return f"alter: {message}"
-        message = await client.reset_offsets(name)
+        message = await client.reset_offsets(target.name)
         return f"reset: {message}"
 
     async def _lifecycle_action(
-        self, resource: KafkaConnectorResource, body: dict[str, Any], client: ConnectClient, action: Action
+        self, target: ConnectorTarget, body: dict[str, Any], client: ConnectClient, action: Action
     ) -> None:
-        name = resource.connector_name
+        name = target.name
         if action.kind == "create":
             assert action.config is not None
             await client.create_connector(name, action.config, initial_state=action.initial_state)
-            if action.initial_state is None and resource.spec.state.value != "running":
+            if action.initial_state is None and target.state.value != "running":
                 # Workers before 3.7 have no initial_state: create, then move to the desired state.
-                if resource.spec.state.value == "stopped":
+                if target.state.value == "stopped":
                     await client.stop_connector(name)
                 else:
                     await client.pause_connector(name)
-            await self._event(body, "Normal", "ConnectorCreated", f"Created connector {name} in Connect")
+            await self.event(body, "Normal", "ConnectorCreated", f"Created connector {name} in Connect")
         elif action.kind == "update_config":
             assert action.config is not None
             await client.put_connector_config(name, action.config)
-            await self._event(body, "Normal", "ConnectorConfigUpdated", f"Updated the config of connector {name}")
+            await self.event(body, "Normal", "ConnectorConfigUpdated", f"Updated the config of connector {name}")
         elif action.kind == "stop":
             await client.stop_connector(name)
         elif action.kind == "pause":
@@ -465,7 +465,7 @@ class ConnectorService:
         elif action.kind == "restart":
             await client.restart_connector(name, include_tasks=action.include_tasks, only_failed=action.only_failed)
             reason = "ConnectorAutoRestarted" if action.automatic else "ConnectorRestarted"
-            await self._event(
+            await self.event(
                 body,
                 "Normal",
                 reason,
@@ -474,49 +474,101 @@ class ConnectorService:
         elif action.kind == "restart_task":
             assert action.task_id is not None
             await client.restart_task(name, action.task_id)
-            await self._event(body, "Normal", "TaskRestarted", f"Restarted task {action.task_id} of {name}")
+            await self.event(body, "Normal", "TaskRestarted", f"Restarted task {action.task_id} of {name}")
 
-    def _op_status(
-        self,
-        operation: str,
-        result: Literal["Succeeded", "Failed"],
-        message: str,
-        plan: Plan,
-        now: datetime,
-        reason: str = "",
-    ) -> dict[str, Any]:
-        return OffsetsOperationStatus(
-            operation=operation,
-            result=result,
-            reason=reason,
-            time=iso(now),
-            message=message[:2048],
-            request=plan.offsets_request,
-        ).model_dump(by_alias=True, exclude_none=True)
-
-    @staticmethod
-    def _labels(resource: KafkaConnectorResource) -> dict[str, str]:
-        return {
-            "app.kubernetes.io/managed-by": "connect-offsets-operator",
-            f"{API_GROUP}/kind": "KafkaConnector",
-            f"{API_GROUP}/name": resource.metadata.name,
-            CLUSTER_LABEL: resource.metadata.labels.get(CLUSTER_LABEL, ""),
-        }
-
-    async def _event(self, body: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+    async def event(self, body: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         log.info("%s/%s %s: %s", body["metadata"]["namespace"], body["metadata"]["name"], reason, message)
         await self.kube.post_event(involved=body, event_type=event_type, reason=reason, message=message)
 
-    async def _write_status(
-        self,
-        body: dict[str, Any],
-        resource: KafkaConnectorResource | None,
-        conditions: list[ConditionSpec],
-        now: datetime,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        """The one place that writes KafkaConnector status; a no-op when nothing changed."""
-        await write_status(self.kube, CONNECTORS, body, conditions, now, extra or {})
+
+def _op_status(
+    operation: str,
+    result: Literal["Succeeded", "Failed"],
+    message: str,
+    plan: Plan,
+    now: datetime,
+    reason: str = "",
+) -> dict[str, Any]:
+    return OffsetsOperationStatus(
+        operation=operation,
+        result=result,
+        reason=reason,
+        time=iso(now),
+        message=message[:2048],
+        request=plan.offsets_request,
+    ).model_dump(by_alias=True, exclude_none=True)
+
+
+def _labels(body: dict[str, Any]) -> dict[str, str]:
+    meta = body["metadata"]
+    return {
+        "app.kubernetes.io/managed-by": "connect-offsets-operator",
+        f"{API_GROUP}/kind": str(body.get("kind", "")),
+        f"{API_GROUP}/name": meta["name"],
+        CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
+    }
+
+
+async def resolve_cluster(
+    clusters: ClusterRegistry, namespace: str, labels: dict[str, str]
+) -> tuple[ConnectClient, ServerInfo]:
+    """The Connect client for a resource's ``connect-offsets.io/cluster`` label."""
+    cluster_name = labels.get(CLUSTER_LABEL)
+    if not cluster_name:
+        raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
+    try:
+        return await clusters.client_for(namespace, cluster_name)
+    except ConnectError as error:
+        raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
+
+
+class ClusterUnreachable(Exception):
+    """The ConnectCluster is configured but Connect does not answer (transient)."""
+
+
+class ConnectorService:
+    """Reconcile one KafkaConnector."""
+
+    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+        self.kube = kube
+        self.clusters = clusters
+        self.runner = TargetRunner(kube)
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        body = await self.kube.get_resource(CONNECTORS, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return Outcome()
+        now = now_utc()
+        try:
+            resource = KafkaConnectorResource.model_validate(body)
+        except ValidationError as error:
+            conditions = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
+            await write_status(self.kube, CONNECTORS, body, conditions, now, {})
+            return Outcome()
+        target = target_for_connector(resource)
+        outcome = Outcome(referenced_configmaps={target.alter_configmap} if target.alter_configmap else set())
+        try:
+            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+        except (ClusterUnusable, ClusterUnreachable) as error:
+            plan = plan_target(target, Observed(now, str(error), False, None, None))
+            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, {})
+            if isinstance(error, ClusterUnreachable):
+                outcome.transient_error = str(error)
+            else:
+                outcome.requeue_after = 30.0
+            return outcome
+        result = await self.runner.run(target, body, CONNECTORS, client, info, now)
+        extra = dict(result.status)
+        if result.observed.status is not None:
+            extra["tasksMax"] = resource.spec.tasks_max
+        if result.observed.config is not None and result.transient_error is None:
+            # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
+            with contextlib.suppress(ConnectError):
+                extra["topics"] = sorted(await client.get_connector_topics(target.name))
+        await write_status(self.kube, CONNECTORS, body, result.conditions, now, extra)
+        outcome.transient_error = result.transient_error
+        outcome.requeue_after = result.plan.requeue_after
+        return outcome
 
     async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
         """Delete the connector in Connect if this resource owns it. Returns what happened."""
@@ -524,26 +576,44 @@ class ConnectorService:
             resource = KafkaConnectorResource.model_validate(body)
         except ValidationError:
             return "resource invalid; nothing to delete in Connect"
-        cluster_name = resource.metadata.labels.get(CLUSTER_LABEL)
-        if not cluster_name:
-            return "no ConnectCluster label; nothing to delete"
-        try:
-            client, _ = await self.clusters.client_for(namespace, cluster_name)
-            config = await client.get_connector_config(resource.connector_name)
+        return await delete_owned(
+            self.clusters, self.runner, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
+        )
+
+
+async def delete_owned(
+    clusters: ClusterRegistry,
+    runner: TargetRunner,
+    body: dict[str, Any],
+    labels: dict[str, str],
+    names: list[str],
+    *,
+    give_up: bool,
+) -> str:
+    """Delete these connectors in Connect where this resource owns them; report what happened."""
+    meta = body["metadata"]
+    owner = f"{meta['namespace']}/{meta['name']}"
+    try:
+        client, _ = await resolve_cluster(clusters, meta["namespace"], labels)
+        done = []
+        for name in names:
+            config = await client.get_connector_config(name)
             if config is None:
-                return "connector already absent from Connect"
-            if config.get(OWNER_CONFIG_KEY) != f"{namespace}/{name}":
-                return "connector is owned by someone else; left in place"
-            await client.delete_connector(resource.connector_name)
-            return f"deleted connector {resource.connector_name} (its offsets stay in Kafka)"
-        except ClusterUnusable as error:
-            await self._event(body, "Warning", "ConnectorNotDeleted", f"Could not delete in Connect: {error}")
-            return f"could not delete in Connect: {error}"
-        except ConnectError as error:
-            if give_up:
-                await self._event(body, "Warning", "ConnectorNotDeleted", f"Gave up deleting in Connect: {error}")
-                return f"gave up: {error}"
-            raise
+                done.append(f"{name}: already absent")
+            elif config.get(OWNER_CONFIG_KEY) != owner:
+                done.append(f"{name}: owned by someone else, left in place")
+            else:
+                await client.delete_connector(name)
+                done.append(f"{name}: deleted (its offsets stay in Kafka)")
+        return "; ".join(done)
+    except ClusterUnusable as error:
+        await runner.event(body, "Warning", "ConnectorNotDeleted", f"Could not delete in Connect: {error}")
+        return f"could not delete in Connect: {error}"
+    except (ConnectError, ClusterUnreachable) as error:
+        if give_up:
+            await runner.event(body, "Warning", "ConnectorNotDeleted", f"Gave up deleting in Connect: {error}")
+            return f"gave up: {error}"
+        raise ConnectUnavailable(str(error)) from error
 
 
 class OffsetsRequestInvalid(Exception):
@@ -563,13 +633,6 @@ def _owner_reference(body: dict[str, Any]) -> dict[str, Any]:
         "controller": False,
         "blockOwnerDeletion": False,
     }
-
-
-def _referenced_configmaps(resource: KafkaConnectorResource) -> set[str]:
-    names = set()
-    if resource.spec.alter_offsets:
-        names.add(resource.spec.alter_offsets.from_config_map.name)
-    return names
 
 
 async def write_status(
@@ -636,3 +699,186 @@ class ClusterService:
             outcome.transient_error = str(error)
         await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
         return outcome
+
+
+# --- KafkaMirrorMaker2 -----------------------------------------------------------------------
+
+
+class MirrorMaker2Service:
+    """Reconcile one KafkaMirrorMaker2: its connectors, their offsets, the optional full reset."""
+
+    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+        self.kube = kube
+        self.clusters = clusters
+        self.runner = TargetRunner(kube)
+
+    async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
+        values: dict[tuple[str, str], str] = {}
+        for cluster in resource.spec.clusters:
+            for key, ref in cluster.secret_config.items():
+                data = await self.kube.get_secret_data(resource.metadata.namespace, ref.name)
+                if ref.key not in data:
+                    raise ClusterUnusable(
+                        f"clusters[{cluster.alias}].secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
+                    )
+                values[(ref.name, ref.key)] = data[ref.key]
+        return values
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        body = await self.kube.get_resource(MIRRORS, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return Outcome()
+        now = now_utc()
+        try:
+            resource = KafkaMirrorMaker2Resource.model_validate(body)
+        except ValidationError as error:
+            invalid = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
+            await write_status(self.kube, MIRRORS, body, invalid, now, {})
+            return Outcome()
+        outcome = Outcome()
+        try:
+            secrets = await self._secrets(resource)
+            mirror = mirror_targets(resource, secrets)
+            outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
+            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+        except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
+            reason = "ConnectClusterUnavailable" if not isinstance(error, KubernetesRejected) else "SecretUnreadable"
+            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
+            if isinstance(error, ClusterUnreachable):
+                outcome.transient_error = str(error)
+            else:
+                outcome.requeue_after = 30.0
+            return outcome
+
+        entries: list[dict[str, Any]] = []
+        conditions: list[ConditionSpec] = list(mirror.conditions)
+        not_ready: list[ConditionSpec] = []
+        previous = {c.name: c for c in resource.status.connectors}
+        last_operation: dict[str, Any] | None = None
+        for target in mirror.targets:
+            hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
+            result = await self.runner.run(target, body, MIRRORS, client, info, now, hook)
+            if result.transient_error and outcome.transient_error is None:
+                outcome.transient_error = result.transient_error
+            if result.plan.requeue_after is not None:
+                outcome.requeue_after = min(
+                    outcome.requeue_after or result.plan.requeue_after, result.plan.requeue_after
+                )
+            ready = next((c for c in result.conditions if c.type == "Ready"), None)
+            old = previous.get(target.name)
+            entry: dict[str, Any] = {
+                "name": target.name,
+                "ready": ready is not None and ready.status == "True",
+                "reason": ready.reason if ready else "",
+                "message": ready.message if ready else "",
+            }
+            if old is not None:
+                if old.auto_restart is not None:
+                    entry["autoRestart"] = old.auto_restart.model_dump(by_alias=True, exclude_none=True)
+                if old.last_offsets_operation is not None:
+                    entry["lastOffsetsOperation"] = old.last_offsets_operation.model_dump(
+                        by_alias=True, exclude_none=True
+                    )
+            entry.update(result.status)
+            if "lastOffsetsOperation" in result.status:
+                last_operation = {**result.status["lastOffsetsOperation"], "connector": target.name}
+            entries.append(entry)
+            if ready is not None and ready.status != "True":
+                not_ready.append(ready)
+            for item in result.conditions:
+                if item.type != "Ready":
+                    conditions.append(
+                        ConditionSpec(item.type, item.status, item.reason, f"{target.name}: {item.message}")
+                    )
+        await self._delete_undeclared(body, client, {t.name for t in mirror.targets})
+        if not mirror.targets:
+            ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
+        elif not_ready:
+            first = not_ready[0]
+            names = [e["name"] for e in entries if not e["ready"]]
+            ready_condition = ConditionSpec(
+                "Ready", "False", first.reason, f"not ready: {', '.join(names)}; first: {first.message}"
+            )
+        else:
+            ready_condition = ConditionSpec(
+                "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
+            )
+        extra: dict[str, Any] = {"connectors": entries}
+        if last_operation is not None:
+            extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
+        await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
+        return outcome
+
+    def _offset_syncs_hook(
+        self, resource: KafkaMirrorMaker2Resource, mirror: MirrorPlan, target: ConnectorTarget, body: dict[str, Any]
+    ) -> BeforeOffsets | None:
+        assert mirror.offset_syncs_reset is not None
+        connector, topic, alias = mirror.offset_syncs_reset
+        if target.name != connector:
+            return None
+        cluster = next(c for c in resource.spec.clusters if c.alias == alias)
+
+        async def delete_offset_syncs(action: Action) -> str:
+            if action.kind != "reset_offsets":
+                return ""
+            java = {k: _plain(v) for k, v in cluster.config.items()}
+            java.update(
+                {
+                    k: target.config.get(
+                        f"source.cluster.{k}"
+                        if alias == target.config["source.cluster.alias"]
+                        else f"target.cluster.{k}",
+                        "",
+                    )
+                    for k in cluster.secret_config
+                }
+            )
+            try:
+                deleted = await delete_topic(librdkafka_config(cluster.bootstrap_servers, java), topic)
+            except KafkaAdminError as error:
+                raise ConnectUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
+            step = f"deleted topic {topic} on cluster {alias}" if deleted else f"topic {topic} on {alias} did not exist"
+            await self.runner.event(body, "Normal", "OffsetSyncsReset", f"{connector}: {step}")
+            return f"offset-syncs: {step}; connector "
+
+        return delete_offset_syncs
+
+    async def _delete_undeclared(self, body: dict[str, Any], client: ConnectClient, declared: set[str]) -> None:
+        """Remove connectors this resource created but no longer declares (a mirror was removed)."""
+        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        for name in await client.list_connectors():
+            if name in declared or "->" not in name or not name.endswith(tuple(MIRROR_CLASS_SUFFIXES)):
+                continue
+            config = await client.get_connector_config(name)
+            if config is not None and config.get(OWNER_CONFIG_KEY) == owner:
+                await client.delete_connector(name)
+                await self.runner.event(body, "Normal", "ConnectorDeleted", f"Deleted {name}: no mirror declares it")
+
+    async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
+        try:
+            resource = KafkaMirrorMaker2Resource.model_validate(body)
+        except ValidationError:
+            return "resource invalid; nothing to delete in Connect"
+        names = [t.name for t in mirror_targets(resource, {}).targets]
+        return await delete_owned(self.clusters, self.runner, body, resource.metadata.labels, names, give_up=give_up)
+
+
+MIRROR_CLASS_SUFFIXES = (".MirrorSourceConnector", ".MirrorCheckpointConnector", ".MirrorHeartbeatConnector")
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:
+    """One condition per type (API conventions): messages of several connectors are joined."""
+    merged: dict[str, ConditionSpec] = {}
+    for item in conditions:
+        if item.type in merged:
+            old = merged[item.type]
+            merged[item.type] = ConditionSpec(item.type, old.status, old.reason, f"{old.message}; {item.message}")
+        else:
+            merged[item.type] = item
+    return list(merged.values())

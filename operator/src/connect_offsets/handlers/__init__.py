@@ -11,6 +11,6 @@ the drift interval. One daemon per resource is that loop, serialised by construc
 on the resource or on a ConfigMap it references only wake it up.
 """
 
-from connect_offsets.handlers import clusters, connectors, startup
+from connect_offsets.handlers import clusters, connectors, mirrormaker2, startup
 
-__all__ = ["clusters", "connectors", "startup"]
+__all__ = ["clusters", "connectors", "mirrormaker2", "startup"]

@@ -36,7 +36,7 @@ async def cluster_changed(namespace: str | None, name: str, body: kopf.Body, mem
         waker.event.set()
         # Connectors of this cluster may have been waiting for it: wake them as well.
         for (plural, ns, _resource), other in list(state.wakers.items()):
-            if plural == "kafkaconnectors" and ns == namespace:
+            if plural in ("kafkaconnectors", "kafkamirrormaker2s") and ns == namespace:
                 other.event.set()
 
 

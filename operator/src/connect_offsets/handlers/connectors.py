@@ -8,7 +8,7 @@ import kopf
 
 from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.clients.connect import ConnectError
-from connect_offsets.handlers.loop import run_loop
+from connect_offsets.handlers.loop import note_change, run_loop
 from connect_offsets.handlers.startup import OperatorState, state_of
 
 __all__: list[str] = []
@@ -31,31 +31,7 @@ async def reconcile_connector(
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
 async def connector_changed(type: str, namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
-    state = state_of(memo)
-    namespace = namespace or ""
-    meta = body.get("metadata", {})
-    # Status writes (ours) change neither generation, labels nor annotations: ignore them.
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not _is_kopf_bookkeeping(k)}
-    seen = (
-        meta.get("generation"),
-        tuple(sorted(annotations.items())),
-        tuple(sorted((meta.get("labels") or {}).items())),
-        meta.get("deletionTimestamp"),
-    )
-    waker = state.waker(PLURAL, namespace, name)
-    if type == "DELETED":
-        state.wakers.pop((PLURAL, namespace, name), None)
-        waker.event.set()
-        return
-    if waker.seen != seen:
-        waker.seen = seen
-        waker.event.set()
-
-
-def _is_kopf_bookkeeping(key: str) -> bool:
-    return key.startswith(f"{API_GROUP}/") and (
-        key.endswith("last-handled-configuration") or "." in key.split("/", 1)[1]
-    )
+    note_change(state_of(memo), PLURAL, namespace or "", name, body, type)
 
 
 @kopf.on.event("", "v1", "configmaps")

@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import kopf
 
+from connect_offsets import API_GROUP
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.handlers.startup import OperatorState, Waker
 from connect_offsets.service import MAX_RETRY_DELAY_S, Outcome
 
-__all__ = ["run_loop"]
+__all__ = ["is_kopf_bookkeeping", "note_change", "run_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +49,29 @@ async def run_loop(
         waker.configmaps = outcome.referenced_configmaps
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(waker.event.wait(), timeout=delay)
+
+
+def note_change(state: OperatorState, plural: str, namespace: str, name: str, body: Any, event_type: str) -> None:
+    """Wake a resource's daemon when something that matters changed (not for our own status writes)."""
+    meta = body.get("metadata", {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not is_kopf_bookkeeping(k)}
+    seen = (
+        meta.get("generation"),
+        tuple(sorted(annotations.items())),
+        tuple(sorted((meta.get("labels") or {}).items())),
+        meta.get("deletionTimestamp"),
+    )
+    waker = state.waker(plural, namespace, name)
+    if event_type == "DELETED":
+        state.wakers.pop((plural, namespace, name), None)
+        waker.event.set()
+    elif waker.seen != seen:
+        waker.seen = seen
+        waker.event.set()
+
+
+def is_kopf_bookkeeping(key: str) -> bool:
+    """kopf's own annotations under our prefix (progress, diff-base) do not change the request."""
+    return key.startswith(f"{API_GROUP}/") and (
+        key.endswith(("last-handled-configuration", "kopf-managed")) or "." in key.split("/", 1)[1]
+    )

@@ -12,7 +12,7 @@ import kopf
 
 from connect_offsets import API_GROUP
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
-from connect_offsets.service import ClusterRegistry, ClusterService, ConnectorService
+from connect_offsets.service import ClusterRegistry, ClusterService, ConnectorService, MirrorMaker2Service
 
 __all__ = ["OperatorState", "Waker", "state_of"]
 
@@ -45,6 +45,7 @@ class OperatorState:
     clusters: ClusterRegistry
     connectors: ConnectorService
     cluster_service: ClusterService
+    mirrors: MirrorMaker2Service
     drift_interval: float
     wakers: dict[tuple[str, str, str], Waker] = field(default_factory=dict)
 
@@ -80,6 +81,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         clusters=clusters,
         connectors=ConnectorService(kube, clusters),
         cluster_service=ClusterService(kube, clusters),
+        mirrors=MirrorMaker2Service(kube, clusters),
         drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
     )
 

@@ -35,8 +35,15 @@ __all__ = [
     "KafkaConnectorResource",
     "KafkaConnectorSpec",
     "KafkaConnectorStatus",
+    "KafkaMirrorMaker2Resource",
+    "KafkaMirrorMaker2Spec",
+    "KafkaMirrorMaker2Status",
     "KeyRef",
     "ListOffsetsSpec",
+    "MirrorClusterSpec",
+    "MirrorConnectorSpec",
+    "MirrorConnectorStatus",
+    "MirrorSpec",
     "ObjectMeta",
     "OffsetsOperationStatus",
     "SecretKeyRef",
@@ -274,3 +281,102 @@ class KafkaConnectorResource(BaseModel):
     @property
     def connector_name(self) -> str:
         return self.metadata.name
+
+
+# --- KafkaMirrorMaker2 -------------------------------------------------------------------
+
+MIRROR_CONNECTOR_TYPES = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+
+
+class MirrorClusterSpec(Model):
+    """A Kafka cluster MirrorMaker 2 reads from or writes to."""
+
+    alias: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Cluster alias.")]
+    bootstrap_servers: Annotated[str, Field(min_length=1, description="host:port[,host:port...]")]
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Kafka client settings for this cluster (no secrets: use secretConfig).",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    secret_config: dict[str, SecretKeyRef] = Field(
+        default_factory=dict,
+        description="Kafka client settings whose values come from Secrets, e.g. sasl.jaas.config.",
+    )
+
+
+class MirrorConnectorSpec(Model):
+    """One MirrorMaker 2 connector of a mirror; the same knobs as a KafkaConnector."""
+
+    tasks_max: Annotated[int, Field(ge=1)] | None = None
+    config: dict[str, Any] = Field(default_factory=dict, json_schema_extra=PRESERVE_UNKNOWN)
+    state: ConnectorState = ConnectorState.RUNNING
+    auto_restart: AutoRestartSpec | None = None
+    list_offsets: ListOffsetsSpec | None = None
+    alter_offsets: AlterOffsetsSpec | None = None
+
+    @field_validator("config")
+    @classmethod
+    def _no_reserved_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        reserved = [k for k in (*RESERVED_CONFIG_KEYS, "source.cluster.alias", "target.cluster.alias") if k in config]
+        if reserved:
+            raise ValueError(f"config must not contain {', '.join(reserved)}: the mirror sets them")
+        return config
+
+
+class MirrorSpec(Model):
+    source_cluster: Annotated[str, Field(min_length=1, description="Alias of the source cluster.")]
+    target_cluster: Annotated[str, Field(min_length=1, description="Alias of the target cluster.")]
+    topics_pattern: str | None = Field(None, description="Topics to mirror (MM2 `topics`).")
+    topics_exclude_pattern: str | None = Field(None, description="Topics not to mirror (`topics.exclude`).")
+    groups_pattern: str | None = Field(None, description="Consumer groups to checkpoint (`groups`).")
+    source_connector: MirrorConnectorSpec | None = None
+    checkpoint_connector: MirrorConnectorSpec | None = None
+    heartbeat_connector: MirrorConnectorSpec | None = None
+
+
+class KafkaMirrorMaker2Spec(Model):
+    clusters: Annotated[list[MirrorClusterSpec], Field(min_length=1)]
+    mirrors: Annotated[list[MirrorSpec], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _aliases(self) -> KafkaMirrorMaker2Spec:
+        aliases = [c.alias for c in self.clusters]
+        duplicates = sorted({a for a in aliases if aliases.count(a) > 1})
+        if duplicates:
+            raise ValueError(f"clusters: duplicate alias(es) {', '.join(duplicates)}")
+        for index, mirror in enumerate(self.mirrors):
+            for field_name in ("source_cluster", "target_cluster"):
+                alias = getattr(mirror, field_name)
+                if alias not in aliases:
+                    raise ValueError(
+                        f"mirrors[{index}].{to_camel(field_name)}: {alias!r} is not one of the clusters "
+                        f"({', '.join(aliases)})"
+                    )
+            if mirror.source_cluster == mirror.target_cluster:
+                raise ValueError(f"mirrors[{index}]: sourceCluster and targetCluster must differ")
+        return self
+
+
+class MirrorConnectorStatus(StatusModel):
+    name: str
+    ready: bool = False
+    reason: str = ""
+    message: str = ""
+    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
+    auto_restart: AutoRestartStatus | None = None
+    last_offsets_operation: OffsetsOperationStatus | None = None
+
+
+class KafkaMirrorMaker2Status(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    connectors: list[MirrorConnectorStatus] = Field(default_factory=list)
+    last_offsets_operation: OffsetsOperationStatus | None = None
+
+
+class KafkaMirrorMaker2Resource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: ObjectMeta
+    spec: KafkaMirrorMaker2Spec
+    status: KafkaMirrorMaker2Status = Field(default_factory=KafkaMirrorMaker2Status)

@@ -175,4 +175,15 @@ def crd_documents() -> dict[str, dict[str, Any]]:
             ],
             description="A Kafka Connect connector managed on a ConnectCluster, with offsets operations.",
         ),
+        "kafkamirrormaker2s.yaml": _crd(
+            kind="KafkaMirrorMaker2",
+            plural="kafkamirrormaker2s",
+            short_names=["comm2"],
+            spec_model=crds.KafkaMirrorMaker2Spec,
+            status_model=crds.KafkaMirrorMaker2Status,
+            columns=[
+                {"name": "Cluster", "type": "string", "jsonPath": ".metadata.labels.connect-offsets\\.io/cluster"},
+            ],
+            description="MirrorMaker 2 run as connectors on a ConnectCluster, with per-connector offsets.",
+        ),
     }
