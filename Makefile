@@ -11,14 +11,13 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo bench lock clean
+.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
 	@echo "make test        set up everything; lint, mypy, unit and integration tests"
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
-	@echo "make bench       run the benchmarks, results in bench/README.md"
 
 deps: go-tools kafka venv
 
@@ -44,8 +43,8 @@ stack-status:
 	@$(PYTHON) hack/stack.py status
 
 lint: venv
-	$(VENV)/bin/ruff check operator/src tests hack bench
-	$(VENV)/bin/ruff format --check operator/src tests hack bench
+	$(VENV)/bin/ruff check operator/src tests hack
+	$(VENV)/bin/ruff format --check operator/src tests hack
 	$(VENV)/bin/mypy --strict operator/src/connect_offsets
 	$(VENV)/bin/lint-imports
 
@@ -63,10 +62,6 @@ test: deps lint
 demo: deps
 	@$(PYTHON) hack/stack.py up
 	@$(VPY) hack/demo.py
-
-bench: deps
-	@$(PYTHON) hack/stack.py up
-	$(VPY) bench/run.py
 
 lock:
 	$(PYTHON) -m venv /tmp/connect-offsets-lock && /tmp/connect-offsets-lock/bin/pip install -q -e '.[dev]' hatchling

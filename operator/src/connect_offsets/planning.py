@@ -511,6 +511,9 @@ MIRROR_CLASSES = {
     "MirrorCheckpointConnector": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
     "MirrorHeartbeatConnector": "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
 }
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+#: Policies whose internal topic names we know (IdentityReplicationPolicy extends the default).
+KNOWN_POLICIES = (DEFAULT_POLICY, "org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
 #: Records pass through unchanged: MM2 copies bytes, whatever the worker's default converters.
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
@@ -552,7 +555,8 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
         cluster = clusters[alias]
         settings = {f"{prefix}.alias": alias, f"{prefix}.bootstrap.servers": cluster.bootstrap_servers}
         for key, value in cluster.config.items():
-            settings[f"{prefix}.{key}"] = _to_string(value)
+            if value is not None:
+                settings[f"{prefix}.{key}"] = _to_string(value)
         for key, ref in cluster.secret_config.items():
             settings[f"{prefix}.{key}"] = secrets.get((ref.name, ref.key), "")
         return settings
@@ -674,15 +678,27 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     "MirrorSourceConnector; nothing in Kafka was touched",
                 )
             )
+        elif target.config.get("replication.policy.class", DEFAULT_POLICY) not in KNOWN_POLICIES:
+            conditions.append(
+                ConditionSpec(
+                    "InvalidAnnotation",
+                    "True",
+                    "InvalidOffsetSyncsReset",
+                    "a custom replication.policy.class names the offset-syncs topic itself; clear that topic by hand. "
+                    "Nothing in Kafka was touched",
+                )
+            )
         else:
             source_alias = target.config["source.cluster.alias"]
             target_alias = target.config["target.cluster.alias"]
             location = target.config.get("offset-syncs.topic.location", "source")
-            # MirrorSourceConfig.offsetSyncsTopic(): named after the *other* cluster's alias.
-            if location == "target":
-                syncs_reset = (target.name, f"mm2-offset-syncs.{source_alias}.internal", target_alias)
-            else:
-                syncs_reset = (target.name, f"mm2-offset-syncs.{target_alias}.internal", source_alias)
+            # MirrorSourceConfig.offsetSyncsTopic(): named after the *other* cluster's alias, with the
+            # policy's internal separator (DefaultReplicationPolicy.offsetSyncsTopic).
+            separator = target.config.get("replication.policy.separator", ".")
+            if target.config.get("replication.policy.internal.topic.separator.enabled", "true") == "false":
+                separator = "."
+            other, holder = (source_alias, target_alias) if location == "target" else (target_alias, source_alias)
+            syncs_reset = (target.name, f"mm2-offset-syncs{separator}{other}{separator}internal", holder)
     return MirrorPlan(targets, conditions, syncs_reset)
 
 

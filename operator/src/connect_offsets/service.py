@@ -816,7 +816,10 @@ class MirrorMaker2Service:
         connector, topic, alias = mirror.offset_syncs_reset
         if target.name != connector:
             return None
-        cluster = next(c for c in resource.spec.clusters if c.alias == alias)
+        clusters = {c.alias: c for c in resource.spec.clusters}
+        if alias not in clusters:  # the spec validator makes this impossible; stay safe anyway
+            return None
+        cluster = clusters[alias]
 
         async def delete_offset_syncs(action: Action) -> str:
             if action.kind != "reset_offsets":

@@ -241,6 +241,13 @@ class KafkaConnectorSpec(Model):
         return config
 
 
+def _flat_values(config: dict[str, Any]) -> dict[str, Any]:
+    for key, value in config.items():
+        if isinstance(value, dict | list):
+            raise ValueError(f"config.{key}: expected a string, number or boolean, got {type(value).__name__}")
+    return config
+
+
 def _to_connect_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -303,6 +310,14 @@ class MirrorClusterSpec(Model):
         description="Kafka client settings whose values come from Secrets, e.g. sasl.jaas.config.",
     )
 
+    @field_validator("config")
+    @classmethod
+    def _plain_settings(cls, config: dict[str, Any]) -> dict[str, Any]:
+        reserved = [k for k in ("alias", "bootstrap.servers") if k in config]
+        if reserved:
+            raise ValueError(f"config must not contain {', '.join(reserved)}: use alias and bootstrapServers")
+        return _flat_values(config)
+
 
 class MirrorConnectorSpec(Model):
     """One MirrorMaker 2 connector of a mirror; the same knobs as a KafkaConnector."""
@@ -320,7 +335,7 @@ class MirrorConnectorSpec(Model):
         reserved = [k for k in (*RESERVED_CONFIG_KEYS, "source.cluster.alias", "target.cluster.alias") if k in config]
         if reserved:
             raise ValueError(f"config must not contain {', '.join(reserved)}: the mirror sets them")
-        return config
+        return _flat_values(config)
 
 
 class MirrorSpec(Model):
