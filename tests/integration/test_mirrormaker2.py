@@ -63,7 +63,11 @@ def wait_mm2_annotations_removed(custom: Any, namespace: str, name: str) -> dict
         ]
         return None if pending else body
 
-    return wait_for("MM2 offsets annotations removed", check, timeout=90)
+    try:
+        return wait_for("MM2 offsets annotations removed", check, timeout=90)
+    except AssertionError as error:
+        annotations = get_mm2(custom, namespace, name)["metadata"].get("annotations")
+        raise AssertionError(f"{error}; annotations now: {annotations}") from None
 
 
 def wait_mm2_condition(

@@ -234,29 +234,40 @@ class KubernetesApi:
         return items
 
     async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
-        """Remove an annotation only if it still has the value we acted on (a JSON-patch test).
+        """Remove an annotation only if it still has the value we acted on.
 
         Returns False when the user changed or removed it meanwhile; their new request stays.
+        Optimistic concurrency (resourceVersion) rather than a JSON-patch ``test``: the API server's
+        ``test`` compares raw JSON bytes, and it stores ``>`` as ``\\u003e``, so a value like
+        ``east->west.MirrorSourceConnector`` would never match.
         """
-        pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
-        patch = [{"op": "test", "path": pointer, "value": expected}, {"op": "remove", "path": pointer}]
-        try:
-            await self._call(
-                f"remove annotation {key} from {plural} {namespace}/{name}",
-                self.custom.patch_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
-                namespace,
-                plural,
-                name,
-                patch,
-                _content_type="application/json-patch+json",
-            )
-        except KubernetesRejected as error:
-            if error.status in (404, 422):  # gone, or the test op failed: someone changed it
+        for _ in range(5):
+            body = await self.get_resource(plural, namespace, name)
+            if body is None or (body["metadata"].get("annotations") or {}).get(key) != expected:
                 return False
-            raise
-        return True
+            patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"], "annotations": {key: None}}}
+            try:
+                await self._call(
+                    f"remove annotation {key} from {plural} {namespace}/{name}",
+                    self.custom.patch_namespaced_custom_object,
+                    API_GROUP,
+                    API_VERSION,
+                    namespace,
+                    plural,
+                    name,
+                    patch,
+                    _content_type="application/merge-patch+json",
+                )
+            except KubernetesUnavailable as error:
+                if ": 409 " in str(error):
+                    continue  # changed meanwhile: look again
+                raise
+            except KubernetesRejected as error:
+                if error.status == 404:
+                    return False
+                raise
+            return True
+        raise KubernetesUnavailable(f"remove annotation {key} from {plural} {namespace}/{name}: kept conflicting")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         await self._call(
