@@ -224,10 +224,11 @@ def test_mirrormaker2_offsets_flow(
         assert connect_offsets(connect, checkpoint_name) == checkpoint_before
         annotate_mm2(custom, namespace, name, {"connector-offsets": None, "mirrormaker-connector": None})
 
-        # replay from upstream offset 5: MirrorSourceConnector resumes at offset + 1, so write 4
+        # replay from upstream offset 5: MirrorSourceConnector resumes at offset + 1; the operator
+        # takes the request in those terms ({"replayFrom": 5}) and stores 4
         set_source_state("stopped")
         wait_connect_state(connect, source_name, "STOPPED")
-        listed["offsets"][0]["offset"]["offset"] = 4
+        listed["offsets"][0]["offset"] = {"replayFrom": 5}
         core.patch_namespaced_config_map(cm, namespace, {"data": {source_key: json.dumps(listed)}})
         annotate_mm2(custom, namespace, name, {"connector-offsets": "alter", "mirrormaker-connector": source_name})
         body = wait_mm2_annotations_removed(custom, namespace, name)

@@ -988,3 +988,38 @@ def test_offset_syncs_reset_refused_for_custom_replication_policy() -> None:
     )
     assert mirror.offset_syncs_reset is None
     assert any(c.reason == "InvalidOffsetSyncsReset" for c in mirror.conditions)
+
+
+@pytest.mark.parametrize(("replay_from", "stored"), [(5, {"offset": 4}), (1, {"offset": 0}), (0, None)])
+def test_alter_in_replay_from_terms(replay_from: int, stored: dict[str, int] | None) -> None:
+    """MirrorSourceConnector resumes at offset + 1: replayFrom N is stored as N - 1 (0: no offset)."""
+    document = {
+        "offsets": [
+            {"partition": {"cluster": "east", "partition": 0, "topic": "orders"}, "offset": {"replayFrom": replay_from}}
+        ]
+    }
+    mirror = plan_mm2(
+        mirrors=[make_mirror(sourceConnector={"alterOffsets": {"fromConfigMap": {"name": "mm2-offsets"}}})],
+        annotations=offsets_annotations("alter", SOURCE),
+    )
+    target = by_name(mirror)[SOURCE]
+    configmap = OffsetsConfigMap("mm2-offsets", True, "7", {target.configmap_key: json.dumps(document)})
+    plan = plan_target(target, observe(target, "STOPPED", configmap=configmap))
+    alter = next(a for a in plan.actions if a.kind == "alter_offsets")
+    assert alter.offsets_json is not None
+    assert json.loads(alter.offsets_json)["offsets"][0]["offset"] == stored
+
+
+@pytest.mark.parametrize("offset", [{"replayFrom": -1}, {"replayFrom": "5"}, {"replayFrom": 5, "offset": 4}])
+def test_bad_replay_from_is_refused(offset: dict[str, object]) -> None:
+    document = {"offsets": [{"partition": {"cluster": "east", "partition": 0, "topic": "orders"}, "offset": offset}]}
+    mirror = plan_mm2(
+        mirrors=[make_mirror(sourceConnector={"alterOffsets": {"fromConfigMap": {"name": "mm2-offsets"}}})],
+        annotations=offsets_annotations("alter", SOURCE),
+    )
+    target = by_name(mirror)[SOURCE]
+    configmap = OffsetsConfigMap("mm2-offsets", True, "7", {target.configmap_key: json.dumps(document)})
+    plan = plan_target(target, observe(target, "STOPPED", configmap=configmap))
+    assert not [a for a in plan.actions if a.kind == "alter_offsets"]
+    assert plan.offsets_refusal is not None and plan.offsets_refusal[0] == "InvalidOffsets"
+    assert "offsets[0].offset" in plan.offsets_refusal[1]

@@ -30,6 +30,7 @@ from connect_offsets.models.crds import (
 from connect_offsets.models.offsets import (
     OffsetsValidationError,
     parse_offsets_document,
+    translate_replay_from,
     validate_for_connector,
 )
 
@@ -439,6 +440,8 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
         # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
         try:
             document = parse_offsets_document(configmap.data[key])
+            if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
+                document = translate_replay_from(document)
             is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
             validate_for_connector(document, target.class_name, _desired(target), is_sink=is_sink)
         except OffsetsValidationError as error:

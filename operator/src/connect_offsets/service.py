@@ -24,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -526,6 +526,27 @@ class ClusterUnreachable(Exception):
     """The ConnectCluster is configured but Connect does not answer (transient)."""
 
 
+ResourceT = TypeVar("ResourceT", KafkaConnectorResource, KafkaMirrorMaker2Resource)
+
+
+async def load_resource(
+    kube: KubernetesApi, plural: str, model: type[ResourceT], namespace: str, name: str, now: datetime
+) -> tuple[dict[str, Any], ResourceT] | None:
+    """Read a resource fresh and parse it; None when it is gone, being deleted, or invalid.
+
+    An invalid spec is reported (Ready=False, InvalidSpec, with the field paths) right here.
+    """
+    body = await kube.get_resource(plural, namespace, name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
+    try:
+        return body, model.model_validate(body)
+    except ValidationError as error:
+        invalid = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
+        await write_status(kube, plural, body, invalid, now, {})
+        return None
+
+
 class ConnectorService:
     """Reconcile one KafkaConnector."""
 
@@ -535,16 +556,11 @@ class ConnectorService:
         self.runner = TargetRunner(kube)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.get_resource(CONNECTORS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return Outcome()
         now = now_utc()
-        try:
-            resource = KafkaConnectorResource.model_validate(body)
-        except ValidationError as error:
-            conditions = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
-            await write_status(self.kube, CONNECTORS, body, conditions, now, {})
+        loaded = await load_resource(self.kube, CONNECTORS, KafkaConnectorResource, namespace, name, now)
+        if loaded is None:
             return Outcome()
+        body, resource = loaded
         target = target_for_connector(resource)
         outcome = Outcome(referenced_configmaps={target.alter_configmap} if target.alter_configmap else set())
         try:
@@ -725,16 +741,11 @@ class MirrorMaker2Service:
         return values
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.get_resource(MIRRORS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return Outcome()
         now = now_utc()
-        try:
-            resource = KafkaMirrorMaker2Resource.model_validate(body)
-        except ValidationError as error:
-            invalid = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
-            await write_status(self.kube, MIRRORS, body, invalid, now, {})
+        loaded = await load_resource(self.kube, MIRRORS, KafkaMirrorMaker2Resource, namespace, name, now)
+        if loaded is None:
             return Outcome()
+        body, resource = loaded
         outcome = Outcome()
         try:
             secrets = await self._secrets(resource)

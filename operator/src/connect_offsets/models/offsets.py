@@ -494,6 +494,34 @@ def validate_file_stream_source(doc: OffsetsDocument, *, file: str | None) -> No
     problems.raise_if_any()
 
 
+def translate_replay_from(doc: OffsetsDocument) -> OffsetsDocument:
+    """MirrorSourceConnector input in "replay from" terms: ``{"replayFrom": N}`` -> ``{"offset": N - 1}``.
+
+    The task resumes at the stored offset + 1, so "the next record replicated is upstream offset N"
+    is stored as N - 1, and N = 0 as no offset at all (null: the task starts from
+    ``auto.offset.reset``, earliest by default). Entries in stored terms pass unchanged; a bad
+    ``replayFrom`` is reported with its path and nothing is translated.
+    """
+    problems = _Problems()
+    entries: list[OffsetEntry] = []
+    for index, entry in enumerate(doc.entries):
+        offset = entry.offset
+        if offset is None or "replayFrom" not in offset:
+            entries.append(entry)
+            continue
+        value = offset["replayFrom"]
+        path = f"offsets[{index}].offset"
+        if set(offset) != {"replayFrom"}:
+            problems.add(path, "use either replayFrom or offset, not both")
+        elif not isinstance(value, int) or not _is_non_negative_int(value):
+            problems.add(f"{path}.replayFrom", f"expected an integer >= 0, got {_describe(value)}")
+        else:
+            start = value
+            entries.append(OffsetEntry(entry.partition, None if start == 0 else {"offset": start - 1}))
+    problems.raise_if_any()
+    return OffsetsDocument(tuple(entries))
+
+
 def validate_mirror_source(doc: OffsetsDocument, *, source_alias: str) -> None:
     """MirrorSourceConnector: ``{"cluster", "partition", "topic"}`` -> ``{"offset": int}``.
 
@@ -701,6 +729,7 @@ __all__ = [
     "parse_offsets_obj",
     "partition_key",
     "reset_diff",
+    "translate_replay_from",
     "validate_file_stream_source",
     "validate_for_connector",
     "validate_mirror_checkpoint",
