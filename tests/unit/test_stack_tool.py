@@ -1,0 +1,53 @@
+"""hack/stack.py without starting anything heavy: busy ports are named, dependencies are ordered,
+unknown components are refused, and versions come from the one versions file."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.setenv("CONNECT_OFFSETS_STACK_DIR", str(tmp_path / "stack"))
+    spec = importlib.util.spec_from_file_location("stack_tool", REPO / "hack" / "stack.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["stack_tool"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_busy_port_is_reported_with_the_component(stack: ModuleType) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        component = stack.Component("probe", [port], [], lambda: ["true"], lambda: True)
+        (stack.RUN_DIR).mkdir(parents=True, exist_ok=True)
+        with pytest.raises(stack.StackError, match=rf"probe: port\(s\) {port} on 127.0.0.1 already in use"):
+            stack.start(component)
+
+
+def test_dependencies_come_first(stack: ModuleType) -> None:
+    order = stack.resolve(["connect", "controller-manager"])
+    assert order.index("kafka-a") < order.index("connect")
+    assert order.index("etcd") < order.index("apiserver") < order.index("controller-manager")
+
+
+def test_unknown_component_is_refused(stack: ModuleType) -> None:
+    with pytest.raises(stack.StackError, match="unknown component 'kafak'"):
+        stack.resolve(["kafak"])
+
+
+def test_versions_come_from_the_versions_file(stack: ModuleType) -> None:
+    text = (REPO / "hack" / "versions.env").read_text()
+    assert f"KAFKA_VERSION={stack.VERSIONS['KAFKA_VERSION']}" in text
+    assert stack.KAFKA_LIBS.name == "libs" and stack.VERSIONS["KAFKA_VERSION"] in str(stack.KAFKA_LIBS)
