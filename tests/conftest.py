@@ -145,11 +145,19 @@ def connect(connect_url: str) -> Iterator[httpx.Client]:
 class OperatorProcess:
     """The operator as users run it: the ``connect-offsets-operator`` entry point in a subprocess."""
 
-    def __init__(self, kubeconfig: str, namespace: str, log_path: Path, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        kubeconfig: str,
+        namespace: str,
+        log_path: Path,
+        extra_env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ):
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.log_path = log_path
         self.extra_env = extra_env or {}
+        self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -161,7 +169,7 @@ class OperatorProcess:
         }
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "connect-offsets-operator"), "-n", self.namespace],
+            [str(Path(sys.executable).parent / "connect-offsets-operator"), "-n", self.namespace, *self.extra_args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

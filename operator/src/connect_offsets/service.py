@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from connect_offsets import API_GROUP, API_VERSION
+from connect_offsets import API_GROUP, API_VERSION, metrics
 from connect_offsets.clients.connect import (
     ConnectAuth,
     ConnectClient,
@@ -343,6 +344,13 @@ class TargetRunner:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
             plan = plan_target(target, observed)
             return TargetResult(plan, observed, list(plan.conditions), transient_error=str(error))
+        metrics.set_connector_state(
+            str(body.get("kind", "")),
+            namespace,
+            body["metadata"]["name"],
+            target.name,
+            observed.status.state if observed.status else "ABSENT",
+        )
         plan = plan_target(target, observed)
         result = TargetResult(plan, observed, list(plan.conditions))
         try:
@@ -373,11 +381,14 @@ class TargetRunner:
             reason, message, permanent = plan.offsets_refusal
             if permanent and reason != "Unchanged":
                 operation = target.annotations.get(ANNOTATION_OFFSETS, "")
+                metrics.OPERATIONS.labels(str(body.get("kind", "")), operation, "Failed").inc()
                 result.status["lastOffsetsOperation"] = _op_status(operation, "Failed", message, plan, now, reason)
                 await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {message}")
         for action in plan.actions:
             if action.kind in offsets_ops:
                 operation = offsets_ops[action.kind]
+                kind = str(body.get("kind", ""))
+                started = time.monotonic()
                 try:
                     prefix = await before_offsets(action) if before_offsets is not None else ""
                     message = prefix + await self._offsets_action(target, body, client, action)
@@ -385,14 +396,18 @@ class TargetRunner:
                     if error.retryable:
                         raise
                     text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
+                    metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
                     self._failed(result, operation, "ConnectRejected", text, now)
                     await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
                     return
                 except OffsetsRequestInvalid as error:
                     text = f"{operation} refused: {error}"
+                    metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
                     self._failed(result, operation, error.reason, text, now)
                     await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
                     return
+                metrics.OPERATION_SECONDS.labels(kind, operation).observe(time.monotonic() - started)
+                metrics.OPERATIONS.labels(kind, operation, "Succeeded").inc()
                 result.status["lastOffsetsOperation"] = _op_status(operation, "Succeeded", message, plan, now)
                 await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
             elif action.kind == "remove_annotation":
@@ -465,6 +480,8 @@ class TargetRunner:
         elif action.kind == "restart":
             await client.restart_connector(name, include_tasks=action.include_tasks, only_failed=action.only_failed)
             reason = "ConnectorAutoRestarted" if action.automatic else "ConnectorRestarted"
+            if action.automatic:
+                metrics.AUTO_RESTARTS.labels(str(body.get("kind", ""))).inc()
             await self.event(
                 body,
                 "Normal",
@@ -538,6 +555,7 @@ async def load_resource(
     """
     body = await kube.get_resource(plural, namespace, name)
     if body is None or body["metadata"].get("deletionTimestamp"):
+        metrics.forget_connector(model.__name__.removesuffix("Resource"), namespace, name)
         return None
     try:
         return body, model.model_validate(body)

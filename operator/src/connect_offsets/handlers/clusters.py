@@ -22,7 +22,9 @@ async def probe_cluster(
     state = state_of(memo)
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
-    await run_loop(state, waker, stopped, lambda: state.cluster_service.reconcile(namespace, name), logger)
+    await run_loop(
+        state, waker, stopped, lambda: state.cluster_service.reconcile(namespace, name), logger, "ConnectCluster"
+    )
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

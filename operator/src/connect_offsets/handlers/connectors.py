@@ -26,7 +26,7 @@ async def reconcile_connector(
     state = state_of(memo)
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
-    await run_loop(state, waker, stopped, lambda: state.connectors.reconcile(namespace, name), logger)
+    await run_loop(state, waker, stopped, lambda: state.connectors.reconcile(namespace, name), logger, "KafkaConnector")
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP
+from connect_offsets import API_GROUP, metrics
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.handlers.startup import OperatorState, Waker
 from connect_offsets.service import MAX_RETRY_DELAY_S, Outcome
@@ -26,6 +26,7 @@ async def run_loop(
     stopped: kopf.DaemonStopped,
     reconcile: Callable[[], Awaitable[Outcome]],
     logger: logging.Logger | kopf.Logger,
+    kind: str,
 ) -> None:
     failures = 0
     while not stopped:
@@ -38,6 +39,7 @@ async def run_loop(
             logger.exception("reconcile failed unexpectedly")
             outcome = Outcome(transient_error="unexpected error")
         if outcome.transient_error is not None:
+            metrics.RECONCILE_ERRORS.labels(kind).inc()
             failures += 1
             delay = min(2.0**failures, MAX_RETRY_DELAY_S)
             logger.warning(f"transient failure, retrying in {delay:.0f}s: {outcome.transient_error}")

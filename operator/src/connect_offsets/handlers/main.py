@@ -12,6 +12,7 @@ import kopf
 import urllib3
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
+from connect_offsets import metrics
 
 __all__ = ["main"]
 
@@ -26,17 +27,21 @@ def main(argv: list[str] | None = None) -> int:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     parser.add_argument("--peering", default=None, help="kopf peering name for HA (default: standalone)")
     parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    kopf.configure(
+        verbose=args.verbose,
+        log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
     )
     if not args.verbose:
         # One line per HTTP request drowns the operator's own messages.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     # A kubeconfig with insecure-skip-tls-verify warns on every request; once is enough.
     warnings.filterwarnings("once", category=urllib3.exceptions.InsecureRequestWarning)
+    if args.metrics_port is not None:
+        metrics.serve(args.metrics_port)
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

@@ -24,7 +24,7 @@ async def reconcile_mirrormaker2(
     state = state_of(memo)
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
-    await run_loop(state, waker, stopped, lambda: state.mirrors.reconcile(namespace, name), logger)
+    await run_loop(state, waker, stopped, lambda: state.mirrors.reconcile(namespace, name), logger, "KafkaMirrorMaker2")
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
