@@ -158,6 +158,7 @@ class OperatorProcess:
         self.log_path = log_path
         self.extra_env = extra_env or {}
         self.extra_args = extra_args or []
+        self.executable = str(Path(sys.executable).parent / "connect-offsets-operator")
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -169,7 +170,7 @@ class OperatorProcess:
         }
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "connect-offsets-operator"), "-n", self.namespace, *self.extra_args],
+            [self.executable, "-n", self.namespace, *self.extra_args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import random
 import sys
 import warnings
 
@@ -26,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     scope.add_argument("-n", "--namespace", action="append", default=[], help="watch this namespace (repeatable)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     parser.add_argument("--peering", default=None, help="kopf peering name for HA (default: standalone)")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="kopf peering priority; default: random, since replicas of equal priority all pause",
+    )
     parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
     parser.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             namespaces=args.namespace,
             standalone=args.peering is None,
             peering_name=args.peering,
+            priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
             liveness_endpoint=args.liveness,
         )
     )

@@ -1,0 +1,136 @@
+{{/*
+Chart name, overridable with nameOverride.
+*/}}
+{{- define "connect-offsets-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Fully qualified name of the release's resources (63 characters at most, the DNS label limit).
+When the release name already contains the chart name, it is used as it is.
+*/}}
+{{- define "connect-offsets-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "connect-offsets-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Standard labels of every object of the release.
+*/}}
+{{- define "connect-offsets-operator.labels" -}}
+helm.sh/chart: {{ include "connect-offsets-operator.chart" . }}
+{{ include "connect-offsets-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: connect-offsets-operator
+{{- end }}
+
+{{/*
+Selector labels (stable across upgrades: never add version-dependent labels here).
+*/}}
+{{- define "connect-offsets-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "connect-offsets-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Name of the ServiceAccount the operator runs as.
+*/}}
+{{- define "connect-offsets-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "connect-offsets-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of the metrics Service: <fullname>-metrics, within 63 characters.
+*/}}
+{{- define "connect-offsets-operator.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "connect-offsets-operator.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The operator image, tag defaulting to the chart's appVersion.
+*/}}
+{{- define "connect-offsets-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+"true" when the operator runs with kopf peering (more than one replica), "" otherwise.
+*/}}
+{{- define "connect-offsets-operator.peering" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{/*
+Name of kopf's peering object (ClusterKopfPeering or KopfPeering), passed as --peering.
+*/}}
+{{- define "connect-offsets-operator.peeringName" -}}
+connect-offsets
+{{- end }}
+
+{{/*
+Namespaced rules of the operator: in a ClusterRole when watching all namespaces, in one Role
+per watched namespace otherwise. Each rule says why it is needed.
+*/}}
+{{- define "connect-offsets-operator.namespacedRules" -}}
+# The operator's own resources: kopf lists and watches them, and patches/updates them to add and
+# remove its finalizer and its annotations (progress, last-handled configuration, and the
+# connector-offsets/restart annotations it removes when done). No create/delete: users own them.
+- apiGroups: ["connect-offsets.io"]
+  resources: ["connectclusters", "kafkaconnectors", "kafkamirrormaker2s"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+# Their status subresource: conditions, Connect's status, offsets operation results.
+- apiGroups: ["connect-offsets.io"]
+  resources: ["connectclusters/status", "kafkaconnectors/status", "kafkamirrormaker2s/status"]
+  verbs: ["get", "patch", "update"]
+# ConfigMaps: `list` writes offsets.json into spec.listOffsets.toConfigMap (created if missing,
+# then patched/updated); `alter` reads spec.alterOffsets.fromConfigMap; the operator watches the
+# ConfigMaps its resources reference to retry when they change. No delete.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "update"]
+# Secrets: get only, by name, for ConnectCluster credentials/TLS material and KafkaMirrorMaker2
+# secretConfig. No list/watch: the operator never enumerates Secrets.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+# Events about the resources (offsets operations, refusals, restarts): create, and patch to
+# aggregate repeated Events.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# The same through the events.k8s.io API, which newer clients use.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+kopf's resource scanning: it lists and watches CRDs to notice when its resources are (un)installed.
+*/}}
+{{- define "connect-offsets-operator.crdScanningRule" -}}
+# kopf's resource scanning: it lists and watches CRDs to notice its resources being (un)installed
+# and to find the peering CRDs. Read-only; names and schemas of CRDs only.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end }}

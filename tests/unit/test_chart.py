@@ -1,0 +1,499 @@
+"""Unit tests for the Helm chart (``charts/connect-offsets-operator``), ``deploy/`` and its samples.
+
+Static checks only: ``helm lint`` and ``helm template`` with the helm built by ``make go-tools``
+(``$CONNECT_OFFSETS_CACHE/bin/helm``, default ``~/.cache/connect-offsets/bin/helm``); no cluster.
+
+Covers:
+* drift: the chart's ``crds/`` are byte-identical copies of ``crds/``, and
+  ``deploy/connect-offsets-operator.yaml`` equals a fresh ``helm template`` render (both fixed by
+  ``hack/render-deploy.sh``);
+* ``helm lint`` and ``helm lint --strict`` pass;
+* default values: Deployment (image, args ``-A``/``--liveness``/``--metrics-port``/``--log-format``,
+  drift interval env, probes, pod and container security contexts, writable ``/tmp``, Recreate),
+  the ``<fullname>-metrics`` Service, standard labels on every object, no peering objects;
+* RBAC: the default ClusterRole grants exactly the documented rules (Secrets ``get`` only, no
+  ``*``, no delete, no leases), every rule carries a comment;
+* ``watchNamespaces={a,b}``: ``-n a -n b``, a Role and RoleBinding in each, and the only ClusterRole
+  reads CRDs and namespace names, never ConfigMaps or Secrets;
+* ``replicaCount=2``: ``--peering connect-offsets``, ClusterKopfPeering or per-namespace KopfPeering
+  (post-install/upgrade hooks), kopf's peering CRDs unless ``peering.createCRDs=false``, kopf.dev rules;
+* ``image.tag``, ``logFormat``, ``metrics.enabled=false``, the ServiceMonitor;
+* ``values.schema.json`` rejects unknown values (top level and nested) and a bad ``logFormat``;
+* ``deploy/samples``: each document parses, has apiVersion/kind/metadata.name, and our resources use
+  only fields of the matching CRD schema (top-level spec properties, required ones, and recursively).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "connect-offsets-operator"
+CRDS_DIR = REPO / "crds"
+DEPLOY = REPO / "deploy" / "connect-offsets-operator.yaml"
+SAMPLES = REPO / "deploy" / "samples"
+RELEASE = "connect-offsets-operator"
+NAMESPACE = "connect-offsets"
+FIX = "run hack/render-deploy.sh"
+IMAGE = "ghcr.io/connect-offsets/connect-offsets-operator"
+STANDARD_LABELS = {
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/part-of",
+}
+#: The default ClusterRole, rule by rule: (apiGroup, resource) -> verbs.
+EXPECTED_CLUSTER_RULES = {
+    ("connect-offsets.io", "connectclusters"): {"get", "list", "watch", "patch", "update"},
+    ("connect-offsets.io", "kafkaconnectors"): {"get", "list", "watch", "patch", "update"},
+    ("connect-offsets.io", "kafkamirrormaker2s"): {"get", "list", "watch", "patch", "update"},
+    ("connect-offsets.io", "connectclusters/status"): {"get", "patch", "update"},
+    ("connect-offsets.io", "kafkaconnectors/status"): {"get", "patch", "update"},
+    ("connect-offsets.io", "kafkamirrormaker2s/status"): {"get", "patch", "update"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update"},
+    ("", "secrets"): {"get"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+}
+PEERING_VERBS = {"get", "list", "watch", "patch"}
+SAMPLE_FILES = {
+    "connectcluster-basic-auth.yaml",
+    "kafkaconnector-file-source.yaml",
+    "kafkaconnector-file-sink.yaml",
+    "kafkamirrormaker2.yaml",
+}
+
+
+@functools.cache
+def helm_binary() -> str:
+    cache = Path(os.environ.get("CONNECT_OFFSETS_CACHE") or Path.home() / ".cache" / "connect-offsets")
+    helm = cache / "bin" / "helm"
+    assert helm.is_file() and os.access(helm, os.X_OK), (
+        f"helm not found at {helm}: build it with `make go-tools` (hack/build-go-tools.sh); "
+        "CONNECT_OFFSETS_CACHE selects the cache folder"
+    )
+    return str(helm)
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm_binary(), *args], cwd=REPO, capture_output=True, text=True, check=False)
+
+
+@functools.cache
+def render_text(*values: str, include_crds: bool = False) -> str:
+    """``helm template`` of the chart as the deploy/ render does it, plus ``--set`` values."""
+    args = ["template", RELEASE, "charts/connect-offsets-operator", "--namespace", NAMESPACE]
+    if include_crds:
+        args.append("--include-crds")
+    for value in values:
+        args += ["--set", value]
+    result = run_helm(*args)
+    assert result.returncode == 0, f"helm template {' '.join(values)} failed:\n{result.stderr}"
+    return result.stdout
+
+
+def render(*values: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(render_text(*values)) if doc]
+
+
+def objects(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = objects(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    result: dict[str, Any] = containers[0]
+    return result
+
+
+def has_sequence(args: list[str], expected: list[str]) -> bool:
+    return any(args[i : i + len(expected)] == expected for i in range(len(args) - len(expected) + 1))
+
+
+def rule_map(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs of a Role or ClusterRole; a pair granted twice is an error."""
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role.get("rules", []):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                key = (group, resource)
+                assert key not in granted, f"{role['metadata']['name']}: {key} granted twice"
+                granted[key] = set(rule["verbs"])
+    return granted
+
+
+def crd_schemas() -> dict[str, tuple[str, dict[str, Any]]]:
+    """kind -> (apiVersion, openAPIV3Schema of the spec) from crds/*.yaml."""
+    schemas: dict[str, tuple[str, dict[str, Any]]] = {}
+    for path in sorted(CRDS_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+        api_version = f"{crd['spec']['group']}/{version['name']}"
+        schemas[crd["spec"]["names"]["kind"]] = (
+            api_version,
+            version["schema"]["openAPIV3Schema"]["properties"]["spec"],
+        )
+    return schemas
+
+
+def unknown_fields(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+    """Paths in ``value`` that the structural ``schema`` does not declare."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    problems: list[str] = []
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            if properties is not None and key in properties:
+                problems += unknown_fields(item, properties[key], f"{path}.{key}")
+            elif isinstance(additional, dict):
+                problems += unknown_fields(item, additional, f"{path}.{key}")
+            else:
+                problems.append(f"{path}.{key}")
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            problems += unknown_fields(item, schema["items"], f"{path}[{index}]")
+    return problems
+
+
+# --- drift ---------------------------------------------------------------------------------------
+
+
+def test_chart_crds_are_byte_identical_copies() -> None:
+    sources = sorted(p.name for p in CRDS_DIR.glob("*.yaml"))
+    copies = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert sources == ["connectclusters.yaml", "kafkaconnectors.yaml", "kafkamirrormaker2s.yaml"]
+    assert copies == sources, f"chart crds/ holds {copies}, crds/ holds {sources}: {FIX}"
+    for name in sources:
+        assert (CHART / "crds" / name).read_bytes() == (CRDS_DIR / name).read_bytes(), (
+            f"charts/connect-offsets-operator/crds/{name} differs from crds/{name}: {FIX}"
+        )
+
+
+def test_deploy_manifest_matches_a_fresh_render() -> None:
+    assert DEPLOY.is_file(), f"{DEPLOY.relative_to(REPO)} is missing: {FIX}"
+    text = DEPLOY.read_text()
+    header, separator, body = text.partition("\n---\n")
+    assert separator, f"{DEPLOY.relative_to(REPO)} has no rendered documents: {FIX}"
+    header_lines = header.splitlines()
+    assert header_lines[0].startswith("# Generated by hack/render-deploy.sh"), header_lines[0]
+    assert all(line.startswith("#") for line in header_lines), "the header is comments only"
+    assert "--namespace connect-offsets --include-crds" in header
+    fresh = render_text(include_crds=True)
+    assert "---\n" + body == fresh, f"{DEPLOY.relative_to(REPO)} is out of date: {FIX}"
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(body) if doc]
+    assert kinds.count("CustomResourceDefinition") == 3
+    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service", "Deployment"} <= set(kinds)
+
+
+# --- lint ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["lint", "lint-strict"])
+def test_helm_lint_is_clean(strict: bool) -> None:
+    args = ["lint", "charts/connect-offsets-operator", *(["--strict"] if strict else [])]
+    result = run_helm(*args)
+    assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+# --- default values ------------------------------------------------------------------------------
+
+
+def test_default_deployment() -> None:
+    docs = render()
+    deployment = one(docs, "Deployment")
+    assert deployment["metadata"]["name"] == RELEASE
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == RELEASE
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    main = container(docs)
+    assert main["image"] == f"{IMAGE}:0.1.0"
+    assert main["imagePullPolicy"] == "IfNotPresent"
+    assert main["command"] == ["connect-offsets-operator"]
+    args = main["args"]
+    assert "-A" in args and "-n" not in args
+    assert "--peering" not in args
+    assert has_sequence(args, ["--liveness", "http://0.0.0.0:8080/healthz"])
+    assert has_sequence(args, ["--metrics-port", "9090"])
+    assert has_sequence(args, ["--log-format", "text"])
+    assert {"name": "CONNECT_OFFSETS_DRIFT_INTERVAL", "value": "30"} in main["env"]
+    security = main["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert main["resources"] == {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
+    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
+    assert ports == {"health": 8080, "metrics": 9090}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert main[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    mounts = {mount["name"]: mount["mountPath"] for mount in main["volumeMounts"]}
+    assert mounts == {"tmp": "/tmp"}
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {}}]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_default_metrics_service_and_labels() -> None:
+    docs = render()
+    service = one(docs, "Service")
+    assert service["metadata"]["name"] == f"{RELEASE}-metrics"
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert not objects(docs, "ServiceMonitor")
+    for doc in docs:
+        labels = doc["metadata"].get("labels", {})
+        assert labels.keys() >= STANDARD_LABELS, f"{doc['kind']} {doc['metadata']['name']}: {labels}"
+        assert labels["app.kubernetes.io/part-of"] == "connect-offsets-operator"
+        assert labels["app.kubernetes.io/version"] == "0.1.0"
+    kinds = {doc["kind"] for doc in docs}
+    assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service", "Deployment"}
+
+
+def test_default_cluster_role_is_least_privilege() -> None:
+    docs = render()
+    role = one(docs, "ClusterRole")
+    granted = rule_map(role)
+    assert granted == EXPECTED_CLUSTER_RULES
+    secrets = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+    assert [rule["verbs"] for rule in secrets] == [["get"]]
+    for rule in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+        assert "delete" not in rule["verbs"] and "deletecollection" not in rule["verbs"], rule
+        assert "leases" not in rule["resources"] and "coordination.k8s.io" not in rule["apiGroups"], rule
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RELEASE}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+    assert not objects(docs, "Role") and not objects(docs, "RoleBinding")
+
+
+@pytest.mark.parametrize(
+    "values", [(), ("watchNamespaces={a,b}",), ("replicaCount=2",), ("replicaCount=2", "watchNamespaces={a}")]
+)
+def test_every_rbac_rule_has_a_comment(values: tuple[str, ...]) -> None:
+    lines = [line for line in render_text(*values).splitlines() if line.strip()]
+    rules = 0
+    for index, line in enumerate(lines):
+        if line.startswith("- apiGroups:"):
+            rules += 1
+            assert lines[index - 1].lstrip().startswith("#"), f"rule without a comment: {line} ({values})"
+    assert rules >= 2
+
+
+# --- watched namespaces --------------------------------------------------------------------------
+
+
+def test_watch_namespaces_uses_roles_per_namespace() -> None:
+    docs = render("watchNamespaces={a,b}")
+    args = container(docs)["args"]
+    assert "-A" not in args
+    assert has_sequence(args, ["-n", "a", "-n", "b"])
+    roles = {role["metadata"]["namespace"]: role for role in objects(docs, "Role")}
+    assert set(roles) == {"a", "b"}
+    for role in roles.values():
+        granted = rule_map(role)
+        namespaced = {k: v for k, v in EXPECTED_CLUSTER_RULES.items() if k[0] != "apiextensions.k8s.io"}
+        assert granted == namespaced
+    bindings = {binding["metadata"]["namespace"]: binding for binding in objects(docs, "RoleBinding")}
+    assert set(bindings) == {"a", "b"}
+    for namespace, binding in bindings.items():
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["roleRef"]["name"] == roles[namespace]["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+    cluster_roles = objects(docs, "ClusterRole")
+    assert len(cluster_roles) == 1
+    cluster_granted = rule_map(cluster_roles[0])
+    assert cluster_granted == {
+        ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+        ("", "namespaces"): {"list", "watch"},
+    }
+    for cluster_role in cluster_roles:
+        resources = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
+        assert not resources & {"configmaps", "secrets"}, cluster_role["metadata"]["name"]
+    assert one(docs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_roles[0]["metadata"]["name"]
+
+
+# --- several replicas: kopf peering --------------------------------------------------------------
+
+
+def test_replicas_cluster_wide_use_cluster_peering() -> None:
+    docs = render("replicaCount=2")
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert has_sequence(container(docs)["args"], ["--peering", "connect-offsets"])
+    peering = one(docs, "ClusterKopfPeering")
+    assert peering["apiVersion"] == "kopf.dev/v1"
+    assert peering["metadata"]["name"] == "connect-offsets"
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert not objects(docs, "KopfPeering")
+    crds = {crd["metadata"]["name"]: crd for crd in objects(docs, "CustomResourceDefinition")}
+    assert set(crds) == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    for name, scope in (("clusterkopfpeerings.kopf.dev", "Cluster"), ("kopfpeerings.kopf.dev", "Namespaced")):
+        spec = crds[name]["spec"]
+        assert spec["group"] == "kopf.dev"
+        assert spec["scope"] == scope
+        assert spec["names"]["plural"] == name.split(".")[0]
+        [version] = spec["versions"]
+        assert version["name"] == "v1" and version["served"] and version["storage"]
+        assert "subresources" not in version
+        assert version["schema"]["openAPIV3Schema"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    granted = rule_map(one(docs, "ClusterRole"))
+    assert granted.pop(("kopf.dev", "clusterkopfpeerings")) == PEERING_VERBS
+    assert granted == EXPECTED_CLUSTER_RULES
+
+
+def test_replicas_in_namespaces_use_namespaced_peerings() -> None:
+    docs = render("replicaCount=2", "watchNamespaces={a,b}")
+    assert has_sequence(container(docs)["args"], ["--peering", "connect-offsets"])
+    peerings = objects(docs, "KopfPeering")
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["a", "b"]
+    assert {p["metadata"]["name"] for p in peerings} == {"connect-offsets"}
+    assert not objects(docs, "ClusterKopfPeering")
+    for role in objects(docs, "Role"):
+        assert rule_map(role)[("kopf.dev", "kopfpeerings")] == PEERING_VERBS
+    for cluster_role in objects(docs, "ClusterRole"):
+        assert not {group for rule in cluster_role["rules"] for group in rule["apiGroups"]} & {"kopf.dev"}
+
+
+def test_peering_crds_can_be_left_out() -> None:
+    docs = render("replicaCount=2", "peering.createCRDs=false")
+    assert not objects(docs, "CustomResourceDefinition")
+    assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "connect-offsets"
+
+
+def test_single_replica_has_no_peering() -> None:
+    text = render_text()
+    assert "kopf.dev" not in text
+    assert "KopfPeering" not in text
+
+
+# --- other values --------------------------------------------------------------------------------
+
+
+def test_image_tag_and_log_format() -> None:
+    main = container(render("image.tag=x", "logFormat=json", "image.pullPolicy=Always"))
+    assert main["image"] == f"{IMAGE}:x"
+    assert main["imagePullPolicy"] == "Always"
+    assert has_sequence(main["args"], ["--log-format", "json"])
+
+
+def test_metrics_disabled() -> None:
+    docs = render("metrics.enabled=false", "metrics.serviceMonitor.enabled=true")
+    main = container(docs)
+    assert "--metrics-port" not in main["args"]
+    assert [port["name"] for port in main["ports"]] == ["health"]
+    assert not objects(docs, "Service") and not objects(docs, "ServiceMonitor")
+
+
+def test_service_monitor() -> None:
+    docs = render("metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom")
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    service = one(docs, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+
+
+def test_drift_interval_and_extra_env() -> None:
+    main = container(render("driftIntervalSeconds=5", "extraEnv[0].name=FOO", "extraEnv[0].value=bar"))
+    assert {"name": "CONNECT_OFFSETS_DRIFT_INTERVAL", "value": "5"} in main["env"]
+    assert {"name": "FOO", "value": "bar"} in main["env"]
+
+
+# --- values.schema.json --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("unknownValue=1", "additional properties 'unknownValue' not allowed"),
+        ("metrics.unknown=1", "additional properties 'unknown' not allowed"),
+        ("logFormat=xml", "logFormat"),
+        ("replicaCount=-1", "replicaCount"),
+        ("driftIntervalSeconds=0", "driftIntervalSeconds"),
+        ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
+    ],
+)
+def test_schema_rejects_bad_values(value: str, message: str) -> None:
+    result = run_helm("template", RELEASE, "charts/connect-offsets-operator", "--set", value)
+    assert result.returncode != 0, f"--set {value} was accepted"
+    assert "schema" in result.stderr and message in result.stderr, result.stderr
+
+
+def test_schema_is_draft_07_and_closed() -> None:
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+    for key in ("image", "metrics", "health", "serviceAccount", "peering"):
+        assert schema["properties"][key]["additionalProperties"] is False, key
+    assert schema["properties"]["metrics"]["properties"]["serviceMonitor"]["additionalProperties"] is False
+
+
+# --- samples -------------------------------------------------------------------------------------
+
+
+def test_samples_exist() -> None:
+    assert {path.name for path in SAMPLES.glob("*.yaml")} == SAMPLE_FILES
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_FILES))
+def test_sample_documents_match_the_crds(name: str) -> None:
+    schemas = crd_schemas()
+    docs = [doc for doc in yaml.safe_load_all((SAMPLES / name).read_text()) if doc is not None]
+    assert docs, name
+    ours = 0
+    for doc in docs:
+        assert isinstance(doc, dict), name
+        assert doc.get("apiVersion") and doc.get("kind"), f"{name}: {doc}"
+        assert doc.get("metadata", {}).get("name"), f"{name}: {doc['kind']} without metadata.name"
+        if doc["kind"] not in schemas:
+            assert not doc["apiVersion"].startswith("connect-offsets.io/"), f"{name}: unknown kind {doc['kind']}"
+            continue
+        ours += 1
+        api_version, spec_schema = schemas[doc["kind"]]
+        assert doc["apiVersion"] == api_version, name
+        spec = doc["spec"]
+        top_level = set(spec_schema["properties"])
+        assert set(spec) <= top_level, f"{name}: spec keys {sorted(set(spec) - top_level)} are not in the CRD"
+        assert set(spec_schema.get("required", [])) <= set(spec), f"{name}: required spec keys missing"
+        assert unknown_fields(spec, spec_schema, "spec") == [], name
+        if doc["kind"] != "ConnectCluster":
+            assert doc["metadata"].get("labels", {}).get("connect-offsets.io/cluster"), f"{name}: no cluster label"
+    assert ours >= 1, f"{name} has no connect-offsets.io resource"
