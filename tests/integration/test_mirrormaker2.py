@@ -112,6 +112,7 @@ def test_mirrormaker2_offsets_flow(
     downstream = f"{east}.{topic}"
     source_name = f"{east}->{west}.MirrorSourceConnector"
     checkpoint_name = f"{east}->{west}.MirrorCheckpointConnector"
+    heartbeat_name = f"{east}->{west}.MirrorHeartbeatConnector"
     source_key = f"{east}--{west}.MirrorSourceConnector.json"
     checkpoint_key = f"{east}--{west}.MirrorCheckpointConnector.json"
     cm = "mm2-offsets"
@@ -144,6 +145,7 @@ def test_mirrormaker2_offsets_flow(
                 "listOffsets": {"toConfigMap": {"name": cm}},
                 "alterOffsets": {"fromConfigMap": {"name": cm}},
             },
+            "heartbeatConnector": {"config": {"heartbeats.topic.replication.factor": 1}},
         }
     ]
     create_cluster(custom, namespace, connect_url)
@@ -168,9 +170,10 @@ def test_mirrormaker2_offsets_flow(
     )
 
     def set_source_state(state: str) -> None:
-        updated = copy.deepcopy(mirrors)
-        updated[0]["sourceConnector"]["state"] = state
-        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"spec": {"mirrors": updated}})
+        mirrors[0]["sourceConnector"]["state"] = state
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, {"spec": {"mirrors": copy.deepcopy(mirrors)}}
+        )
 
     try:
         wait_mm2_condition(custom, namespace, name, "Ready", reason="ConnectorsReady")
@@ -184,6 +187,18 @@ def test_mirrormaker2_offsets_flow(
             "MM2 committed offset 9",
             lambda: connect_offsets(connect, source_name) == [{"partition": partition, "offset": {"offset": 9}}],
         )
+
+        # a connector dropped from the mirror is deleted in Connect
+        wait_connect_state(connect, heartbeat_name, "RUNNING")
+        del mirrors[0]["heartbeatConnector"]
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, {"spec": {"mirrors": copy.deepcopy(mirrors)}}
+        )
+        wait_for("heartbeat connector deleted", lambda: connect_state(connect, heartbeat_name) is None)
+        assert [c["name"] for c in get_mm2(custom, namespace, name)["status"]["connectors"]] == [
+            source_name,
+            checkpoint_name,
+        ]
 
         # list
         annotate_mm2(custom, namespace, name, {"connector-offsets": "list", "mirrormaker-connector": source_name})
