@@ -27,13 +27,25 @@ STACK = [sys.executable, str(REPO / "hack" / "stack.py")]
 T = TypeVar("T")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: Target an existing cluster instead of the local stack (see deploy/kind/README.md).
+EXTERNAL_KUBECONFIG = os.environ.get("CONNECT_OFFSETS_TEST_KUBECONFIG")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.path)
         if f"{os.sep}integration{os.sep}" in path:
             item.add_marker(pytest.mark.integration)
         elif f"{os.sep}unit{os.sep}" in path:
             item.add_marker(pytest.mark.unit)
+    if EXTERNAL_KUBECONFIG:
+        # Tests that start, stop or add local stack components cannot run against a foreign
+        # cluster: they are deselected (reported as such), not skipped.
+        kept = [i for i in items if i.get_closest_marker("local_stack") is None]
+        deselected = [i for i in items if i.get_closest_marker("local_stack") is not None]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = kept
 
 
 def stack_info() -> dict[str, Any]:
@@ -59,8 +71,44 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, in
     )
 
 
+def external_info() -> dict[str, Any]:
+    """The existing cluster described by CONNECT_OFFSETS_TEST_* variables, in stack_info()'s shape."""
+    local = stack_info()
+    missing = [
+        v for v in ("CONNECT_OFFSETS_TEST_CONNECT_URL", "CONNECT_OFFSETS_TEST_KAFKA_BOOTSTRAP") if not os.environ.get(v)
+    ]
+    if missing:
+        raise RuntimeError(f"CONNECT_OFFSETS_TEST_KUBECONFIG is set, so set {', '.join(missing)} too")
+    from kubernetes import config as kube_config
+
+    loaded = kube_config.kube_config.KubeConfigLoader(
+        config_dict=__import__("yaml").safe_load(Path(str(EXTERNAL_KUBECONFIG)).read_text())
+    )
+    server = loaded._cluster["server"]
+    return {
+        **local,
+        "kubeconfig": EXTERNAL_KUBECONFIG,
+        "apiserver": server,
+        "connect_url": os.environ["CONNECT_OFFSETS_TEST_CONNECT_URL"],
+        "kafka_a": os.environ["CONNECT_OFFSETS_TEST_KAFKA_BOOTSTRAP"],
+        "kafka_b": os.environ.get("CONNECT_OFFSETS_TEST_KAFKA_B_BOOTSTRAP", ""),
+        "external": True,
+    }
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[dict[str, Any]]:
+    if EXTERNAL_KUBECONFIG:
+        info = external_info()
+        env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
+        subprocess.run(
+            [info["kubectl"], "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        yield info
+        return
     info = stack_info()
     core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
     started_here = not all(info["running"][name] for name in core)
@@ -93,7 +141,7 @@ def kube(stack: dict[str, Any]) -> Any:
     from kubernetes import config
 
     kubeconfig = stack["kubeconfig"]
-    if not kubeconfig.startswith(str(Path(stack["logs"]).parent)):
+    if not stack.get("external") and not kubeconfig.startswith(str(Path(stack["logs"]).parent)):
         raise RuntimeError(f"refusing a kubeconfig outside the test stack: {kubeconfig}")
     api_client = config.new_client_from_config(config_file=kubeconfig)
     import urllib3

@@ -288,6 +288,7 @@ def aux_worker(stack: dict[str, Any]) -> str:
     return str(stack["connect_aux_url"])
 
 
+@pytest.mark.local_stack
 def test_list_retried_while_connect_is_down(
     custom: Any,
     core: Any,
@@ -415,6 +416,7 @@ def auth_worker(stack: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+@pytest.mark.local_stack
 def test_basic_auth_cluster_never_leaks_the_password(
     custom: Any,
     core: Any,

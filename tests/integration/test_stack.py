@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import wait_for
 from tests.integration.support import FILE_SOURCE, connect_offsets, read_topic, wait_connect_state
 
 
+@pytest.mark.local_stack
 def test_api_server_serves_namespaces_and_configmaps(core: Any, namespace: str, stack: dict[str, Any]) -> None:
     from kubernetes import client
 

@@ -74,6 +74,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+    # With --peering, a standby takes over once the active operator's record is this old: short
+    # enough for a quick failover, long enough that a busy event loop does not cause flapping.
+    settings.peering.lifetime = int(_env_float("CONNECT_OFFSETS_PEERING_LIFETIME", 15.0))
     kube = KubernetesApi(load_api_client())
     clusters = ClusterRegistry(kube)
     memo["state"] = OperatorState(

@@ -1,0 +1,117 @@
+"""High availability with kopf peering: two operators, one acts; kill it, the other takes over and
+finishes the pending request. The measured take-over time is printed (targets belong in bench/)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import REPO, OperatorProcess, wait_for
+from tests.integration.support import (
+    FILE_SOURCE,
+    annotate,
+    connect_offsets,
+    create_cluster,
+    create_connector,
+    wait_annotation_removed,
+    wait_condition,
+)
+
+
+def test_standby_takes_over_pending_work(
+    custom: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
+    crds = subprocess.run(
+        [
+            stack["helm"],
+            "template",
+            "x",
+            str(REPO / "charts" / "connect-offsets-operator"),
+            "--set",
+            "replicaCount=2",
+            "--show-only",
+            "templates/peering-crds.yaml",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    subprocess.run(
+        [stack["kubectl"], "apply", "--server-side", "-f", "-"],
+        input=crds,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    subprocess.run(
+        [stack["kubectl"], "wait", "--for=condition=Established", "crd/kopfpeerings.kopf.dev"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    custom.create_namespaced_custom_object(
+        "kopf.dev",
+        "v1",
+        namespace,
+        "kopfpeerings",
+        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "connect-offsets"}},
+    )
+
+    def peer(priority: int) -> OperatorProcess:
+        return OperatorProcess(
+            stack["kubeconfig"],
+            namespace,
+            tmp_path / f"op-{priority}.log",
+            extra_args=["--peering", "connect-offsets", "--priority", str(priority)],
+        )
+
+    active, standby = peer(100), peer(10)
+    active.start()
+    time.sleep(2)
+    standby.start()
+    source = tmp_path / "s.txt"
+    source.write_text("h\na\n")
+    name = f"ha-{unique}"
+    try:
+        create_cluster(custom, namespace, connect_url)
+        create_connector(
+            custom,
+            namespace,
+            name,
+            {
+                "class": FILE_SOURCE,
+                "config": {"file": str(source), "topic": name},
+                "listOffsets": {"toConfigMap": {"name": "ha-offsets"}},
+            },
+        )
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        # The standby stays paused: kopf runs none of its handlers while a higher priority peer lives.
+        assert "Resuming operations" in active.log()
+        assert "Handler" not in standby.log() and "Created connector" not in standby.log()
+        wait_for("offsets committed", lambda: connect_offsets(connect, name))
+
+        active.kill()
+        killed = time.monotonic()
+        annotate(custom, namespace, name, connector_offsets="list")
+        wait_annotation_removed(custom, namespace, name, timeout=90)
+        print(f"take-over and list completed {time.monotonic() - killed:.1f}s after SIGKILL of the active operator")
+        assert "Resuming operations" in standby.log()
+        assert "wrote 1 partition offset(s)" in standby.log()
+    finally:
+        active.stop()
+        standby.stop()
+        connect.delete(f"/connectors/{name}")
