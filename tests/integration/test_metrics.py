@@ -1,4 +1,4 @@
-"""The operator's Prometheus endpoint, scraped during a real list operation.
+"""The operator's Prometheus and health endpoints, scraped during a real list operation.
 
 Covers: operations by kind/operation/result, the duration histogram, connectors by Connect state.
 """
@@ -38,12 +38,19 @@ def test_metrics_endpoint_reports_operations_and_states(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    port = free_port()
+    port, health_port = free_port(), free_port()
     operator = OperatorProcess(
         stack["kubeconfig"],
         namespace,
         tmp_path / "op.log",
-        extra_args=["--metrics-port", str(port), "--log-format", "json"],
+        extra_args=[
+            "--metrics-port",
+            str(port),
+            "--log-format",
+            "json",
+            "--liveness",
+            f"http://127.0.0.1:{health_port}/healthz",
+        ],
     )
     operator.start()
     source = tmp_path / "s.txt"
@@ -78,6 +85,11 @@ def test_metrics_endpoint_reports_operations_and_states(
             'connect_offsets_offsets_operation_duration_seconds_count{kind="KafkaConnector",operation="list"} 1.0'
             in text
         )
+        # kopf's health endpoint, which the chart's probes use
+        health = wait_for(
+            "the health endpoint", lambda: httpx.get(f"http://127.0.0.1:{health_port}/healthz", timeout=5)
+        )
+        assert health.status_code == 200
         # JSON log lines, one object per line
         assert any(line.startswith("{") and '"message"' in line for line in operator.log().splitlines())
     finally:
