@@ -276,7 +276,8 @@ def merge_conditions(
     return merged
 
 
-def _strip_times(status: dict[str, Any]) -> dict[str, Any]:
+def _canonical(status: dict[str, Any]) -> dict[str, Any]:
+    """Status as plain JSON data, so two statuses compare equal whatever their Python types."""
     return json.loads(json.dumps(status, sort_keys=True))  # type: ignore[no-any-return]
 
 
@@ -685,7 +686,7 @@ async def write_status(
     new.update({k: v for k, v in extra.items() if v is not None})
     new["conditions"] = merge_conditions(previous, conditions, generation, iso(now))
     new["observedGeneration"] = generation
-    if _strip_times(new) == _strip_times(old):
+    if _canonical(new) == _canonical(old):
         return
     # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
     try:

@@ -221,18 +221,6 @@ class KubernetesApi:
         resource: dict[str, Any] = obj
         return resource
 
-    async def list_resources(self, plural: str, namespace: str) -> list[dict[str, Any]]:
-        result: Any = await self._call(
-            f"list {plural} in {namespace}",
-            self.custom.list_namespaced_custom_object,
-            API_GROUP,
-            API_VERSION,
-            namespace,
-            plural,
-        )
-        items: list[dict[str, Any]] = result.get("items", [])
-        return items
-
     async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
         """Remove an annotation only if it still has the value we acted on.
 
