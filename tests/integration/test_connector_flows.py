@@ -535,3 +535,60 @@ def test_restart_annotations_and_auto_restart(
     finally:
         cleanup_connector(connect, broken)
         cleanup_connector(connect, healthy)
+
+
+def test_offsets_backed_up_before_every_change(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """Every alter/reset first saves the current offsets in a backup ConfigMap; the newest N are kept."""
+    operator = OperatorProcess(
+        stack["kubeconfig"], namespace, tmp_path / "op.log", extra_env={"CONNECT_OFFSETS_BACKUP_RETENTION": "2"}
+    )
+    operator.start()
+    source = tmp_path / "s.txt"
+    source.write_text("0123456789\n")
+    name, cm = f"backup-{unique}", "backup-offsets"
+    partition = {"filename": str(source)}
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, f"backup-{unique}", cm))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_for("offsets committed", lambda: connect_offsets(connect, name))
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        made = []
+        for position in (1, 2):
+            offsets_cm(
+                core,
+                namespace,
+                cm,
+                json.dumps({"offsets": [{"partition": partition, "offset": {"position": position}}]}),
+            )
+            annotate(custom, namespace, name, connector_offsets="alter")
+            body = wait_annotation_removed(custom, namespace, name)
+            made.append(body["status"]["lastOffsetsOperation"]["backup"])
+        annotate(custom, namespace, name, connector_offsets="reset")
+        body = wait_annotation_removed(custom, namespace, name)
+        made.append(body["status"]["lastOffsetsOperation"]["backup"])
+        assert connect_offsets(connect, name) == []
+
+        selector = f"connect-offsets.io/backup-of={name}"
+        kept = {c.metadata.name: c for c in core.list_namespaced_config_map(namespace, label_selector=selector).items}
+        assert set(kept) == set(made[1:]), (made, sorted(kept))  # the oldest went, retention 2
+        # Each backup holds the offsets from just before its change.
+        assert json.loads(kept[made[1]].data["offsets.json"])["offsets"][0]["offset"] == {"position": 1}
+        assert json.loads(kept[made[2]].data["offsets.json"])["offsets"][0]["offset"] == {"position": 2}
+        annotations = kept[made[2]].metadata.annotations
+        assert annotations["connect-offsets.io/operation"] == "reset"
+        assert annotations["connect-offsets.io/connector"] == name
+        assert [o.name for o in kept[made[2]].metadata.owner_references] == [name]
+    finally:
+        operator.stop()
+        cleanup_connector(connect, name)

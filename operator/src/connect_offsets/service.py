@@ -21,6 +21,8 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -82,6 +84,15 @@ MIRRORS = "kafkamirrormaker2s"
 CLUSTERS = "connectclusters"
 #: Back-off for transient failures: 2, 4, 8 ... seconds, capped so recovery is noticed quickly.
 MAX_RETRY_DELAY_S = 60.0
+#: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
+DEFAULT_BACKUP_RETENTION = 5
+
+
+def backup_retention() -> int:
+    raw = os.environ.get("CONNECT_OFFSETS_BACKUP_RETENTION", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_BACKUP_RETENTION
+
+
 #: A replaced Connect client is closed this long after its replacement, once requests drain.
 RETIRE_AFTER_S = 300.0
 
@@ -390,7 +401,11 @@ class TargetRunner:
                 operation = offsets_ops[action.kind]
                 kind = str(body.get("kind", ""))
                 started = time.monotonic()
+                backup: str | None = None
                 try:
+                    if action.kind in ("alter_offsets", "reset_offsets"):
+                        # Nothing is lost: the current offsets are saved first, or nothing changes.
+                        backup = await self._backup(target, body, client, operation, now)
                     prefix = await before_offsets(action) if before_offsets is not None else ""
                     message = prefix + await self._offsets_action(target, body, client, action)
                 except ConnectHTTPError as error:
@@ -409,7 +424,9 @@ class TargetRunner:
                     return
                 metrics.OPERATION_SECONDS.labels(kind, operation).observe(time.monotonic() - started)
                 metrics.OPERATIONS.labels(kind, operation, "Succeeded").inc()
-                result.status["lastOffsetsOperation"] = _op_status(operation, "Succeeded", message, plan, now)
+                result.status["lastOffsetsOperation"] = _op_status(
+                    operation, "Succeeded", message, plan, now, backup=backup
+                )
                 await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
             elif action.kind == "remove_annotation":
                 assert action.annotation is not None and action.annotation_value is not None
@@ -424,6 +441,45 @@ class TargetRunner:
     def _failed(result: TargetResult, operation: str, reason: str, text: str, now: datetime) -> None:
         result.status["lastOffsetsOperation"] = _op_status(operation, "Failed", text, result.plan, now, reason)
         result.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, text))
+
+    async def _backup(
+        self, target: ConnectorTarget, body: dict[str, Any], client: ConnectClient, operation: str, now: datetime
+    ) -> str:
+        """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION."""
+        meta = body["metadata"]
+        namespace = meta["namespace"]
+        connector_hash = hashlib.sha256(target.name.encode()).hexdigest()[:8]
+        stamp = now.strftime("%Y%m%dt%H%M%Sz")
+        # The random suffix keeps two backups within one second apart.
+        name = f"{meta['name'][:200]}-backup-{connector_hash}-{stamp}-{secrets.token_hex(2)}"
+        created = datetime.now(UTC).isoformat()
+        offsets = await client.get_offsets(target.name)
+        selector = f"{API_GROUP}/backup-of={meta['name']},{API_GROUP}/connector-hash={connector_hash}"
+        await self.kube.create_configmap(
+            namespace,
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        **_labels(body),
+                        f"{API_GROUP}/backup-of": meta["name"],
+                        f"{API_GROUP}/connector-hash": connector_hash,
+                    },
+                    "annotations": {
+                        f"{API_GROUP}/connector": target.name,
+                        f"{API_GROUP}/operation": operation,
+                        f"{API_GROUP}/time": created,
+                    },
+                    "ownerReferences": [_owner_reference(body)],
+                },
+                "data": {"offsets.json": json.dumps(offsets, indent=2, ensure_ascii=False) + "\n"},
+            },
+        )
+        backups = await self.kube.list_configmaps(namespace, selector)
+        backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
+        for old, _ in backups[backup_retention() :]:
+            await self.kube.delete_configmap(namespace, old)
+        return name
 
     async def _offsets_action(
         self, target: ConnectorTarget, body: dict[str, Any], client: ConnectClient, action: Action
@@ -506,11 +562,13 @@ def _op_status(
     plan: Plan,
     now: datetime,
     reason: str = "",
+    backup: str | None = None,
 ) -> dict[str, Any]:
     return OffsetsOperationStatus(
         operation=operation,
         result=result,
         reason=reason,
+        backup=backup,
         time=iso(now),
         message=message[:2048],
         request=plan.offsets_request,

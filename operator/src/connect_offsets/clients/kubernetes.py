@@ -194,6 +194,37 @@ class KubernetesApi:
                 raise
         raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
 
+    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
+        await self._call(
+            f"create ConfigMap {namespace}/{body['metadata']['name']}",
+            self.core.create_namespaced_config_map,
+            namespace,
+            body,
+        )
+
+    async def list_configmaps(self, namespace: str, label_selector: str) -> list[tuple[str, dict[str, str]]]:
+        """(name, annotations) of the ConfigMaps matching a label selector."""
+        result = await self._call(
+            f"list ConfigMaps in {namespace}",
+            self.core.list_namespaced_config_map,
+            namespace,
+            label_selector=label_selector,
+        )
+        return [
+            (item.metadata.name, dict(item.metadata.annotations or {}))
+            for item in result.items
+            if item.metadata is not None and item.metadata.name is not None
+        ]
+
+    async def delete_configmap(self, namespace: str, name: str) -> None:
+        try:
+            await self._call(
+                f"delete ConfigMap {namespace}/{name}", self.core.delete_namespaced_config_map, name, namespace
+            )
+        except KubernetesRejected as error:
+            if error.status != 404:
+                raise
+
     # --- Secrets ----------------------------------------------------------------------
 
     async def get_secret_data(self, namespace: str, name: str) -> dict[str, str]:

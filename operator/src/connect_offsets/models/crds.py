@@ -266,6 +266,7 @@ class OffsetsOperationStatus(StatusModel):
     time: str
     message: str = ""
     request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
+    backup: str | None = Field(None, description="ConfigMap holding the offsets from before this change.")
 
 
 class KafkaConnectorStatus(StatusModel):
