@@ -547,7 +547,8 @@ def test_offsets_backed_up_before_every_change(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    """Every alter/reset first saves the current offsets in a backup ConfigMap; the newest N are kept."""
+    """Every alter/reset/restore first saves the current offsets in a backup ConfigMap; the newest N are
+    kept; restore puts a backup back exactly (the newest, or the one named by restore-from)."""
     operator = OperatorProcess(
         stack["kubeconfig"], namespace, tmp_path / "op.log", extra_env={"CONNECT_OFFSETS_BACKUP_RETENTION": "2"}
     )
@@ -589,6 +590,20 @@ def test_offsets_backed_up_before_every_change(
         assert annotations["connect-offsets.io/operation"] == "reset"
         assert annotations["connect-offsets.io/connector"] == name
         assert [o.name for o in kept[made[2]].metadata.owner_references] == [name]
+
+        # restore from a named backup: the offsets from before the second alter come back
+        annotate(custom, namespace, name, connector_offsets="restore", restore_from=made[1])
+        body = wait_annotation_removed(custom, namespace, name)
+        assert annotation(body, "restore-from") is None
+        assert connect_offsets(connect, name) == [{"partition": partition, "offset": {"position": 1}}]
+        assert body["status"]["lastOffsetsOperation"]["operation"] == "restore"
+        before_restore = body["status"]["lastOffsetsOperation"]["backup"]
+        # restore the newest backup (taken just before that restore, when there were no offsets):
+        # exact, so the partition that exists now is removed again
+        annotate(custom, namespace, name, connector_offsets="restore")
+        body = wait_annotation_removed(custom, namespace, name)
+        assert f"restore from {before_restore}" in body["status"]["lastOffsetsOperation"]["message"]
+        assert connect_offsets(connect, name) == []
     finally:
         operator.stop()
         cleanup_connector(connect, name)

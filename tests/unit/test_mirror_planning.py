@@ -645,7 +645,7 @@ def test_unknown_offsets_operation(operation: str) -> None:
             "InvalidAnnotation",
             "True",
             "UnknownValue",
-            f"{ANNOTATION_OFFSETS}={operation!r} is not one of list, alter, reset; nothing was done",
+            f"{ANNOTATION_OFFSETS}={operation!r} is not one of list, alter, reset, restore; nothing was done",
         )
     ]
     source = by_name(mirror)[SOURCE]

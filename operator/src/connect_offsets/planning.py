@@ -13,6 +13,7 @@ request whose fingerprint already failed permanently waits until one of those in
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from connect_offsets.models.crds import (
     OffsetsOperationStatus,
 )
 from connect_offsets.models.offsets import (
+    OffsetsDocument,
     OffsetsValidationError,
     parse_offsets_document,
     translate_replay_from,
@@ -45,6 +47,7 @@ __all__ = [
     "Observed",
     "OffsetsConfigMap",
     "Plan",
+    "RestoreSource",
     "auto_restart_backoff",
     "mirror_configmap_key",
     "mirror_connector_name",
@@ -64,7 +67,8 @@ ANNOTATION_ADOPT = ANNOTATION_PREFIX + "adopt"
 #: operators) never silently fight over one globally named connector.
 OWNER_CONFIG_KEY = "connect-offsets.io/owner"
 
-OFFSETS_OPERATIONS = ("list", "alter", "reset")
+OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
+ANNOTATION_RESTORE_FROM = "connect-offsets.io/restore-from"
 RESTART_VALUES = {
     "true": (False, False),
     "includetasks": (True, False),
@@ -88,6 +92,16 @@ class OffsetsConfigMap:
 
 
 @dataclass(frozen=True)
+class RestoreSource:
+    """For ``restore``: the chosen backup (``name`` None: there is none) and the current offsets."""
+
+    name: str | None
+    resource_version: str = ""
+    backup_json: str = ""
+    current: tuple[tuple[str, dict[str, object]], ...] = ()  # (canonical partition key, partition)
+
+
+@dataclass(frozen=True)
 class Observed:
     """What the service saw before planning. ``config is None``: the connector does not exist."""
 
@@ -97,6 +111,7 @@ class Observed:
     config: dict[str, str] | None
     status: ConnectorStatus | None
     alter_configmap: OffsetsConfigMap | None = None
+    restore: RestoreSource | None = None
 
 
 Kind = Literal[
@@ -110,6 +125,7 @@ Kind = Literal[
     "list_offsets",
     "alter_offsets",
     "reset_offsets",
+    "restore_offsets",
     "remove_annotation",
 ]
 
@@ -396,7 +412,10 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
     value = target.annotations.get(ANNOTATION_OFFSETS)
     if value is None or value not in OFFSETS_OPERATIONS:
         return
-    fingerprint = _fingerprint(target, observed.alter_configmap if value == "alter" else None)
+    source = observed.alter_configmap if value == "alter" else None
+    if value == "restore" and observed.restore is not None and observed.restore.name is not None:
+        source = OffsetsConfigMap(observed.restore.name, True, observed.restore.resource_version)
+    fingerprint = _fingerprint(target, source)
     last = target.last_offsets_operation
     if last is not None and last.request == fingerprint and last.result == "Failed":
         # Failed permanently for exactly these inputs: wait for the resource or ConfigMap to change.
@@ -410,6 +429,18 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
     removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
         Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
     ]
+    if (
+        value == "restore"
+        and ANNOTATION_RESTORE_FROM in target.annotations
+        and not any(key == ANNOTATION_RESTORE_FROM for key, _ in target.companion_annotations)
+    ):
+        removals.append(
+            Action(
+                "remove_annotation",
+                annotation=ANNOTATION_RESTORE_FROM,
+                annotation_value=target.annotations[ANNOTATION_RESTORE_FROM],
+            )
+        )
 
     key = target.configmap_key
     if value == "list":
@@ -448,6 +479,11 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
             _refuse(plan, "alter", "InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}", True)
             return
         offsets_json = document.to_compact_json()
+    if value == "restore":
+        restored = _restore_document(target, observed.restore, plan)
+        if restored is None:
+            return
+        offsets_json = restored
 
     status = observed.status
     if status is None or not status.is_stopped:
@@ -471,8 +507,38 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
             Action("alter_offsets", configmap=target.alter_configmap, offsets_json=offsets_json),
             *removals,
         ]
+    elif value == "restore":
+        assert observed.restore is not None
+        plan.actions += [
+            Action("restore_offsets", configmap=observed.restore.name, offsets_json=offsets_json),
+            *removals,
+        ]
     else:
         plan.actions += [Action("reset_offsets"), *removals]
+
+
+def _restore_document(target: ConnectorTarget, source: RestoreSource | None, plan: Plan) -> str | None:
+    """The PATCH that puts the backup's offsets back exactly: its entries, plus null for partitions
+    that exist now but not in the backup (PATCH alone would leave them)."""
+    wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
+    if source is None or source.name is None:
+        which = f"backup {wanted}" if wanted else "any backup"
+        _refuse(plan, "restore", "BackupNotFound", f"{which} of connector {target.name} not found", True)
+        return None
+    try:
+        document = parse_offsets_document(source.backup_json, allow_empty=True)
+    except OffsetsValidationError as error:
+        _refuse(plan, "restore", "InvalidBackup", f"backup {source.name} is unreadable:\n{error}", True)
+        return None
+    entries = [entry.to_json_obj() for entry in document.entries]
+    kept = {OffsetsDocument.partition_key(entry) for entry in document.entries}
+    entries += [{"partition": partition, "offset": None} for key, partition in source.current if key not in kept]
+    if not entries:
+        _refuse(
+            plan, "restore", "NothingToRestore", f"backup {source.name} and the connector both have no offsets", True
+        )
+        return None
+    return json.dumps({"offsets": entries}, separators=(",", ":"), ensure_ascii=False)
 
 
 def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:
@@ -599,6 +665,10 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                 syncs = annotations.get(ANNOTATION_RESET_OFFSET_SYNCS)
                 if syncs is not None:
                     companions += ((ANNOTATION_RESET_OFFSET_SYNCS, syncs),)
+                restore_from = annotations.get(ANNOTATION_RESTORE_FROM)
+                if restore_from is not None and operation == "restore":
+                    own[ANNOTATION_RESTORE_FROM] = restore_from
+                    companions += ((ANNOTATION_RESTORE_FROM, restore_from),)
             status = previous.get(name)
             targets.append(
                 ConnectorTarget(

@@ -53,6 +53,7 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning import (
     ANNOTATION_OFFSETS,
+    ANNOTATION_RESTORE_FROM,
     OWNER_CONFIG_KEY,
     Action,
     ConditionSpec,
@@ -61,6 +62,7 @@ from connect_offsets.planning import (
     Observed,
     OffsetsConfigMap,
     Plan,
+    RestoreSource,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -86,6 +88,11 @@ CLUSTERS = "connectclusters"
 MAX_RETRY_DELAY_S = 60.0
 #: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
 DEFAULT_BACKUP_RETENTION = 5
+
+
+def _connector_hash(name: str) -> str:
+    """Connector names (``a->b.X``) are not valid label values; their hash is."""
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 def backup_retention() -> int:
@@ -330,6 +337,9 @@ class TargetRunner:
                 if cm is not None
                 else OffsetsConfigMap(target.alter_configmap, False)
             )
+        restore: RestoreSource | None = None
+        if target.annotations.get(ANNOTATION_OFFSETS) == "restore" and config is not None:
+            restore = await self._restore_source(target, namespace, client)
         return Observed(
             now=now,
             cluster_error=None,
@@ -337,6 +347,39 @@ class TargetRunner:
             config=config,
             status=status,
             alter_configmap=configmap,
+            restore=restore,
+        )
+
+    async def _restore_source(self, target: ConnectorTarget, namespace: str, client: ConnectClient) -> RestoreSource:
+        """The backup to restore (named by restore-from, else the newest) and the current offsets."""
+        selector = f"{API_GROUP}/connector-hash={_connector_hash(target.name)}"
+        backups = [
+            (name, annotations)
+            for name, annotations in await self.kube.list_configmaps(namespace, selector)
+            if annotations.get(f"{API_GROUP}/connector") == target.name
+        ]
+        wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
+        if wanted:
+            backups = [item for item in backups if item[0] == wanted]
+        backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
+        if not backups:
+            return RestoreSource(None)
+        chosen = await self.kube.get_configmap(namespace, backups[0][0])
+        if chosen is None:
+            return RestoreSource(None)
+        current = (await client.get_offsets(target.name)).get("offsets", [])
+        return RestoreSource(
+            name=chosen.name,
+            resource_version=chosen.resource_version,
+            backup_json=chosen.data.get("offsets.json", ""),
+            current=tuple(
+                (
+                    json.dumps(entry["partition"], sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+                    entry["partition"],
+                )
+                for entry in current
+                if isinstance(entry, dict) and isinstance(entry.get("partition"), dict)
+            ),
         )
 
     async def run(
@@ -388,7 +431,12 @@ class TargetRunner:
         before_offsets: BeforeOffsets | None = None,
     ) -> None:
         plan = result.plan
-        offsets_ops = {"list_offsets": "list", "alter_offsets": "alter", "reset_offsets": "reset"}
+        offsets_ops = {
+            "list_offsets": "list",
+            "alter_offsets": "alter",
+            "reset_offsets": "reset",
+            "restore_offsets": "restore",
+        }
         if plan.offsets_refusal is not None:
             reason, message, permanent = plan.offsets_refusal
             if permanent and reason != "Unchanged":
@@ -403,7 +451,7 @@ class TargetRunner:
                 started = time.monotonic()
                 backup: str | None = None
                 try:
-                    if action.kind in ("alter_offsets", "reset_offsets"):
+                    if action.kind in ("alter_offsets", "reset_offsets", "restore_offsets"):
                         # Nothing is lost: the current offsets are saved first, or nothing changes.
                         backup = await self._backup(target, body, client, operation, now)
                     prefix = await before_offsets(action) if before_offsets is not None else ""
@@ -448,7 +496,7 @@ class TargetRunner:
         """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION."""
         meta = body["metadata"]
         namespace = meta["namespace"]
-        connector_hash = hashlib.sha256(target.name.encode()).hexdigest()[:8]
+        connector_hash = _connector_hash(target.name)
         stamp = now.strftime("%Y%m%dt%H%M%Sz")
         # The random suffix keeps two backups within one second apart.
         name = f"{meta['name'][:200]}-backup-{connector_hash}-{stamp}-{secrets.token_hex(2)}"
@@ -507,6 +555,10 @@ class TargetRunner:
             assert action.offsets_json is not None
             message = await client.alter_offsets(target.name, json.loads(action.offsets_json))
             return f"alter: {message}"
+        if action.kind == "restore_offsets":
+            assert action.offsets_json is not None
+            message = await client.alter_offsets(target.name, json.loads(action.offsets_json))
+            return f"restore from {action.configmap}: {message}"
         message = await client.reset_offsets(target.name)
         return f"reset: {message}"
 
