@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,17 @@ GROUP = "connect-offsets.io"
 VERSION = "v1alpha1"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+def file_source_spec(path: Path, topic: str, configmap: str, state: str = "running") -> dict[str, Any]:
+    return {
+        "class": FILE_SOURCE,
+        "tasksMax": 1,
+        "state": state,
+        "config": {"file": str(path), "topic": topic},
+        "listOffsets": {"toConfigMap": {"name": configmap}},
+        "alterOffsets": {"fromConfigMap": {"name": configmap}},
+    }
 
 
 def create_cluster(custom: Any, namespace: str, url: str, name: str = "local", **spec: Any) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from confluent_kafka import Producer
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
     FILE_SINK,
-    FILE_SOURCE,
     annotate,
     annotation,
     condition,
@@ -31,6 +30,7 @@ from tests.integration.support import (
     create_cluster,
     create_connector,
     events_for,
+    file_source_spec,
     get_connector,
     patch_connector,
     read_topic,
@@ -46,17 +46,6 @@ def offsets_cm(core: Any, namespace: str, name: str, text: str, **extra: str) ->
         core.create_namespaced_config_map(namespace, body)
     except Exception:
         core.replace_namespaced_config_map(name, namespace, body)
-
-
-def file_source_spec(path: Path, topic: str, configmap: str, state: str = "running") -> dict[str, Any]:
-    return {
-        "class": FILE_SOURCE,
-        "tasksMax": 1,
-        "state": state,
-        "config": {"file": str(path), "topic": topic},
-        "listOffsets": {"toConfigMap": {"name": configmap}},
-        "alterOffsets": {"fromConfigMap": {"name": configmap}},
-    }
 
 
 def cleanup_connector(connect: httpx.Client, name: str) -> None:

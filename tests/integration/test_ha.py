@@ -13,11 +13,11 @@ import httpx
 
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
-    FILE_SOURCE,
     annotate,
     connect_offsets,
     create_cluster,
     create_connector,
+    file_source_spec,
     wait_annotation_removed,
     wait_condition,
 )
@@ -88,16 +88,7 @@ def test_standby_takes_over_pending_work(
     name = f"ha-{unique}"
     try:
         create_cluster(custom, namespace, connect_url)
-        create_connector(
-            custom,
-            namespace,
-            name,
-            {
-                "class": FILE_SOURCE,
-                "config": {"file": str(source), "topic": name},
-                "listOffsets": {"toConfigMap": {"name": "ha-offsets"}},
-            },
-        )
+        create_connector(custom, namespace, name, file_source_spec(source, name, "ha-offsets"))
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
         # The standby stays paused: kopf runs none of its handlers while a higher priority peer lives.
         assert "Resuming operations" in active.log()

@@ -13,11 +13,11 @@ import httpx
 
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
-    FILE_SOURCE,
     annotate,
     connect_offsets,
     create_cluster,
     create_connector,
+    file_source_spec,
     wait_annotation_removed,
     wait_condition,
 )
@@ -58,16 +58,7 @@ def test_metrics_endpoint_reports_operations_and_states(
     name = f"metrics-{unique}"
     try:
         create_cluster(custom, namespace, connect_url)
-        create_connector(
-            custom,
-            namespace,
-            name,
-            {
-                "class": FILE_SOURCE,
-                "config": {"file": str(source), "topic": name},
-                "listOffsets": {"toConfigMap": {"name": "m-offsets"}},
-            },
-        )
+        create_connector(custom, namespace, name, file_source_spec(source, name, "m-offsets"))
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
         wait_for("offsets committed", lambda: connect_offsets(connect, name))
         annotate(custom, namespace, name, connector_offsets="list")

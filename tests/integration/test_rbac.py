@@ -20,12 +20,12 @@ from kubernetes import client, config
 
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
-    FILE_SOURCE,
     annotate,
     configmap_offsets,
     connect_offsets,
     create_cluster,
     create_connector,
+    file_source_spec,
     patch_connector,
     wait_annotation_removed,
     wait_condition,
@@ -110,17 +110,7 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
         operator.start()
         try:
             create_cluster(custom, namespace, connect_url)
-            create_connector(
-                custom,
-                namespace,
-                name,
-                {
-                    "class": FILE_SOURCE,
-                    "config": {"file": str(source), "topic": name},
-                    "listOffsets": {"toConfigMap": {"name": "rbac-offsets"}},
-                    "alterOffsets": {"fromConfigMap": {"name": "rbac-offsets"}},
-                },
-            )
+            create_connector(custom, namespace, name, file_source_spec(source, name, "rbac-offsets"))
             wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
             wait_for("offsets committed", lambda: connect_offsets(connect, name))
             annotate(custom, namespace, name, connector_offsets="list")

@@ -32,21 +32,16 @@ class ServerInfo(BaseModel):
     kafka_cluster_id: str | None = None
 
 
-class TaskState(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    id: int
-    state: str
-    worker_id: str | None = None
-    trace: str | None = None
-
-
 class ConnectorState(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     state: str
     worker_id: str | None = None
     trace: str | None = None
+
+
+class TaskState(ConnectorState):
+    id: int
 
 
 class ConnectorStatus(BaseModel):
