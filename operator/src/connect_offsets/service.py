@@ -311,6 +311,7 @@ class TargetResult:
     conditions: list[ConditionSpec]
     status: dict[str, Any] = field(default_factory=dict)  # lastOffsetsOperation, autoRestart, connectorStatus
     transient_error: str | None = None
+    removals: list[Action] = field(default_factory=list)  # annotations of finished requests
 
 
 #: Called right before an offsets action; returns text to prefix to its message. Raising
@@ -477,13 +478,21 @@ class TargetRunner:
                 )
                 await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
             elif action.kind == "remove_annotation":
+                # Done after the status write (finish_requests): once the annotation is gone, the
+                # status already tells how the request ended.
+                result.removals.append(action)
+            else:
+                await self._lifecycle_action(target, body, client, action)
+
+    async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> None:
+        """Remove the annotations of finished requests; call after their status is written."""
+        meta = body["metadata"]
+        for result in results:
+            for action in result.removals:
                 assert action.annotation is not None and action.annotation_value is not None
-                meta = body["metadata"]
                 await self.kube.remove_annotation(
                     plural, meta["namespace"], meta["name"], action.annotation, action.annotation_value
                 )
-            else:
-                await self._lifecycle_action(target, body, client, action)
 
     @staticmethod
     def _failed(result: TargetResult, operation: str, reason: str, text: str, now: datetime) -> None:
@@ -711,6 +720,7 @@ class ConnectorService:
             with contextlib.suppress(ConnectError):
                 extra["topics"] = sorted(await client.get_connector_topics(target.name))
         await write_status(self.kube, CONNECTORS, body, result.conditions, now, extra)
+        await self.runner.finish_requests([result], body, CONNECTORS)
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after
         return outcome
@@ -895,9 +905,11 @@ class MirrorMaker2Service:
         not_ready: list[ConditionSpec] = []
         previous = {c.name: c for c in resource.status.connectors}
         last_operation: dict[str, Any] | None = None
+        results: list[TargetResult] = []
         for target in mirror.targets:
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
             result = await self.runner.run(target, body, MIRRORS, client, info, now, hook)
+            results.append(result)
             if result.transient_error and outcome.transient_error is None:
                 outcome.transient_error = result.transient_error
             if result.plan.requeue_after is not None:
@@ -947,6 +959,7 @@ class MirrorMaker2Service:
         if last_operation is not None:
             extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
         await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
+        await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
 
     def _offset_syncs_hook(
