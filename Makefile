@@ -11,11 +11,12 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo lock clean
+.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo bench lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
 	@echo "make test        set up everything; lint, mypy, unit and integration tests"
+	@echo "make bench       run the benchmarks in bench/ and record results in bench/README.md"
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
@@ -43,8 +44,8 @@ stack-status:
 	@$(PYTHON) hack/stack.py status
 
 lint: venv
-	$(VENV)/bin/ruff check operator/src tests hack
-	$(VENV)/bin/ruff format --check operator/src tests hack
+	$(VENV)/bin/ruff check operator/src tests hack bench
+	$(VENV)/bin/ruff format --check operator/src tests hack bench
 	$(VENV)/bin/mypy --strict operator/src/connect_offsets
 	$(VENV)/bin/lint-imports
 
@@ -58,6 +59,13 @@ integration: deps
 # session so the stack fixture is shared.
 test: deps lint
 	$(VENV)/bin/pytest -m "unit or integration" $(PYTEST_ARGS)
+
+# Benchmarks: every bench/bench_*.py (or BENCH=name for bench/bench_name.py), stack started if needed.
+BENCH ?=
+bench: deps
+	@$(PYTHON) hack/stack.py up
+	@set -e; for f in $(if $(BENCH),bench/bench_$(BENCH).py,bench/bench_*.py); do \
+	  echo "== $$f"; $(VPY) $$f; done
 
 demo: deps
 	@$(PYTHON) hack/stack.py up

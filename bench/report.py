@@ -1,0 +1,44 @@
+"""Shared helpers for benchmarks: machine description and section replacement in bench/README.md.
+
+Each benchmark owns one section delimited by ``<!-- bench:NAME:start -->`` / ``<!-- bench:NAME:end -->``
+so benchmarks can be re-run one at a time without clobbering each other's results.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+README = Path(__file__).with_name("README.md")
+
+
+def machine() -> str:
+    """One line naming the machine a result was measured on."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Python {platform.python_version()}, "
+        f"commit {commit or 'unknown'}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+    )
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) benchmark ``name``'s section in bench/README.md."""
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    section = f"{start}\n{body.strip()}\n{end}"
+    text = README.read_text()
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    README.write_text(text)
