@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from connect_offsets.models.offsets import OffsetsValidationError
 from connect_offsets.models.storage import (
     KafkaPosition,
+    OffsetsFileError,
     StoredRecord,
     decode_key,
+    decode_offsets_file,
     decode_value,
     encode_connect_json,
     encode_key,
+    encode_offsets_file,
     encode_value,
     java_double_str,
     java_hashmap_order,
@@ -241,3 +244,40 @@ def test_history_duplicates_are_refused_with_a_hint() -> None:
     entry = {"partition": {"f": "x"}, "offset": {"p": 1}}
     with pytest.raises(OffsetsValidationError, match=r"a\[1\]\.partition: duplicate of a\[0\].*--from-beginning"):
         parse_import_document(json.dumps({"a": [entry, entry]}))
+
+
+# --------------------------------------------------------------------------- standalone offsets file
+
+#: Written by JDK 17's ObjectOutputStream for a HashMap with one offset and one tombstone.
+JAVA_FILE = bytes.fromhex(
+    "aced0005737200116a6176612e7574696c2e486173684d61700507dac1c31660d103000246000a6c6f6164466163746f72"
+    "4900097468726573686f6c6478703f4000000000000c770800000010000000027572"
+    "00025b42acf317f8060854e002000078700000001"
+    "75b2263222c7b2266696c656e616d65223a222f79227d5d707571007e00020000001"
+    "75b2263222c7b2266696c656e616d65223a222f78227d5d7571007e00020000000e7b22706f736974696f6e223a357d78"
+)
+JAVA_EMPTY_FILE = bytes.fromhex(
+    "aced0005737200116a6176612e7574696c2e486173684d61700507dac1c31660d103000246000a6c6f6164466163746f72"
+    "4900097468726573686f6c6478703f400000000000007708000000100000000078"
+)
+
+
+def test_offsets_file_matches_java_bytes() -> None:
+    entries = {b'["c",{"filename":"/y"}]': None, b'["c",{"filename":"/x"}]': b'{"position":5}'}
+    assert decode_offsets_file(JAVA_FILE) == entries
+    assert encode_offsets_file(entries) == JAVA_FILE
+    assert encode_offsets_file({}) == JAVA_EMPTY_FILE
+    assert decode_offsets_file(JAVA_EMPTY_FILE) == {} and decode_offsets_file(b"") == {}
+
+
+def test_offsets_file_round_trips_many_binary_entries() -> None:
+    entries: dict[bytes, bytes | None] = {bytes([i % 256]) * (i + 1): bytes(range(256)) for i in range(300)}
+    entries[b"tomb"] = None
+    assert decode_offsets_file(encode_offsets_file(entries)) == entries
+
+
+def test_foreign_file_is_refused() -> None:
+    with pytest.raises(OffsetsFileError, match="not a Java-serialised HashMap"):
+        decode_offsets_file(b"{not java}")
+    with pytest.raises(OffsetsFileError):
+        decode_offsets_file(JAVA_FILE[:60])
