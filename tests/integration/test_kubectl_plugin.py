@@ -1,0 +1,279 @@
+"""``kubectl connect-offsets`` against the real stack with the operator running.
+
+The plugin runs as users run it: the installed ``kubectl-connect_offsets`` console script in a
+subprocess, and once through the real kubectl binary (plugin discovery on PATH). Covers list,
+alter --from-file, reset and restore on a FileStreamSource connector, an operator refusal and a
+Connect rejection (exit 1 with the reason and Connect's own message, request withdrawn), a bad
+file (exit 2, nothing written), and -l with its summary table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import OperatorProcess, wait_for
+from tests.integration.support import (
+    FILE_SINK,
+    annotation,
+    connect_offsets,
+    connect_state,
+    create_cluster,
+    create_connector,
+    file_source_spec,
+    get_connector,
+    patch_connector,
+    wait_condition,
+)
+
+PLUGIN = str(Path(sys.executable).parent / "kubectl-connect_offsets")
+
+
+def plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
+    return subprocess.run([PLUGIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def source_offsets(path: Path, position: int) -> list[dict[str, Any]]:
+    return [{"partition": {"filename": str(path)}, "offset": {"position": position}}]
+
+
+def request_annotations(body: dict[str, Any]) -> dict[str, str]:
+    return {k: v for k, v in (body["metadata"].get("annotations") or {}).items() if k.startswith("connect-offsets.io/")}
+
+
+def test_list_alter_reset_restore_file_source(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("".join(f"line-{i}\n" for i in range(5)))
+    size = source.stat().st_size
+    name, cm = f"kp-{unique}", "kp-offsets"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, f"kp-{unique}", cm))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_for("offsets at end of file", lambda: connect_offsets(connect, name) == source_offsets(source, size))
+
+        # list: the offsets as JSON on stdout, nothing on stderr
+        listed = plugin(stack, "list", name, "-n", namespace)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == {"offsets": source_offsets(source, size)}
+        assert listed.stderr == ""
+
+        # the same through kubectl's plugin discovery; options before the command work too
+        env = {
+            **os.environ,
+            "KUBECONFIG": stack["kubeconfig"],
+            "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        via_kubectl = subprocess.run(
+            [stack["kubectl"], "connect-offsets", "-n", namespace, "list", f"cokc/{name}", "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert via_kubectl.returncode == 0, via_kubectl.stderr
+        result = json.loads(via_kubectl.stdout)
+        assert result["result"] == "Succeeded"
+        assert result["offsets"] == {"offsets": source_offsets(source, size)}
+        assert result["requestId"].startswith("kubectl-")
+
+        # alter on a running connector: the operator refuses; exit 1, its reason, request withdrawn
+        offsets_file = tmp_path / "offsets.json"
+        offsets_file.write_text(json.dumps({"offsets": source_offsets(source, 6)}, indent=2))
+        refused = plugin(stack, "alter", name, "-n", namespace, "--from-file", str(offsets_file))
+        assert refused.returncode == 1, refused.stderr
+        assert "alter failed (ConnectorNotStopped)" in refused.stderr
+        assert "needs it STOPPED" in refused.stderr
+        assert "hint: add --stop-connector" in refused.stderr
+        body = get_connector(custom, namespace, name)
+        assert annotation(body, "connector-offsets") is None
+        assert body["status"]["lastOffsetsOperation"]["reason"] == "ConnectorNotStopped"
+        assert connect_offsets(connect, name) == source_offsets(source, size)
+        assert connect_state(connect, name) == "RUNNING"
+
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+
+        # a bad file: exit 2, the problem with its path, nothing written or annotated
+        configmap_before = core.read_namespaced_config_map(cm, namespace)
+        body_before = get_connector(custom, namespace, name)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": "6"}}]}))
+        invalid = plugin(stack, "alter", name, "-n", namespace, "-f", str(bad))
+        assert invalid.returncode == 2, invalid.stderr
+        assert invalid.stderr.startswith(f"error: file {bad} is not valid for KafkaConnector {namespace}/{name}")
+        assert 'offsets[0].offset.position: expected an integer >= 0, got "6" (string)' in invalid.stderr
+        assert "nothing was changed" in invalid.stderr
+        assert len(invalid.stderr.strip().splitlines()) == 1
+        configmap_after = core.read_namespaced_config_map(cm, namespace)
+        assert configmap_after.metadata.resource_version == configmap_before.metadata.resource_version
+        body_after = get_connector(custom, namespace, name)
+        assert request_annotations(body_after) == request_annotations(body_before)
+        assert body_after["status"]["lastOffsetsOperation"] == body_before["status"]["lastOffsetsOperation"]
+
+        # alter --from-file: written to the alterOffsets ConfigMap, applied, backup named
+        altered = plugin(stack, "alter", name, "-n", namespace, "--from-file", str(offsets_file))
+        assert altered.returncode == 0, altered.stderr
+        assert connect_offsets(connect, name) == source_offsets(source, 6)
+        assert "altered successfully" in altered.stdout
+        first_backup = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]["backup"]
+        assert f"backup of the previous offsets: ConfigMap {first_backup}" in altered.stdout
+        written = json.loads(core.read_namespaced_config_map(cm, namespace).data["offsets.json"])
+        assert written == {"offsets": source_offsets(source, 6)}
+        assert annotation(get_connector(custom, namespace, name), "connector-offsets") is None
+
+        # reset
+        reset = plugin(stack, "reset", name, "-n", namespace)
+        assert reset.returncode == 0, reset.stderr
+        assert "reset successfully" in reset.stdout
+        assert connect_offsets(connect, name) == []
+
+        # restore: the newest backup is the one taken before the reset (position 6)
+        restored = plugin(stack, "restore", name, "-n", namespace)
+        assert restored.returncode == 0, restored.stderr
+        assert connect_offsets(connect, name) == source_offsets(source, 6)
+
+        # restore a named backup: the one taken before the alter (end of file)
+        named = plugin(stack, "restore", name, "-n", namespace, "--from-backup", first_backup)
+        assert named.returncode == 0, named.stderr
+        assert f"restore from {first_backup}" in named.stdout
+        assert connect_offsets(connect, name) == source_offsets(source, size)
+        assert (
+            request_annotations(get_connector(custom, namespace, name)).get("connect-offsets.io/restore-from") is None
+        )
+
+        # a backup that does not exist: exit 2 before anything is annotated
+        missing = plugin(stack, "restore", name, "-n", namespace, "--from-backup", "no-such-backup")
+        assert missing.returncode == 2
+        assert "backup ConfigMap" in missing.stderr and "not found" in missing.stderr
+        assert annotation(get_connector(custom, namespace, name), "connector-offsets") is None
+    finally:
+        connect.delete(f"/connectors/{name}")
+
+
+def test_connect_rejection_prints_connects_message(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """A backup edited by hand into something Connect refuses: exit 1 with Connect's own 400 message."""
+    name, topic, cm = f"kpsink-{unique}", f"kpsink-{unique}", "kpsink-offsets"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(
+        custom,
+        namespace,
+        name,
+        {
+            "class": FILE_SINK,
+            "tasksMax": 1,
+            "state": "stopped",
+            "config": {"topics": topic, "file": str(tmp_path / "sink.txt")},
+            "listOffsets": {"toConfigMap": {"name": cm}},
+            "alterOffsets": {"fromConfigMap": {"name": cm}},
+        },
+    )
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        reset = plugin(stack, "reset", name, "-n", namespace, "-o", "json")
+        assert reset.returncode == 0, reset.stderr
+        backup = json.loads(reset.stdout)["backup"]
+        broken = {"offsets": [{"partition": {"kafka_topic": topic}, "offset": {"kafka_offset": 1}}]}
+        core.patch_namespaced_config_map(backup, namespace, {"data": {"offsets.json": json.dumps(broken)}})
+
+        failed = plugin(stack, "restore", name, "-n", namespace, "--from-backup", backup)
+        assert failed.returncode == 1, failed.stderr
+        first = failed.stderr.splitlines()[0]
+        assert first.startswith(f"error: KafkaConnector {namespace}/{name}: restore failed (ConnectRejected): ")
+        assert (
+            "Connect answered 400: The partition for a sink connector offset must contain the keys "
+            "'kafka_topic' and 'kafka_partition'" in first
+        )
+        body = get_connector(custom, namespace, name)
+        assert request_annotations(body) == {}  # withdrawn: nothing runs later by surprise
+        assert body["status"]["lastOffsetsOperation"]["result"] == "Failed"
+
+        verbose = plugin(stack, "restore", name, "-n", namespace, "--from-backup", backup, "--verbose")
+        assert verbose.returncode == 1
+        assert "lastOffsetsOperation: " in verbose.stderr and "request id: kubectl-" in verbose.stderr
+    finally:
+        connect.delete(f"/connectors/{name}")
+
+
+def test_selector_runs_on_many_and_prints_a_table(
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    create_cluster(custom, namespace, connect_url)
+    names = [f"kpsel-{unique}-{i}" for i in range(3)]
+    sources = []
+    for index, name in enumerate(names):
+        source = tmp_path / f"source-{index}.txt"
+        source.write_text("x\n" * (index + 1))
+        sources.append(source)
+        spec = file_source_spec(source, name, f"{name}-offsets", state="running" if index == 2 else "stopped")
+        create_connector(custom, namespace, name, spec)
+        patch_connector(custom, namespace, name, {"metadata": {"labels": {"team": f"t-{unique}"}}})
+    # One more connector outside the selector, which must not be touched.
+    other = f"kpsel-{unique}-other"
+    create_connector(custom, namespace, other, file_source_spec(tmp_path / "source-0.txt", other, "other", "stopped"))
+    try:
+        for name in names:
+            wait_condition(custom, namespace, name, "Ready")
+
+        listed = plugin(stack, "list", "-l", f"team=t-{unique}", "-n", namespace)
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
+        assert [line.split()[:4] for line in lines[1:]] == [[n, n, "list", "Succeeded"] for n in names]
+
+        # reset: two stopped connectors succeed, the running one is refused -> exit 1, summary says so
+        reset = plugin(stack, "reset", "-l", f"team=t-{unique}", "-n", namespace, "-o", "json")
+        assert reset.returncode == 1, reset.stderr
+        rows = {row["name"]: row for row in json.loads(reset.stdout)}
+        assert {n: rows[n]["result"] for n in names} == {
+            names[0]: "Succeeded",
+            names[1]: "Succeeded",
+            names[2]: "Failed",
+        }
+        assert rows[names[2]]["reason"] == "ConnectorNotStopped"
+        assert reset.stderr.startswith("error: 1 of 3 failed")
+        assert connect_offsets(connect, names[0]) == [] and connect_offsets(connect, names[1]) == []
+        assert connect_offsets(connect, names[2]) != []
+        assert annotation(get_connector(custom, namespace, other), "connector-offsets") is None
+        assert (get_connector(custom, namespace, other)["status"].get("lastOffsetsOperation")) is None
+
+        nothing = plugin(stack, "list", "-l", "team=nobody", "-n", namespace)
+        assert nothing.returncode == 2
+        assert nothing.stderr.strip() == f"error: no KafkaConnector matches -l team=nobody in namespace {namespace}"
+    finally:
+        for name in [*names, other]:
+            connect.delete(f"/connectors/{name}")
