@@ -12,6 +12,16 @@ Metrics (prefix ``connect_offsets_``):
 * ``connectors{kind, state}``: connectors by their state in Connect (``ABSENT`` when not created yet)
 * ``reconcile_errors_total{kind}``: reconciles that ended in a transient error
 * ``auto_restarts_total{kind}``: automatic restarts of failed connectors/tasks
+* ``mm2_replication_lag{namespace, mirror, source, target, topic, partition}``: records of a source
+  partition not replicated yet by a KafkaMirrorMaker2 (``mirror`` is the resource name)
+* ``mm2_mirror_lag`` / ``mm2_mirror_lag_max{namespace, mirror, source, target}``: their sum and maximum
+* ``mm2_lag_measurement_timestamp_seconds{...}``: time of the last successful measurement
+* ``mm2_lag_stale{...}``: 1 while the latest measurement failed; the lag series above are then
+  removed rather than left at their old values
+* ``mm2_lag_measurements_total{result}``, ``mm2_lag_measurement_duration_seconds``
+
+Replication lag series are computed at scrape time from the latest measurement, so partitions and
+mirrors that disappear drop out with it.
 """
 
 from __future__ import annotations
@@ -25,13 +35,17 @@ from prometheus_client.registry import Collector
 
 __all__ = [
     "AUTO_RESTARTS",
+    "MM2_LAG_MEASUREMENTS",
+    "MM2_LAG_SECONDS",
     "OPERATIONS",
     "OPERATION_SECONDS",
     "RECONCILE_ERRORS",
     "REGISTRY",
     "forget_connector",
+    "forget_mirror_lag",
     "serve",
     "set_connector_state",
+    "set_mirror_lag",
 ]
 
 REGISTRY = CollectorRegistry()
@@ -78,6 +92,89 @@ class _ConnectorStates(Collector):
 
 
 REGISTRY.register(_ConnectorStates())
+
+MM2_LAG_MEASUREMENTS = Counter(
+    "connect_offsets_mm2_lag_measurements",
+    "MirrorMaker 2 replication lag measurements of one mirror, by result.",
+    ["result"],
+    registry=REGISTRY,
+)
+MM2_LAG_SECONDS = Histogram(
+    "connect_offsets_mm2_lag_measurement_duration_seconds",
+    "Wall time of one successful replication lag measurement of one mirror (Connect and Kafka calls).",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+
+MirrorKey = tuple[str, str, str, str]  # namespace, resource, source alias, target alias
+
+
+class _MirrorLag:
+    def __init__(self, partitions: list[tuple[str, int, int]] | None, measured_at: float | None) -> None:
+        self.partitions = partitions
+        self.measured_at = measured_at
+
+
+_mirror_lags: dict[MirrorKey, _MirrorLag] = {}
+
+
+def set_mirror_lag(
+    namespace: str,
+    resource: str,
+    source: str,
+    target: str,
+    partitions: list[tuple[str, int, int]] | None,
+    measured_at: float | None,
+) -> None:
+    """The latest measurement of one mirror: (topic, partition, lag) per partition, or None when it
+    failed (its lag series disappear; ``measured_at`` stays the last good measurement's time)."""
+    _mirror_lags[(namespace, resource, source, target)] = _MirrorLag(partitions, measured_at)
+
+
+def forget_mirror_lag(namespace: str, resource: str, keep: set[tuple[str, str]] | None = None) -> None:
+    """Drop a resource's mirrors, except the (source, target) pairs in ``keep``."""
+    for key in [k for k in _mirror_lags if k[:2] == (namespace, resource) and k[2:] not in (keep or set())]:
+        del _mirror_lags[key]
+
+
+class _MirrorLags(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["namespace", "mirror", "source", "target"]
+        per_partition = GaugeMetricFamily(
+            "connect_offsets_mm2_replication_lag",
+            "Records of a source partition that MirrorMaker 2 has not replicated yet.",
+            labels=[*labels, "topic", "partition"],
+        )
+        total = GaugeMetricFamily(
+            "connect_offsets_mm2_mirror_lag", "Replication lag of a mirror, all partitions (records).", labels=labels
+        )
+        worst = GaugeMetricFamily(
+            "connect_offsets_mm2_mirror_lag_max", "Largest replication lag of one partition (records).", labels=labels
+        )
+        stamp = GaugeMetricFamily(
+            "connect_offsets_mm2_lag_measurement_timestamp_seconds",
+            "Unix time of the last successful replication lag measurement.",
+            labels=labels,
+        )
+        stale = GaugeMetricFamily(
+            "connect_offsets_mm2_lag_stale",
+            "1 when the latest replication lag measurement failed (the lag series are then absent).",
+            labels=labels,
+        )
+        for key, sample in sorted(_mirror_lags.items()):
+            values = list(key)
+            if sample.partitions is not None:
+                for topic, partition, lag in sample.partitions:
+                    per_partition.add_metric([*values, topic, str(partition)], lag)
+                total.add_metric(values, sum(p[2] for p in sample.partitions))
+                worst.add_metric(values, max((p[2] for p in sample.partitions), default=0))
+            if sample.measured_at is not None:
+                stamp.add_metric(values, sample.measured_at)
+            stale.add_metric(values, 0 if sample.partitions is not None else 1)
+        yield from (per_partition, total, worst, stamp, stale)
+
+
+REGISTRY.register(_MirrorLags())
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:

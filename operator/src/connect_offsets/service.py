@@ -42,6 +42,7 @@ from connect_offsets.clients.connect import (
 )
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
+from connect_offsets.lag import LagRegistry
 from connect_offsets.models.connect import ServerInfo, supports_initial_state
 from connect_offsets.models.crds import (
     Condition,
@@ -862,7 +863,7 @@ class ClusterService:
 class MirrorMaker2Service:
     """Reconcile one KafkaMirrorMaker2: its connectors, their offsets, the optional full reset."""
 
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry, lag: LagRegistry | None = None) -> None:
         self.kube = kube
         self.clusters = clusters
         self.runner = TargetRunner(kube)
@@ -1038,3 +1039,8 @@ def _merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:
         else:
             merged[item.type] = item
     return list(merged.values())
+        self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
+        replication_lag, lag_conditions = self.lag.report(resource, now)
+        if replication_lag is not None:
+            extra["replicationLag"] = replication_lag
+        conditions += lag_conditions

@@ -1,7 +1,8 @@
 """Direct Kafka access, used only where Connect's REST API cannot help.
 
-Today that is MirrorMaker 2's full reset: its ``mm2-offset-syncs.<alias>.internal`` topic lives
-in Kafka, not behind Connect. confluent-kafka's AdminClient is synchronous (futures), so calls run
+Today that is MirrorMaker 2's full reset (its ``mm2-offset-syncs.<alias>.internal`` topic lives
+in Kafka, not behind Connect) and its replication lag (the source cluster's log end offsets, which
+Connect does not know). confluent-kafka's AdminClient is synchronous (futures), so calls run
 in a thread. Java client settings from a resource are mapped to librdkafka's names; settings
 librdkafka does not know are dropped rather than passed (it rejects unknown keys).
 """
@@ -9,13 +10,18 @@ librdkafka does not know are dropped rather than passed (it rejects unknown keys
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-__all__ = ["KafkaAdminError", "delete_topic", "librdkafka_config"]
+__all__ = ["KafkaAdminError", "LogOffsets", "delete_topic", "librdkafka_config", "log_offsets"]
+
+log = logging.getLogger(__name__)
 
 #: Java client settings with the same meaning (and name) in librdkafka.
 _SAME = {
@@ -69,3 +75,80 @@ async def delete_topic(config: dict[str, Any], topic: str, *, timeout: float = 3
         return True
 
     return await asyncio.to_thread(run)
+
+
+@dataclass(frozen=True)
+class LogOffsets:
+    """Log end (and, where asked, start) offsets of the selected topics' partitions."""
+
+    ends: dict[tuple[str, int], int]
+    starts: dict[tuple[str, int], int]
+    requests: int  # admin requests made: one metadata request plus one ListOffsets per offset kind
+
+
+async def log_offsets(
+    config: dict[str, Any],
+    select_topic: Callable[[str], bool],
+    with_position: Collection[tuple[str, int]],
+    *,
+    timeout: float = 10.0,
+) -> LogOffsets:
+    """End offsets of every partition of the topics ``select_topic`` accepts, in one batched ListOffsets.
+
+    Start offsets are asked (a second batched ListOffsets) only for partitions *not* in
+    ``with_position``: the caller needs them for partitions nothing has read yet. Short timeouts
+    so that an unreachable cluster fails within about ``timeout`` seconds instead of hanging.
+    """
+
+    def run() -> LogOffsets:
+        millis = int(timeout * 1000)
+        settings: dict[str, Any] = {
+            **config,
+            "socket.timeout.ms": millis,
+            "socket.connection.setup.timeout.ms": millis,
+            # librdkafka would print every failed connection attempt to stderr; the caller
+            # reports the failure once, with the cluster it was about.
+            "logger": log,
+        }
+        admin = AdminClient(settings)
+        where = f"cluster {config.get('bootstrap.servers', '?')}"
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except KafkaException as error:
+            raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
+        partitions = sorted(
+            (name, partition)
+            for name, topic in metadata.topics.items()
+            if topic.error is None and select_topic(name)
+            for partition in topic.partitions
+        )
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
+        known = set(with_position)
+        fresh = [tp for tp in partitions if tp not in known]
+        earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        starts = _list(admin, fresh, earliest, timeout, f"start offsets on {where}")
+        return LogOffsets(ends, starts, 1 + (1 if partitions else 0) + (1 if fresh else 0))
+
+    return await asyncio.to_thread(run)
+
+
+def _list(
+    admin: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec, timeout: float, what: str
+) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    try:
+        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout)
+        return {(tp.topic, tp.partition): int(f.result(timeout=timeout + 5).offset) for tp, f in futures.items()}
+    except KafkaException as error:
+        raise KafkaAdminError(f"{what}: {_kafka_text(error)}") from error
+    except Exception as error:  # timeouts surface as concurrent.futures errors
+        raise KafkaAdminError(f"{what}: {type(error).__name__}: {error}") from error
+
+
+def _kafka_text(error: KafkaException) -> str:
+    kafka_error = error.args[0] if error.args else None
+    if isinstance(kafka_error, KafkaError):
+        return f"{kafka_error.name()}: {kafka_error.str()}"
+    return str(error)

@@ -1,4 +1,9 @@
-"""kopf registrations for KafkaMirrorMaker2."""
+"""kopf registrations for KafkaMirrorMaker2.
+
+Two daemons per resource: the reconcile loop, and the replication lag monitor
+(``connect_offsets.lag``), which measures on its own interval and only wakes the reconcile when
+what the status shows would change — the reconcile is the one place that writes status.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,22 @@ async def reconcile_mirrormaker2(
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
     await run_loop(state, waker, stopped, lambda: state.mirrors.reconcile(namespace, name), logger, "KafkaMirrorMaker2")
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="replication-lag", cancellation_timeout=10.0)
+async def monitor_replication_lag(
+    namespace: str | None, name: str, body: kopf.Body, stopped: kopf.DaemonStopped, memo: Any, **_: Any
+) -> None:
+    state = state_of(memo)
+    namespace = namespace or ""
+    try:
+        while not stopped:
+            tick = await state.lag.measure(body)  # kopf keeps ``body`` current: no extra API read
+            if tick.changed:
+                state.waker(PLURAL, namespace, name).event.set()
+            await stopped.wait(tick.delay)
+    finally:
+        state.lag.forget(namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

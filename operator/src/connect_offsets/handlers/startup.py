@@ -11,8 +11,16 @@ from typing import Any
 import kopf
 
 from connect_offsets import API_GROUP
+from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
-from connect_offsets.service import ClusterRegistry, ClusterService, ConnectorService, MirrorMaker2Service
+from connect_offsets.lag import LagMonitor, LagRegistry
+from connect_offsets.service import (
+    ClusterRegistry,
+    ClusterService,
+    ConnectorService,
+    MirrorMaker2Service,
+    resolve_cluster,
+)
 
 __all__ = ["OperatorState", "Waker", "state_of"]
 
@@ -46,6 +54,7 @@ class OperatorState:
     connectors: ConnectorService
     cluster_service: ClusterService
     mirrors: MirrorMaker2Service
+    lag: LagMonitor
     drift_interval: float
     wakers: dict[tuple[str, str, str], Waker] = field(default_factory=dict)
 
@@ -79,12 +88,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.peering.lifetime = int(_env_float("CONNECT_OFFSETS_PEERING_LIFETIME", 15.0))
     kube = KubernetesApi(load_api_client())
     clusters = ClusterRegistry(kube)
+
+    async def connect_for(namespace: str, labels: dict[str, str]) -> ConnectClient:
+        client, _ = await resolve_cluster(clusters, namespace, labels)
+        return client
+
+    # The lag monitor measures, the MM2 service reports: one registry between them.
+    lag = LagRegistry()
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,
         connectors=ConnectorService(kube, clusters),
         cluster_service=ClusterService(kube, clusters),
-        mirrors=MirrorMaker2Service(kube, clusters),
+        mirrors=MirrorMaker2Service(kube, clusters, lag),
+        lag=LagMonitor(kube, lag, connect_for),
         drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
     )
 

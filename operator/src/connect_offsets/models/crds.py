@@ -43,9 +43,13 @@ __all__ = [
     "MirrorClusterSpec",
     "MirrorConnectorSpec",
     "MirrorConnectorStatus",
+    "MirrorLagStatus",
     "MirrorSpec",
     "ObjectMeta",
     "OffsetsOperationStatus",
+    "PartitionLagStatus",
+    "ReplicationLagSpec",
+    "ReplicationLagStatus",
     "SecretKeyRef",
     "TLSSpec",
 ]
@@ -396,3 +400,59 @@ class KafkaMirrorMaker2Resource(BaseModel):
     metadata: ObjectMeta
     spec: KafkaMirrorMaker2Spec
     status: KafkaMirrorMaker2Status = Field(default_factory=KafkaMirrorMaker2Status)
+class ReplicationLagSpec(Model):
+    """How the operator measures MirrorMaker 2 replication lag (on by default for every sourceConnector)."""
+
+    enabled: bool = Field(True, description="Measure the lag of every mirror that declares a sourceConnector.")
+    interval_seconds: Annotated[
+        float, Field(ge=1, le=3600, description="Seconds between two measurements of a mirror.")
+    ] = 30.0
+    threshold: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="ReplicationLagging=True when a mirror's total lag (records) stays above this..."
+    )
+    for_seconds: Annotated[
+        float, Field(ge=0, description="... for at least this many seconds (measured at each interval).")
+    ] = 300.0
+
+
+class PartitionLagStatus(StatusModel):
+    """One source partition and its lag in records."""
+
+    topic: str
+    partition: int
+    lag: int
+    mirror: str | None = Field(None, description="`<source>-><target>`, in the resource-wide summary.")
+
+
+class MirrorLagStatus(StatusModel):
+    """The latest replication lag measurement of one mirror."""
+
+    source_cluster: str
+    target_cluster: str
+    connector: str
+    total: int | None = Field(None, description="Records on the source not yet replicated, all partitions.")
+    max: int | None = Field(None, description="The largest lag of one partition.")
+    partitions: int | None = Field(None, description="Source partitions measured.")
+    worst_partition: PartitionLagStatus | None = None
+    measured_at: str | None = Field(None, description="Time of the last successful measurement.")
+    stale: bool = Field(False, description="The numbers are from an earlier measurement; see message.")
+    message: str = ""
+
+
+class ReplicationLagStatus(StatusModel):
+    """Replication lag over all mirrors (the sum of their totals, the worst partition of all)."""
+
+    total: int | None = None
+    max: int | None = None
+    worst_partition: PartitionLagStatus | None = None
+    measured_at: str | None = Field(None, description="The oldest measurement time among the mirrors.")
+    stale: bool = False
+    message: str = ""
+    mirrors: list[MirrorLagStatus] = Field(default_factory=list)
+
+
+    replication_lag: ReplicationLagSpec = Field(
+        default_factory=ReplicationLagSpec,
+        description="Replication lag monitoring: source end offsets minus the MirrorSourceConnector's offsets.",
+    )
+    replication_lag: ReplicationLagStatus | None = None
