@@ -38,6 +38,12 @@ Why this module looks the way it does
 * **Connector names are URL-quoted** with ``quote(name, safe="")``: MirrorMaker 2 names such as
   ``east->west.MirrorSourceConnector`` contain ``>``, and names may contain ``/``.
 
+* **Large alters are chunked.**  :meth:`ConnectClient.alter_offsets_chunked` sends one document as
+  several bounded PATCH requests (``models.chunking`` decides the boundaries, deterministically), so no
+  request runs into Connect's fixed 90 s timeout.  A failing chunk raises the usual error class (so
+  retry decisions are unchanged) with :attr:`ConnectError.chunk_failure` set and the chunk story
+  appended to ``str(error)``; ``error.message`` stays Connect's message verbatim.
+
 * **Offsets documents pass through untouched.**  :meth:`ConnectClient.get_offsets` returns Connect's JSON
   exactly as parsed and :meth:`ConnectClient.get_offsets_raw` the raw bytes; interpretation belongs to the
   models and the planner, not to the transport.
@@ -45,12 +51,14 @@ Why this module looks the way it does
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import inspect
 import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
@@ -61,6 +69,17 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from connect_offsets import __version__
+from connect_offsets.models.chunking import (
+    ChunkFailure,
+    ChunkLimits,
+    ChunkPlan,
+    ChunkProgress,
+    ChunkResume,
+    EntrySource,
+    document_entries,
+    iter_chunks,
+    plan_chunks,
+)
 from connect_offsets.models.connect import (
     ConnectorState,
     ConnectorStatus,
@@ -71,6 +90,7 @@ from connect_offsets.models.connect import (
 )
 
 __all__ = [
+    "ChunkedAlterResult",
     "ConnectAuth",
     "ConnectBadRequest",
     "ConnectClient",
@@ -112,7 +132,10 @@ class ConnectError(Exception):
 
     ``message`` is Connect's own message verbatim when Connect sent one, otherwise our description.
     ``method`` and ``path`` identify the request (path as sent, URL-quoted, without query string).
+    ``chunk_failure`` is set when the request was one chunk of :meth:`ConnectClient.alter_offsets_chunked`.
     """
+
+    chunk_failure: ChunkFailure | None = None
 
     def __init__(self, message: str, *, method: str | None = None, path: str | None = None) -> None:
         self.message = message
@@ -122,8 +145,11 @@ class ConnectError(Exception):
 
     def _render(self) -> str:
         if self.method and self.path:
-            return f"{self.method} {self.path}: {self.message}"
-        return self.message
+            return self._with_chunks(f"{self.method} {self.path}: {self.message}")
+        return self._with_chunks(self.message)
+
+    def _with_chunks(self, text: str) -> str:
+        return f"{text} [{self.chunk_failure.render()}]" if self.chunk_failure is not None else text
 
     @property
     def retryable(self) -> bool:
@@ -156,7 +182,7 @@ class ConnectHTTPError(ConnectError):
         super().__init__(message, method=method, path=path)
 
     def _render(self) -> str:
-        return f"{self.method} {self.path}: {self.status_code} {self.message}"
+        return self._with_chunks(f"{self.method} {self.path}: {self.status_code} {self.message}")
 
     @property
     def retryable(self) -> bool:
@@ -195,6 +221,15 @@ class ConnectNotFound(ConnectHTTPError):
 
 class ConnectBadRequest(ConnectHTTPError):
     """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
+
+
+def _with_chunk_failure(error: ConnectError, failure: ChunkFailure) -> ConnectError:
+    """The same error (same class, so retry decisions are unchanged), telling which chunks were applied."""
+    clone = type(error).__new__(type(error))
+    clone.__dict__.update(error.__dict__)
+    clone.chunk_failure = failure
+    Exception.__init__(clone, clone._render())
+    return clone
 
 
 def _error_class(status_code: int) -> type[ConnectHTTPError]:
@@ -425,6 +460,25 @@ _MESSAGE: Final = TypeAdapter(_MessageBody)
 _JSON_OBJECT: Final = TypeAdapter(dict[str, Any])
 
 
+@dataclass(frozen=True)
+class ChunkedAlterResult:
+    """A completed :meth:`ConnectClient.alter_offsets_chunked`."""
+
+    message: str  # Connect's message for the last chunk (every chunk gets the same one)
+    chunks: int
+    partitions: int
+    fingerprint: str
+    started_at: int  # 0-based chunk the call began with (> 0 when it resumed)
+
+    @property
+    def requests(self) -> int:
+        return self.chunks - self.started_at
+
+
+#: Called after each applied chunk; may be a coroutine function (e.g. to write status).
+ChunkCallback = Callable[[ChunkProgress], Awaitable[None] | None]
+
+
 # --------------------------------------------------------------------------------------------------
 # Client
 # --------------------------------------------------------------------------------------------------
@@ -560,14 +614,69 @@ class ConnectClient:
         """``PATCH /connectors/{name}/offsets``; returns Connect's ``message``. Connector must be STOPPED."""
         return await self._message("PATCH", _connector_path(name, "offsets"), json_body=document)
 
+    async def alter_offsets_chunked(
+        self,
+        name: str,
+        document: bytes | EntrySource,
+        *,
+        limits: ChunkLimits | None = None,
+        plan: ChunkPlan | None = None,
+        resume: ChunkResume | None = None,
+        on_chunk_done: ChunkCallback | None = None,
+    ) -> ChunkedAlterResult:
+        """``PATCH /connectors/{name}/offsets`` in bounded chunks, in document order.
+
+        ``document``: the offsets document as JSON bytes, or an entry source (e.g.
+        ``models.chunking.restore_entries``). ``plan``: boundaries already computed with
+        ``plan_chunks`` from the same source (else computed here, in a thread). ``resume``: the
+        progress of an earlier attempt; it continues where that stopped if the plan has the same
+        fingerprint, else starts over (re-sending a chunk is harmless: PATCH only overwrites).
+        ``on_chunk_done`` gets a :class:`ChunkProgress` after every applied chunk.
+
+        On failure, raises the error of the failed request with ``chunk_failure`` telling which
+        chunks were applied and where a retry resumes. A document that fits one chunk is one PATCH.
+        """
+        source = document_entries(document) if isinstance(document, bytes | bytearray) else document
+        if plan is None:
+            plan = await asyncio.to_thread(plan_chunks, source, limits)
+        start = resume.start_for(plan) if resume is not None else 0
+        path = _connector_path(name, "offsets")
+        chunks = iter_chunks(source, plan, start)
+        message = ""
+        done_partitions = plan.spans[start].start if start < len(plan) else plan.entries
+        for index in range(start, len(plan)):
+            chunk = await asyncio.to_thread(next, chunks)
+            try:
+                message = await self._message("PATCH", path, content=chunk.body)
+            except ConnectError as error:
+                failure = ChunkFailure(
+                    fingerprint=plan.fingerprint,
+                    failed_chunk=index,
+                    chunks=len(plan),
+                    partitions_applied=chunk.span.start,
+                    partitions=plan.entries,
+                    failed_description=plan.describe(index),
+                )
+                _log.debug("chunked alter of %s stopped: %s", name, failure.render())
+                raise _with_chunk_failure(error, failure) from error
+            done_partitions = chunk.span.end
+            del chunk
+            if on_chunk_done is not None:
+                outcome = on_chunk_done(
+                    ChunkProgress(plan.fingerprint, index, len(plan), done_partitions, plan.entries, message)
+                )
+                if inspect.isawaitable(outcome):
+                    await outcome
+        return ChunkedAlterResult(message, len(plan), plan.entries, plan.fingerprint, start)
+
     async def reset_offsets(self, name: str) -> str:
         """``DELETE /connectors/{name}/offsets``; returns Connect's ``message``. Connector must be STOPPED."""
         return await self._message("DELETE", _connector_path(name, "offsets"))
 
     # ---- plumbing ------------------------------------------------------------------------------
 
-    async def _message(self, method: str, path: str, *, json_body: Any = None) -> str:
-        response = await self._request(method, path, json_body=json_body)
+    async def _message(self, method: str, path: str, *, json_body: Any = None, content: bytes | None = None) -> str:
+        response = await self._request(method, path, json_body=json_body, content=content)
         assert response is not None
         if not response.content:
             return ""
@@ -591,11 +700,18 @@ class ConnectClient:
         *,
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
+        content: bytes | None = None,
         not_found_ok: bool = False,
     ) -> httpx.Response | None:
-        """Send one request. Returns the 2xx response, ``None`` for a tolerated 404, else raises."""
+        """Send one request. Returns the 2xx response, ``None`` for a tolerated 404, else raises.
+
+        ``content``: a body already serialised as JSON (chunks), sent as is.
+        """
+        headers = {"Content-Type": "application/json"} if content is not None else None
         try:
-            response = await self._client.request(method, path, params=params, json=json_body)
+            response = await self._client.request(
+                method, path, params=params, json=json_body, content=content, headers=headers
+            )
         except httpx.TransportError as e:
             _log.debug("%s %s -> %s", method, path, type(e).__name__)
             raise ConnectUnavailable(self._describe(e), method=method, path=path) from e

@@ -19,7 +19,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from connect_offsets import API_GROUP, API_VERSION
 
 __all__ = [
     "ConfigMapData",
+    "ConfigMapMeta",
     "KubernetesApi",
     "KubernetesError",
     "KubernetesRejected",
@@ -68,6 +69,23 @@ class ConfigMapData:
     binary_data: dict[str, bytes]
     labels: dict[str, str]
     owner_references: list[dict[str, Any]]
+    uid: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigMapMeta:
+    """A ConfigMap's metadata only (from a metadata-only list: no data is transferred)."""
+
+    name: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+#: Ask the API server for metadata only: listing ConfigMaps that each hold ~1 MB would otherwise
+#: transfer (and parse) every one of them just to read names and annotations.
+_METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 def load_api_client() -> client.ApiClient:
@@ -129,6 +147,8 @@ class KubernetesApi:
             binary_data={k: base64.b64decode(v) for k, v in (obj.binary_data or {}).items()},
             labels=dict(meta.labels or {}),
             owner_references=owners,
+            uid=meta.uid or "",
+            annotations=dict(meta.annotations or {}),
         )
 
     async def write_configmap_key(
@@ -201,6 +221,61 @@ class KubernetesApi:
             namespace,
             body,
         )
+
+    async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
+        """Create a ConfigMap; returns its uid (for owner references to it). 409 if it exists."""
+        created = await self._call(
+            f"create ConfigMap {namespace}/{body['metadata']['name']}",
+            self.core.create_namespaced_config_map,
+            namespace,
+            body,
+        )
+        return str(created.metadata.uid if created.metadata is not None else "")
+
+    async def patch_configmap(
+        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> None:
+        """JSON merge patch (RFC 7386: ``None`` deletes a key). With ``resource_version``, a
+        concurrent change fails with KubernetesUnavailable carrying ``409`` instead of being merged."""
+        if resource_version is not None:
+            patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
+        await self._call(
+            f"patch ConfigMap {namespace}/{name}",
+            self.core.patch_namespaced_config_map,
+            name,
+            namespace,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def list_configmap_metadata(self, namespace: str, label_selector: str) -> list[ConfigMapMeta]:
+        """Metadata of the ConfigMaps matching a label selector, without their data."""
+        # _preload_content=False: the raw urllib3 response, not the (mistyped) V1ConfigMapList.
+        response: Any = await self._call(
+            f"list ConfigMaps in {namespace}",
+            self.core.list_namespaced_config_map,
+            namespace,
+            label_selector=label_selector,
+            _preload_content=False,
+            _headers={"Accept": _METADATA_LIST_ACCEPT},
+        )
+        try:
+            items = json.loads(response.data).get("items") or []
+        except (ValueError, AttributeError) as error:
+            raise KubernetesUnavailable(f"list ConfigMaps in {namespace}: unreadable response") from error
+        result: list[ConfigMapMeta] = []
+        for item in items:
+            meta = item.get("metadata") or {}
+            if meta.get("name"):
+                result.append(
+                    ConfigMapMeta(
+                        name=meta["name"],
+                        uid=meta.get("uid", ""),
+                        labels=dict(meta.get("labels") or {}),
+                        annotations=dict(meta.get("annotations") or {}),
+                    )
+                )
+        return result
 
     async def list_configmaps(self, namespace: str, label_selector: str) -> list[tuple[str, dict[str, str]]]:
         """(name, annotations) of the ConfigMaps matching a label selector."""

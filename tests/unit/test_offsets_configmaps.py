@@ -1,0 +1,370 @@
+"""Unit tests for clients.offsets_configmaps (the plain / gzip / sharded ConfigMap format).
+
+Runs against an in-memory stand-in for the five KubernetesApi methods the store uses, with the API
+server's rules that matter here (1 MiB of values, merge-patch semantics, 409 on an existing name or
+a stale resourceVersion). The same behaviour is checked on the real kube-apiserver in
+tests/integration/test_large_offsets.py.
+
+Covers: round trip of each form; the form chosen at the exact size boundaries (other keys of the
+ConfigMap count); stale forms and shards removed on overwrite; shards carry labels, owner
+references (also to the main ConfigMap) and annotations; precedence when a user edited a key in
+plain form; a corrupted, truncated, missing or resized shard and a broken index give an error
+naming it; gzip bombs are refused; a failed shard write leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from connect_offsets.clients.kubernetes import ConfigMapData, ConfigMapMeta, KubernetesRejected, KubernetesUnavailable
+from connect_offsets.clients.offsets_configmaps import (
+    CONFIGMAP_MAX_BYTES,
+    INDEX_SUFFIX,
+    SHARD_LABEL,
+    OffsetsConfigMapStore,
+    OffsetsCorrupt,
+    OffsetsKeyMissing,
+    ShardIndex,
+    StoredForm,
+    name_hash,
+)
+
+pytestmark = pytest.mark.unit
+
+NS = "ns"
+OWNER = {"apiVersion": "connect-offsets.io/v1alpha1", "kind": "KafkaConnector", "name": "c", "uid": "owner-uid"}
+
+
+class FakeKube:
+    """ConfigMaps in a dict, with the API server's rules the store relies on."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.version = 0
+        self.fail_create_after: int | None = None
+        self.creates = 0
+
+    def _bump(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    @staticmethod
+    def _check_size(obj: dict[str, Any]) -> None:
+        size = sum(len(v.encode()) for v in obj.get("data", {}).values())
+        size += sum(len(base64.b64decode(v)) for v in obj.get("binaryData", {}).values())
+        if size > CONFIGMAP_MAX_BYTES:
+            raise KubernetesRejected(f"create ConfigMap: 422 Too long: may not be more than {CONFIGMAP_MAX_BYTES}", 422)
+
+    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
+        obj = self.objects.get(name)
+        if obj is None:
+            return None
+        meta = obj["metadata"]
+        return ConfigMapData(
+            name=name,
+            resource_version=meta["resourceVersion"],
+            data=dict(obj.get("data", {})),
+            binary_data={k: base64.b64decode(v) for k, v in obj.get("binaryData", {}).items()},
+            labels=dict(meta.get("labels", {})),
+            owner_references=copy.deepcopy(meta.get("ownerReferences", [])),
+            uid=meta["uid"],
+            annotations=dict(meta.get("annotations", {})),
+        )
+
+    async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
+        self.creates += 1
+        if self.fail_create_after is not None and self.creates > self.fail_create_after:
+            raise KubernetesUnavailable("create ConfigMap: 503 etcd is unavailable")
+        name = body["metadata"]["name"]
+        if name in self.objects:
+            raise KubernetesUnavailable(f"create ConfigMap {namespace}/{name}: 409 already exists")
+        obj = copy.deepcopy(body)
+        self._check_size(obj)
+        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._bump())
+        self.objects[name] = obj
+        return str(obj["metadata"]["uid"])
+
+    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
+        await self.create_configmap_uid(namespace, body)
+
+    async def patch_configmap(
+        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> None:
+        obj = copy.deepcopy(self.objects[name])
+        if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
+            raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: 409 the object has been modified")
+        for field in ("data", "binaryData"):
+            for key, value in (patch.get(field) or {}).items():
+                target = obj.setdefault(field, {})
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+        meta = patch.get("metadata", {})
+        for field in ("labels", "annotations"):
+            obj["metadata"].setdefault(field, {}).update(meta.get(field, {}))
+        if "ownerReferences" in meta:
+            obj["metadata"]["ownerReferences"] = meta["ownerReferences"]
+        self._check_size(obj)
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.objects[name] = obj
+
+    async def list_configmap_metadata(self, namespace: str, label_selector: str) -> list[ConfigMapMeta]:
+        key, _, value = label_selector.partition("=")
+        return [
+            ConfigMapMeta(name, o["metadata"]["uid"], o["metadata"].get("labels", {}), o["metadata"]["annotations"])
+            for name, o in self.objects.items()
+            if o["metadata"].get("labels", {}).get(key) == value
+        ]
+
+    async def delete_configmap(self, namespace: str, name: str) -> None:
+        self.objects.pop(name, None)
+
+    def shards(self) -> list[str]:
+        return sorted(n for n, o in self.objects.items() if SHARD_LABEL in o["metadata"].get("labels", {}))
+
+
+def document(n: int, width: int = 0) -> bytes:
+    """n entries; ``width`` pads partitions with pseudo-random text so gzip can't shrink it much."""
+    entries = []
+    for i in range(n):
+        noise = hashlib.sha256(str(i).encode()).hexdigest() * (width // 64 + 1) if width else ""
+        entries.append({"partition": {"file": f"/data/f-{i:07d}{noise[:width]}"}, "offset": {"position": i}})
+    return json.dumps({"offsets": entries}, separators=(",", ":")).encode()
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+def store(kube: FakeKube, payload: int = 4096) -> OffsetsConfigMapStore:
+    return OffsetsConfigMapStore(kube, max_payload_bytes=payload)  # type: ignore[arg-type]
+
+
+async def test_small_document_is_plain_pretty_json(kube: FakeKube) -> None:
+    doc = document(3)
+    result = await store(kube).write(NS, "cm", "offsets.json", doc, labels={"a": "b"}, owner_references=[OWNER])
+    assert (result.form, result.partitions, result.shards) == (StoredForm.PLAIN, 3, ())
+    text = kube.objects["cm"]["data"]["offsets.json"]
+    assert text.startswith('{\n  "offsets": [') and json.loads(text) == json.loads(doc)
+    read = await store(kube).read(NS, "cm", "offsets.json")
+    assert read is not None and read.form is StoredForm.PLAIN and json.loads(read.document) == json.loads(doc)
+    assert kube.objects["cm"]["metadata"]["ownerReferences"] == [OWNER]
+
+
+@pytest.mark.parametrize("form", [StoredForm.PLAIN, StoredForm.GZIP, StoredForm.SHARDED])
+async def test_round_trip_of_every_form(kube: FakeKube, form: StoredForm) -> None:
+    doc = {StoredForm.PLAIN: document(20), StoredForm.GZIP: document(400), StoredForm.SHARDED: document(300, 80)}[form]
+    s = store(kube)
+    result = await s.write(NS, "cm", "k.json", doc, labels={"x": "1"}, owner_references=[OWNER], pretty=False)
+    assert result.form is form
+    read = await s.read(NS, "cm", "k.json")
+    assert read is not None
+    assert read.document == doc  # byte for byte (pretty=False keeps the bytes)
+    assert read.form is form
+    if form is StoredForm.SHARDED:
+        assert len(result.shards) >= 3 and read.shards == result.shards
+        assert read.partitions == 300
+        index = ShardIndex.from_json(kube.objects["cm"]["data"]["k.json" + INDEX_SUFFIX], "test")
+        assert index.size == len(doc) and index.sha256 == hashlib.sha256(doc).hexdigest()
+        assert index.compressed_size == sum(s.size for s in index.shards)
+        # Concatenated in order, the shards are one gzip file of the document.
+        stream = b"".join(base64.b64decode(kube.objects[s.name]["binaryData"][s.key]) for s in index.shards)
+        assert gzip.decompress(stream) == doc
+
+
+async def test_form_boundaries_count_the_other_keys(kube: FakeKube) -> None:
+    budget = 4096
+    await kube.create_configmap_uid(NS, {"metadata": {"name": "cm"}, "data": {"other": "x" * 96}})
+    s = store(kube, budget)
+    exact = b'{"offsets":[],"pad":"' + b"p" * (budget - 96 - 23) + b'"}'
+    assert len(exact) == budget - 96
+    assert (await s.write(NS, "cm", "k", exact, pretty=False)).form is StoredForm.PLAIN
+    one_more = exact[:-2] + b'p"}'
+    result = await s.write(NS, "cm", "k", one_more, pretty=False)
+    assert result.form is StoredForm.GZIP
+    assert "k" not in kube.objects["cm"]["data"] and kube.objects["cm"]["data"]["other"] == "x" * 96
+    read = await s.read(NS, "cm", "k")
+    assert read is not None and read.document == one_more
+
+
+async def test_pretty_form_falls_back_to_the_given_bytes_when_only_they_fit(kube: FakeKube) -> None:
+    doc = document(25)  # compact 1.7 KB, indented 3.1 KB
+    result = await store(kube, 2048).write(NS, "cm", "k", doc)
+    assert result.form is StoredForm.PLAIN and kube.objects["cm"]["data"]["k"] == doc.decode()
+
+
+async def test_overwrite_removes_stale_forms_and_shards(kube: FakeKube) -> None:
+    s = store(kube)
+    first = await s.write(NS, "cm", "k", document(300, 80), owner_references=[OWNER])
+    assert first.form is StoredForm.SHARDED and kube.shards() == sorted(first.shards)
+    second = await s.write(NS, "cm", "k", document(300, 81), owner_references=[OWNER])
+    assert second.form is StoredForm.SHARDED and set(second.removed_shards) == set(first.shards)
+    assert kube.shards() == sorted(second.shards)
+    third = await s.write(NS, "cm", "k", document(400))
+    assert third.form is StoredForm.GZIP and kube.shards() == [] and set(third.removed_shards) == set(second.shards)
+    assert set(kube.objects["cm"].get("data", {})) == set()
+    fourth = await s.write(NS, "cm", "k", document(2))
+    assert fourth.form is StoredForm.PLAIN and "k.gz" not in kube.objects["cm"].get("binaryData", {})
+
+
+async def test_shards_of_other_keys_and_configmaps_are_left_alone(kube: FakeKube) -> None:
+    s = store(kube)
+    a = await s.write(NS, "cm", "a.json", document(300, 80))
+    b = await s.write(NS, "cm", "b.json", document(300, 80))
+    other = await s.write(NS, "cm2", "a.json", document(300, 80))
+    await s.write(NS, "cm", "a.json", document(1))
+    assert kube.shards() == sorted(b.shards + other.shards)
+    assert a.shards and not set(a.shards) & set(kube.shards())
+    read = await s.read(NS, "cm", "b.json")
+    assert read is not None and read.form is StoredForm.SHARDED
+
+
+async def test_shards_carry_labels_owners_and_annotations(kube: FakeKube) -> None:
+    result = await store(kube).write(
+        NS, "cm", "k", document(300, 80), labels={"team": "a"}, owner_references=[OWNER], annotations={"n": "1"}
+    )
+    main_uid = kube.objects["cm"]["metadata"]["uid"]
+    for position, name in enumerate(result.shards):
+        meta = kube.objects[name]["metadata"]
+        assert name == f"cm-shard-{meta['annotations']['connect-offsets.io/offsets-shard-generation']}-{position:04d}"
+        assert meta["labels"] == {"team": "a", SHARD_LABEL: name_hash("cm")}
+        assert meta["ownerReferences"][0] == OWNER
+        assert meta["ownerReferences"][1]["kind"] == "ConfigMap" and meta["ownerReferences"][1]["uid"] == main_uid
+        assert meta["annotations"]["connect-offsets.io/offsets-shard-configmap"] == "cm"
+        assert meta["annotations"]["connect-offsets.io/offsets-shard-key"] == "k"
+        assert meta["annotations"]["connect-offsets.io/offsets-shard-position"] == str(position)
+    assert kube.objects["cm"]["metadata"]["annotations"] == {"n": "1"}
+
+
+async def test_plain_edit_by_a_user_wins_over_stale_forms(kube: FakeKube) -> None:
+    s = store(kube)
+    await s.write(NS, "cm", "k", document(300, 80))
+    edited = b'{"offsets":[{"partition":{"file":"a"},"offset":{"position":7}}]}'
+    await kube.patch_configmap(NS, "cm", {"data": {"k": edited.decode()}})
+    read = await s.read(NS, "cm", "k")
+    assert read is not None
+    assert (read.form, read.document, read.ignored) == (StoredForm.PLAIN, edited, ("k.shards",))
+    # A user-made gzip (kubectl create configmap --from-file=k.gz=...) is read too.
+    await kube.create_configmap_uid(
+        NS, {"metadata": {"name": "mine"}, "binaryData": {"k.gz": _b64(gzip.compress(edited))}}
+    )
+    mine = await s.read(NS, "mine", "k")
+    assert mine is not None and (mine.form, mine.document) == (StoredForm.GZIP, edited)
+    # kubectl stores a file that is not UTF-8 text in binaryData under its own name.
+    await kube.create_configmap_uid(NS, {"metadata": {"name": "bin"}, "binaryData": {"k": _b64(edited)}})
+    binary = await s.read(NS, "bin", "k")
+    assert binary is not None and (binary.form, binary.document) == (StoredForm.PLAIN, edited)
+
+
+async def test_missing_configmap_and_missing_key(kube: FakeKube) -> None:
+    s = store(kube)
+    assert await s.read(NS, "nope", "k") is None
+    await kube.create_configmap_uid(NS, {"metadata": {"name": "cm"}, "data": {"other.json": "{}"}})
+    with pytest.raises(
+        OffsetsKeyMissing, match=r"ConfigMap cm has no key k \(nor k.gz or k.shards\); keys: other.json"
+    ):
+        await s.read(NS, "cm", "k")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+async def _sharded(kube: FakeKube) -> tuple[OffsetsConfigMapStore, list[str]]:
+    s = store(kube)
+    result = await s.write(NS, "cm", "k", document(300, 80))
+    assert len(result.shards) >= 3
+    return s, list(result.shards)
+
+
+async def test_corrupted_shard_is_named(kube: FakeKube) -> None:
+    s, shards = await _sharded(kube)
+    binary = kube.objects[shards[1]]["binaryData"]
+    key = next(iter(binary))
+    raw = bytearray(base64.b64decode(binary[key]))
+    raw[100] ^= 0xFF
+    binary[key] = _b64(bytes(raw))
+    with pytest.raises(OffsetsCorrupt) as caught:
+        await s.read(NS, "cm", "k")
+    message = str(caught.value)
+    assert message.startswith(f"ConfigMap cm key k.shards: shard {shards[1]} (2 of {len(shards)}) has sha256 ")
+    assert "it was changed" in message
+
+
+async def test_missing_resized_and_emptied_shards_are_named(kube: FakeKube) -> None:
+    s, shards = await _sharded(kube)
+    saved = copy.deepcopy(kube.objects[shards[2]])
+    del kube.objects[shards[2]]
+    with pytest.raises(OffsetsCorrupt, match=rf"shard {shards[2]} \(3 of {len(shards)}\) does not exist"):
+        await s.read(NS, "cm", "k")
+    kube.objects[shards[2]] = saved
+    key = next(iter(saved["binaryData"]))
+    kube.objects[shards[2]]["binaryData"][key] = _b64(base64.b64decode(saved["binaryData"][key])[:-1])
+    with pytest.raises(OffsetsCorrupt, match=rf"shard {shards[2]} .* bytes, the index says"):
+        await s.read(NS, "cm", "k")
+    kube.objects[shards[2]]["binaryData"] = {}
+    with pytest.raises(OffsetsCorrupt, match=rf"shard {shards[2]} .* has no binaryData key {key}"):
+        await s.read(NS, "cm", "k")
+
+
+async def test_index_errors_are_clear(kube: FakeKube) -> None:
+    s, shards = await _sharded(kube)
+    index = json.loads(kube.objects["cm"]["data"]["k.shards"])
+
+    async def read_with(changed: dict[str, Any] | str) -> str:
+        text = changed if isinstance(changed, str) else json.dumps(changed)
+        kube.objects["cm"]["data"]["k.shards"] = text
+        with pytest.raises(OffsetsCorrupt) as caught:
+            await s.read(NS, "cm", "k")
+        return str(caught.value)
+
+    assert "not valid JSON" in await read_with("{")
+    assert "this operator reads 1" in await read_with({**index, "version": 2})
+    assert "incomplete or mistyped" in await read_with({**index, "shards": [{"name": shards[0]}]})
+    assert "ends early" in await read_with({**index, "shards": index["shards"][:-1]})
+    assert "lists no shards" in await read_with({**index, "shards": []})
+    assert "does not match the index" in await read_with({**index, "sha256": "0" * 64})
+
+
+async def test_gzip_bombs_are_refused(kube: FakeKube) -> None:
+    bomb = gzip.compress(b" " * (2 * 1024 * 1024))
+    await kube.create_configmap_uid(NS, {"metadata": {"name": "cm"}, "binaryData": {"k.gz": _b64(bomb)}})
+    small = OffsetsConfigMapStore(kube, max_document_bytes=1024 * 1024)  # type: ignore[arg-type]
+    with pytest.raises(OffsetsCorrupt, match=r"inflates beyond 1048576 bytes"):
+        await small.read(NS, "cm", "k")
+    truncated = gzip.compress(b"{}")[:-4]
+    kube.objects["cm"]["binaryData"]["k.gz"] = _b64(truncated)
+    with pytest.raises(OffsetsCorrupt, match=r"ConfigMap cm key k\.gz: the gzip stream ends early"):
+        await small.read(NS, "cm", "k")
+
+
+async def test_a_failed_shard_write_leaves_no_orphans_and_the_old_document(kube: FakeKube) -> None:
+    s = store(kube)
+    old = document(2)
+    await s.write(NS, "cm", "k", old)
+    kube.fail_create_after = kube.creates + 2
+    with pytest.raises(KubernetesUnavailable, match="503"):
+        await s.write(NS, "cm", "k", document(300, 80))
+    assert kube.shards() == []
+    read = await s.read(NS, "cm", "k")
+    assert read is not None and json.loads(read.document) == json.loads(old)
+
+
+async def test_decoded_documents_and_long_names(kube: FakeKube) -> None:
+    obj = json.loads(document(300, 80))
+    name = "n" * 250
+    result = await store(kube).write(NS, name, "k", obj)
+    assert result.form is StoredForm.SHARDED and result.partitions == 300
+    assert all(len(shard) <= 253 for shard in result.shards)
+    read = await store(kube).read(NS, name, "k")
+    assert read is not None and json.loads(read.document) == obj
