@@ -867,6 +867,7 @@ class MirrorMaker2Service:
         self.kube = kube
         self.clusters = clusters
         self.runner = TargetRunner(kube)
+        self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
 
     async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
         values: dict[tuple[str, str], str] = {}
@@ -959,6 +960,10 @@ class MirrorMaker2Service:
         extra: dict[str, Any] = {"connectors": entries}
         if last_operation is not None:
             extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
+        replication_lag, lag_conditions = self.lag.report(resource, now)
+        if replication_lag is not None:
+            extra["replicationLag"] = replication_lag
+        conditions += lag_conditions
         await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
         await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
@@ -1039,8 +1044,3 @@ def _merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:
         else:
             merged[item.type] = item
     return list(merged.values())
-        self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
-        replication_lag, lag_conditions = self.lag.report(resource, now)
-        if replication_lag is not None:
-            extra["replicationLag"] = replication_lag
-        conditions += lag_conditions

@@ -354,52 +354,6 @@ class MirrorSpec(Model):
     heartbeat_connector: MirrorConnectorSpec | None = None
 
 
-class KafkaMirrorMaker2Spec(Model):
-    clusters: Annotated[list[MirrorClusterSpec], Field(min_length=1)]
-    mirrors: Annotated[list[MirrorSpec], Field(min_length=1)]
-
-    @model_validator(mode="after")
-    def _aliases(self) -> KafkaMirrorMaker2Spec:
-        aliases = [c.alias for c in self.clusters]
-        duplicates = sorted({a for a in aliases if aliases.count(a) > 1})
-        if duplicates:
-            raise ValueError(f"clusters: duplicate alias(es) {', '.join(duplicates)}")
-        for index, mirror in enumerate(self.mirrors):
-            for field_name in ("source_cluster", "target_cluster"):
-                alias = getattr(mirror, field_name)
-                if alias not in aliases:
-                    raise ValueError(
-                        f"mirrors[{index}].{to_camel(field_name)}: {alias!r} is not one of the clusters "
-                        f"({', '.join(aliases)})"
-                    )
-            if mirror.source_cluster == mirror.target_cluster:
-                raise ValueError(f"mirrors[{index}]: sourceCluster and targetCluster must differ")
-        return self
-
-
-class MirrorConnectorStatus(StatusModel):
-    name: str
-    ready: bool = False
-    reason: str = ""
-    message: str = ""
-    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
-    auto_restart: AutoRestartStatus | None = None
-    last_offsets_operation: OffsetsOperationStatus | None = None
-
-
-class KafkaMirrorMaker2Status(StatusModel):
-    conditions: list[Condition] = Field(default_factory=list)
-    observed_generation: int | None = None
-    connectors: list[MirrorConnectorStatus] = Field(default_factory=list)
-    last_offsets_operation: OffsetsOperationStatus | None = None
-
-
-class KafkaMirrorMaker2Resource(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    metadata: ObjectMeta
-    spec: KafkaMirrorMaker2Spec
-    status: KafkaMirrorMaker2Status = Field(default_factory=KafkaMirrorMaker2Status)
 class ReplicationLagSpec(Model):
     """How the operator measures MirrorMaker 2 replication lag (on by default for every sourceConnector)."""
 
@@ -451,8 +405,54 @@ class ReplicationLagStatus(StatusModel):
     mirrors: list[MirrorLagStatus] = Field(default_factory=list)
 
 
+class KafkaMirrorMaker2Spec(Model):
+    clusters: Annotated[list[MirrorClusterSpec], Field(min_length=1)]
+    mirrors: Annotated[list[MirrorSpec], Field(min_length=1)]
     replication_lag: ReplicationLagSpec = Field(
         default_factory=ReplicationLagSpec,
         description="Replication lag monitoring: source end offsets minus the MirrorSourceConnector's offsets.",
     )
+
+    @model_validator(mode="after")
+    def _aliases(self) -> KafkaMirrorMaker2Spec:
+        aliases = [c.alias for c in self.clusters]
+        duplicates = sorted({a for a in aliases if aliases.count(a) > 1})
+        if duplicates:
+            raise ValueError(f"clusters: duplicate alias(es) {', '.join(duplicates)}")
+        for index, mirror in enumerate(self.mirrors):
+            for field_name in ("source_cluster", "target_cluster"):
+                alias = getattr(mirror, field_name)
+                if alias not in aliases:
+                    raise ValueError(
+                        f"mirrors[{index}].{to_camel(field_name)}: {alias!r} is not one of the clusters "
+                        f"({', '.join(aliases)})"
+                    )
+            if mirror.source_cluster == mirror.target_cluster:
+                raise ValueError(f"mirrors[{index}]: sourceCluster and targetCluster must differ")
+        return self
+
+
+class MirrorConnectorStatus(StatusModel):
+    name: str
+    ready: bool = False
+    reason: str = ""
+    message: str = ""
+    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
+    auto_restart: AutoRestartStatus | None = None
+    last_offsets_operation: OffsetsOperationStatus | None = None
+
+
+class KafkaMirrorMaker2Status(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    connectors: list[MirrorConnectorStatus] = Field(default_factory=list)
+    last_offsets_operation: OffsetsOperationStatus | None = None
     replication_lag: ReplicationLagStatus | None = None
+
+
+class KafkaMirrorMaker2Resource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: ObjectMeta
+    spec: KafkaMirrorMaker2Spec
+    status: KafkaMirrorMaker2Status = Field(default_factory=KafkaMirrorMaker2Status)
