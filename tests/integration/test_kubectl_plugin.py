@@ -44,8 +44,13 @@ def source_offsets(path: Path, position: int) -> list[dict[str, Any]]:
     return [{"partition": {"filename": str(path)}, "offset": {"position": position}}]
 
 
+REQUEST_KEYS = ("connector-offsets", "request-id", "restore-from", "dry-run", "stop-connector", "mirrormaker-connector")
+
+
 def request_annotations(body: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in (body["metadata"].get("annotations") or {}).items() if k.startswith("connect-offsets.io/")}
+    """The annotations of an offsets request (kopf keeps its own under the same prefix)."""
+    keys = {f"connect-offsets.io/{key}" for key in REQUEST_KEYS}
+    return {k: v for k, v in (body["metadata"].get("annotations") or {}).items() if k in keys}
 
 
 def test_list_alter_reset_restore_file_source(

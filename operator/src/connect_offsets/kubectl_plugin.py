@@ -91,8 +91,13 @@ EXIT_INTERRUPTED = 130
 ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
 ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
 ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
-#: The key of the list ConfigMap where a dry run leaves its report.
-DRY_RUN_KEY = "dry-run.json"
+
+
+def dry_run_key(configmap_key: str) -> str:
+    """Where the operator leaves a dry run's report in the listOffsets ConfigMap (``service.dry_run_key``)."""
+    return "dry-run.json" if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
+
+
 POLL_INTERVAL_S = 0.5
 #: With -l, how many resources are worked on at once (each is a few small API calls per poll).
 MAX_PARALLEL = 8
@@ -316,9 +321,12 @@ def check_request(resolved: Resolved, request: Request) -> None:
             EXIT_USAGE,
         )
     suggested = f"{resolved.name}-offsets"
-    if (request.operation == "list" or request.dry_run) and target.list_configmap is None:
-        why = "list writes the offsets" if request.operation == "list" else "--dry-run writes its report"
-        raise PluginError(f"{_spec_hint(resolved, 'listOffsets', suggested)} ({why} there)", EXIT_USAGE)
+    if request.operation == "list" and target.list_configmap is None:
+        raise PluginError(
+            f"{_spec_hint(resolved, 'listOffsets', suggested)} (list writes the offsets there)", EXIT_USAGE
+        )
+    if request.operation == "list" and (request.dry_run or request.stop_connector):
+        raise PluginError("list changes nothing: --dry-run and --stop-connector do not apply", EXIT_USAGE)
     if request.operation == "alter" and target.alter_configmap is None:
         raise PluginError(
             f"{_spec_hint(resolved, 'alterOffsets', suggested)} (alter reads the offsets from there)", EXIT_USAGE
@@ -780,10 +788,10 @@ class Runner:
 
     async def _read_results(self, resolved: Resolved, request: Request, outcome: Outcome) -> None:
         target = resolved.target
-        if request.operation == "list" or request.dry_run:
+        if request.operation == "list" or (request.dry_run and target.list_configmap is not None):
             assert target.list_configmap is not None
             configmap = await self.kube.get_configmap(resolved.namespace, target.list_configmap)
-            key = DRY_RUN_KEY if request.dry_run else target.configmap_key
+            key = dry_run_key(target.configmap_key) if request.dry_run else target.configmap_key
             text = configmap.data.get(key) if configmap else None
             if text is None:
                 raise PluginError(
@@ -936,6 +944,16 @@ examples:
 """,
 }
 
+OVERVIEW_EXAMPLES = """\
+examples (each command has more: kubectl connect-offsets COMMAND --help):
+  kubectl connect-offsets list my-connector -n kafka > offsets.json
+  kubectl connect-offsets alter my-connector -n kafka --from-file offsets.json --stop-connector
+  kubectl connect-offsets reset my-connector -n kafka --dry-run
+  kubectl connect-offsets restore my-connector -n kafka
+  kubectl connect-offsets list mm2/east-to-west --mirrormaker-connector 'east->west.MirrorSourceConnector'
+  kubectl connect-offsets reset -l team=payments -n kafka      # many resources, summary table
+"""
+
 DESCRIPTIONS = {
     "list": "Write a connector's offsets to its listOffsets ConfigMap and print them as JSON.",
     "alter": "Change a connector's offsets (from a file, or from its alterOffsets ConfigMap).",
@@ -1002,7 +1020,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="List, alter, reset and restore Kafka Connect offsets through the connect-offsets operator:\n"
         "the plugin writes the ConfigMap and annotations, waits for the operator and prints the result.",
-        epilog="".join(EXAMPLES.values()) + "\n" + EXIT_CODES_TEXT,
+        epilog=OVERVIEW_EXAMPLES + "\n" + EXIT_CODES_TEXT,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _common(parser)
@@ -1028,7 +1046,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--dry-run",
                 action="store_true",
-                help="report what would change (in the listOffsets ConfigMap, key dry-run.json); change nothing",
+                help="report what would change (printed, and kept in the listOffsets ConfigMap, key dry-run.json); "
+                "change nothing",
             )
         if command == "restore":
             cmd.add_argument("--from-backup", metavar="CONFIGMAP", help="the backup to restore (default: the newest)")
