@@ -75,6 +75,8 @@ PORTS = {
     "connect": 18083,
     "connect-auth": 18084,
     "connect-aux": 18085,
+    "connect-offline": 18086,
+    "connect-standalone": 18087,
 }
 # Heaps are capped: the JVM defaults (1/4 of RAM) would take 6 GiB per process here.
 KAFKA_HEAP = "-Xmx512m"
@@ -399,6 +401,27 @@ def prepare_connect(name: str, *, basic_auth: bool = False) -> Callable[[], list
     return prepare
 
 
+def prepare_connect_standalone() -> list[str]:
+    """A ConnectStandalone worker: offsets in a file under the run folder (kept across restarts)."""
+    name = "connect-standalone"
+    port = PORTS[name]
+    lines = [
+        f"bootstrap.servers={HOST}:{PORTS['kafka-a']}",
+        f"listeners=http://{HOST}:{port}",
+        f"rest.advertised.host.name={HOST}",
+        f"rest.advertised.port={port}",
+        "key.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable=false",
+        "value.converter.schemas.enable=false",
+        f"offset.storage.file.filename={RUN_DIR / 'connect-standalone.offsets'}",
+        "offset.flush.interval.ms=1000",
+        "plugin.discovery=only_scan",
+    ]
+    props = write(RUN_DIR / f"{name}.properties", "\n".join(lines) + "\n")
+    return java_cmd(CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectStandalone", str(props))
+
+
 def connect_ready(name: str, *, basic_auth: bool = False) -> Callable[[], bool]:
     def ready() -> bool:
         creds = state()
@@ -443,6 +466,22 @@ COMPONENTS: dict[str, Component] = {
             ["kafka-a"],
             prepare_connect("connect-aux"),
             connect_ready("connect-aux"),
+        ),
+        # On demand, for the offline offsets tool's tests, which stop and start them freely:
+        # a distributed worker with its own group and -offline topics, and a standalone worker.
+        Component(
+            "connect-offline",
+            [PORTS["connect-offline"]],
+            ["kafka-a"],
+            prepare_connect("connect-offline"),
+            connect_ready("connect-offline"),
+        ),
+        Component(
+            "connect-standalone",
+            [PORTS["connect-standalone"]],
+            ["kafka-a"],
+            prepare_connect_standalone,
+            connect_ready("connect-standalone"),
         ),
     ]
 }
@@ -612,6 +651,9 @@ def info() -> dict[str, object]:
         "connect_url": f"http://{HOST}:{PORTS['connect']}",
         "connect_auth_url": f"http://{HOST}:{PORTS['connect-auth']}",
         "connect_aux_url": f"http://{HOST}:{PORTS['connect-aux']}",
+        "connect_offline_url": f"http://{HOST}:{PORTS['connect-offline']}",
+        "connect_standalone_url": f"http://{HOST}:{PORTS['connect-standalone']}",
+        "run_dir": str(RUN_DIR),
         "connect_auth_user": creds.get("connect_auth_user"),
         "connect_auth_password": creds.get("connect_auth_password"),
         "kubectl": str(BIN_DIR / "kubectl"),
