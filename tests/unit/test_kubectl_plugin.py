@@ -1,0 +1,373 @@
+"""The kubectl plugin without a cluster: argument parsing, local validation, completion detection, rendering."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connect_offsets import kubectl_plugin as kp
+from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS
+
+NS = "kafka"
+
+
+def connector_body(
+    name: str = "src",
+    *,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    list_cm: str | None = "src-offsets",
+    alter_cm: str | None = "src-offsets",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"class": FILE_STREAM_SOURCE_CLASS, "config": {"file": "/data/in.txt", "topic": "t"}}
+    if list_cm:
+        spec["listOffsets"] = {"toConfigMap": {"name": list_cm}}
+    if alter_cm:
+        spec["alterOffsets"] = {"fromConfigMap": {"name": alter_cm}}
+    return {
+        "apiVersion": "connect-offsets.io/v1alpha1",
+        "kind": "KafkaConnector",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "annotations": annotations or {},
+            "labels": {"connect-offsets.io/cluster": "c"},
+        },
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+def mirror_body(annotations: dict[str, str] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    block = {
+        "listOffsets": {"toConfigMap": {"name": "mm2-offsets"}},
+        "alterOffsets": {"fromConfigMap": {"name": "mm2"}},
+    }
+    return {
+        "kind": "KafkaMirrorMaker2",
+        "metadata": {
+            "name": "e2w",
+            "namespace": NS,
+            "uid": "u-2",
+            "resourceVersion": "3",
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "clusters": [
+                {"alias": "east", "bootstrapServers": "a:9092"},
+                {"alias": "west", "bootstrapServers": "b:9092"},
+            ],
+            "mirrors": [
+                {"sourceCluster": "east", "targetCluster": "west", "sourceConnector": block, "checkpointConnector": {}}
+            ],
+        },
+        "status": status or {},
+    }
+
+
+def options(argv: list[str]) -> kp.Options:
+    return kp.parse_options(argv)[0]
+
+
+def request(operation: str = "alter", **fields: Any) -> kp.Request:
+    return kp.Request(operation=operation, request_id="kubectl-1", **fields)
+
+
+# --- parsing ---------------------------------------------------------------------------
+
+
+def test_options_before_or_after_the_command_and_defaults() -> None:
+    first = options(["-n", "x", "list", "src"])
+    second = options(["list", "src", "-n", "x"])
+    assert (first.namespace, first.names, first.operation) == ("x", ["src"], "list")
+    assert (second.namespace, second.names) == ("x", ["src"])
+    assert (first.wait, first.timeout, first.output, first.kind) == (True, 120.0, "text", kp.CONNECTOR)
+    assert options(["reset", "src", "--no-wait"]).wait is False
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("2m", 120.0), ("1m30s", 90.0), ("1h", 3600.0), ("1.5s", 1.5)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert kp.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "0s", "-1"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        kp.parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "resource"),
+    [
+        ("src", None, ("KafkaConnector", "src")),
+        ("cokc/src", None, ("KafkaConnector", "src")),
+        ("kafkaconnectors.connect-offsets.io/src", None, ("KafkaConnector", "src")),
+        ("mm2/e2w", None, ("KafkaMirrorMaker2", "e2w")),
+        ("comm2/e2w", "kafkamirrormaker2", ("KafkaMirrorMaker2", "e2w")),
+        ("e2w", "mm2", ("KafkaMirrorMaker2", "e2w")),
+    ],
+)
+def test_resource_names(name: str, kind: str | None, resource: tuple[str, str]) -> None:
+    found, plain = kp.split_name(name, kind)
+    assert (found.kind, plain) == resource
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["list"], "give a resource NAME or -l SELECTOR"),
+        (["list", "src", "-l", "a=b"], "either NAME or -l SELECTOR"),
+        (["list", "src", "-A"], "-A/--all-namespaces needs -l SELECTOR"),
+        (["list", "-l", "a=b", "-A", "-n", "x"], "either -n NAMESPACE or -A"),
+        (["list", "pods/src"], "unknown resource type 'pods'"),
+        (["list", "cokc/src", "--kind", "mm2"], "names a KafkaConnector but --kind says KafkaMirrorMaker2"),
+        (["list", "mm2/e2w"], "need --mirrormaker-connector"),
+        (["list", "src", "--mirrormaker-connector", "x"], "only applies to KafkaMirrorMaker2"),
+        (["reset", "src", "--dry-run", "--stop-connector"], "drop one"),
+        (["alter", "src", "--from-file", "/no/such/file.json"], "--from-file /no/such/file.json: No such file"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(argv: list[str], fragment: str) -> None:
+    with pytest.raises(kp.PluginError) as caught:
+        kp.parse_options(argv)
+    assert caught.value.code == kp.EXIT_USAGE
+    assert fragment in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_main_reports_usage_errors_without_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    assert kp.main(["list"]) == kp.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("error: list: give a resource NAME") and err.count("\n") == 1
+
+
+def test_bad_kubeconfig_is_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope"
+    assert kp.main(["list", "src", "--kubeconfig", str(missing)]) == kp.EXIT_KUBE
+    assert capsys.readouterr().err.startswith(f"error: cannot load the kubeconfig ({missing})")
+
+
+def test_help_has_examples_and_exit_codes_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["list"], ["alter"], ["reset"], ["restore"]):
+        with pytest.raises(SystemExit) as caught:
+            kp.build_parser().parse_args([*argv, "--help"])
+        assert caught.value.code == 0
+        text = capsys.readouterr().out
+        assert "examples" in text and "kubectl connect-offsets" in text
+        assert "3  timed out waiting for the operator" in text
+
+
+def test_read_file_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"offsets": []}'))
+    parsed = options(["alter", "src", "-f", "-"])
+    assert (parsed.offsets_text, parsed.offsets_source) == ('{"offsets": []}', "file <stdin>")
+
+
+# --- requests and local checks -------------------------------------------------------
+
+
+def test_request_annotations() -> None:
+    plain = request("list").annotations()
+    assert plain == {"connect-offsets.io/connector-offsets": "list", "connect-offsets.io/request-id": "kubectl-1"}
+    full = request(
+        "restore", mirror_connector="east->west.MirrorSourceConnector", dry_run=True, from_backup="b1"
+    ).annotations()
+    assert full["connect-offsets.io/mirrormaker-connector"] == "east->west.MirrorSourceConnector"
+    assert full["connect-offsets.io/dry-run"] == "true"
+    assert full["connect-offsets.io/restore-from"] == "b1"
+    assert "connect-offsets.io/stop-connector" not in full
+    assert request("reset", stop_connector=True).annotations()["connect-offsets.io/stop-connector"] == "true"
+
+
+def test_request_ids_are_unique() -> None:
+    assert len({kp.new_request_id() for _ in range(50)}) == 50
+
+
+def test_alter_file_validated_with_the_operators_rules() -> None:
+    resolved = kp.resolve(kp.CONNECTOR, connector_body(), None)
+    good = json.dumps({"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]})
+    kp.check_request(resolved, request(offsets_text=good, offsets_source="file o.json"))
+    bad = json.dumps({"offsets": [{"partition": {"filename": "/other.txt"}, "offset": {"position": -1}}]})
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(resolved, request(offsets_text=bad, offsets_source="file o.json"))
+    message = str(caught.value)
+    assert message.startswith("file o.json is not valid for KafkaConnector kafka/src: offsets[0].partition.filename")
+    assert "(and 1 more problem(s); --verbose lists them)" in message and "nothing was changed" in message
+    assert "offsets[0].offset.position" in caught.value.detail
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(resolved, request(offsets_text="{nope", offsets_source="file o.json"))
+    assert str(caught.value).startswith("file o.json is not valid for KafkaConnector kafka/src: $: not valid JSON")
+
+
+def test_missing_spec_blocks_say_what_to_add() -> None:
+    resolved = kp.resolve(kp.CONNECTOR, connector_body(list_cm=None, alter_cm=None), None)
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(resolved, request("list"))
+    assert "has no spec.listOffsets" in str(caught.value)
+    assert """-p '{"spec":{"listOffsets":{"toConfigMap":{"name":"src-offsets"}}}}'""" in str(caught.value)
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(resolved, request("alter"))
+    assert """{"alterOffsets":{"fromConfigMap":{"name":"src-offsets"}}}""" in str(caught.value)
+    kp.check_request(resolved, request("reset", dry_run=True))  # a dry run needs no listOffsets
+
+
+def test_a_pending_request_is_never_overwritten() -> None:
+    body = connector_body(annotations={"connect-offsets.io/connector-offsets": "reset"})
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(kp.resolve(kp.CONNECTOR, body, None), request("list"))
+    assert "already has a pending request connect-offsets.io/connector-offsets=reset" in str(caught.value)
+    assert "connect-offsets.io/connector-offsets-" in str(caught.value)
+
+
+def test_mirrormaker_connector_is_resolved_and_checked() -> None:
+    with pytest.raises(kp.PluginError) as caught:
+        kp.resolve(kp.MIRROR, mirror_body(), "east->west.Typo")
+    assert "valid: east->west.MirrorSourceConnector, east->west.MirrorCheckpointConnector" in str(caught.value)
+    resolved = kp.resolve(kp.MIRROR, mirror_body(), "east->west.MirrorSourceConnector")
+    assert resolved.target.configmap_key == "east--west.MirrorSourceConnector.json"
+    assert resolved.target.list_configmap == "mm2-offsets"
+    # replayFrom is accepted (the operator translates it), the source alias is checked
+    replay = {
+        "offsets": [{"partition": {"cluster": "east", "partition": 0, "topic": "t"}, "offset": {"replayFrom": 5}}]
+    }
+    kp.check_request(resolved, request(offsets_text=json.dumps(replay), offsets_source="file m.json"))
+    replay["offsets"][0]["partition"]["cluster"] = "west"  # type: ignore[index]
+    with pytest.raises(kp.PluginError, match="cluster"):
+        kp.check_request(resolved, request(offsets_text=json.dumps(replay), offsets_source="file m.json"))
+    checkpoint = kp.resolve(kp.MIRROR, mirror_body(), "east->west.MirrorCheckpointConnector")
+    with pytest.raises(kp.PluginError, match="alterOffsets"):
+        kp.check_request(checkpoint, request("alter"))
+    with pytest.raises(kp.PluginError, match="only applies to a MirrorSourceConnector"):
+        kp.check_request(checkpoint, request("reset", reset_offset_syncs=True))
+
+
+def test_dry_run_key_follows_the_operator() -> None:
+    assert kp.dry_run_key("offsets.json") == "dry-run.json"
+    assert kp.dry_run_key("east--west.MirrorSourceConnector.json") == "dry-run.east--west.MirrorSourceConnector.json"
+
+
+# --- completion ------------------------------------------------------------------------
+
+STARTED = datetime(2026, 11, 22, 1, 0, 0, tzinfo=UTC)
+PENDING = {"connect-offsets.io/connector-offsets": "alter", "connect-offsets.io/request-id": "kubectl-1"}
+
+
+def record(result: str = "Succeeded", time: str = "2026-11-22T01:00:05Z", **extra: Any) -> dict[str, Any]:
+    return {"operation": "alter", "result": result, "time": time, "message": "m", **extra}
+
+
+def waiting(before: dict[str, Any] | None = None, fingerprint: str | None = None) -> kp.Waiting:
+    return kp.Waiting(request("alter"), before, STARTED, fingerprint)
+
+
+def classify(annotations: dict[str, str], last: dict[str, Any] | None, wait: kp.Waiting) -> Any:
+    status = {"lastOffsetsOperation": last} if last else {}
+    return kp.classify(kp.CONNECTOR, connector_body(annotations=annotations, status=status), "src", wait)
+
+
+def test_pending_until_the_operator_answers() -> None:
+    old = record("Succeeded", "2026-11-21T00:00:00Z")
+    assert classify(PENDING, old, waiting(old)) is None
+    assert classify(PENDING, None, waiting()) is None
+    # a success is final only once the annotation is gone (the status is written first)
+    assert classify(PENDING, record(requestId="kubectl-1"), waiting(old)) is None
+
+
+def test_success_by_request_id_and_without_one() -> None:
+    done = record(requestId="kubectl-1")
+    assert classify({}, done, waiting()) == ("Succeeded", done)
+    assert classify({}, record(), waiting(record("Failed", "2026-11-21T00:00:00Z")))[0] == "Succeeded"
+    # identical to the record before, but written since the request: a repeat of the same success
+    same = record()
+    assert classify({}, same, waiting(dict(same)))[0] == "Succeeded"
+
+
+def test_someone_else_removing_the_request_is_not_a_success() -> None:
+    old = record("Succeeded", "2026-11-21T00:00:00Z")
+    assert classify({}, old, waiting(old)) == ("Withdrawn", {})
+    assert classify({}, record(requestId="someone-else"), waiting()) == ("Withdrawn", {})
+    assert classify({}, None, waiting()) == ("Withdrawn", {})
+
+
+def test_failures_are_matched_to_this_request() -> None:
+    failed = record("Failed", reason="ConnectRejected", requestId="kubectl-1")
+    assert classify(PENDING, failed, waiting()) == ("Failed", failed)
+    # another request's failure (other id) is not ours
+    assert classify(PENDING, record("Failed", requestId="other"), waiting()) is None
+    # operators without request ids: a changed record, or this request's fingerprint
+    new = record("Failed", reason="ConnectorNotStopped")
+    assert classify(PENDING, new, waiting(record("Succeeded", "2026-11-21T00:00:00Z")))[0] == "Failed"
+    stale = record("Failed", "2026-11-21T00:00:00Z", request="fp-1")
+    assert classify(PENDING, stale, waiting(dict(stale))) is None
+    assert classify(PENDING, stale, waiting(dict(stale), fingerprint="fp-1"))[0] == "Failed"
+
+
+def test_mirror_records_come_from_their_connector_entry() -> None:
+    entry = record(requestId="kubectl-1", operation="list")
+    status = {"connectors": [{"name": "east->west.MirrorSourceConnector", "lastOffsetsOperation": entry}]}
+    wait = kp.Waiting(request("list", mirror_connector="east->west.MirrorSourceConnector"), None, STARTED)
+    body = mirror_body(status=status)
+    assert kp.classify(kp.MIRROR, body, "east->west.MirrorSourceConnector", wait) == ("Succeeded", entry)
+    assert kp.last_operation(kp.MIRROR, body, "east->west.MirrorCheckpointConnector") is None
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def outcome(name: str, result: str, code: int, message: str = "", **extra: Any) -> kp.Outcome:
+    return kp.Outcome(NS, name, "KafkaConnector", name, "reset", result, code, message=message, **extra)
+
+
+def test_table_columns_align_and_messages_stay_on_one_line() -> None:
+    table = kp.render_table(
+        [outcome("a", "Succeeded", 0, "reset: done"), outcome("long-name", "Failed", 1, "refused:\nnot stopped")],
+        with_namespace=False,
+    )
+    lines = table.splitlines()
+    assert lines[0].split() == ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
+    assert lines[2].endswith("Failed      refused: not stopped")
+    assert lines[1].index("reset") == lines[2].index("reset") == lines[0].index("OPERATION")
+    assert kp.render_table([outcome("a", "Succeeded", 0)], with_namespace=True).startswith("NAMESPACE")
+
+
+def test_report_exit_code_is_the_worst(capsys: pytest.CaptureFixture[str]) -> None:
+    opts = options(["reset", "-l", "a=b"])
+    outcomes = [outcome("a", "Succeeded", 0), outcome("b", "Failed", 1, "x"), outcome("c", "Timeout", 3, "y")]
+    assert kp.report(outcomes, opts) == kp.EXIT_TIMEOUT
+    captured = capsys.readouterr()
+    assert "error: 2 of 3 failed" in captured.err
+    assert len(captured.out.splitlines()) == 4
+
+
+def test_single_results() -> None:
+    opts = options(["list", "src"])
+    listed = outcome("src", "Succeeded", 0, offsets={"offsets": []})
+    assert kp.render_single(listed, opts) == (json.dumps({"offsets": []}, indent=2), "")
+    failed = outcome("src", "Failed", 1, "alter failed: Connect answered 400: bad", reason="ConnectRejected")
+    failed.hint = "add --stop-connector"
+    out, err = kp.render_single(failed, opts)
+    assert out == ""
+    assert err.splitlines()[0] == (
+        "error: KafkaConnector kafka/src: reset failed (ConnectRejected): alter failed: Connect answered 400: bad"
+    )
+    assert "hint: add --stop-connector" in err
+    reset = outcome("src", "Succeeded", 0, "reset: ok", backup="src-backup-1")
+    out, _ = kp.render_single(reset, opts)
+    assert out.splitlines() == [
+        "KafkaConnector kafka/src: reset: ok",
+        "backup of the previous offsets: ConfigMap src-backup-1 "
+        "(undo: kubectl connect-offsets restore src -n kafka --from-backup src-backup-1)",
+    ]
+    as_json = json.loads(kp.render_single(reset, options(["reset", "src", "-o", "json"]))[0])
+    assert as_json["backup"] == "src-backup-1" and as_json["exitCode"] == 0
