@@ -51,3 +51,12 @@ def test_versions_come_from_the_versions_file(stack: ModuleType) -> None:
     text = (REPO / "hack" / "versions.env").read_text()
     assert f"KAFKA_VERSION={stack.VERSIONS['KAFKA_VERSION']}" in text
     assert stack.KAFKA_LIBS.name == "libs" and stack.VERSIONS["KAFKA_VERSION"] in str(stack.KAFKA_LIBS)
+
+
+def test_offline_tool_workers_are_on_demand_with_their_own_ports(stack: ModuleType) -> None:
+    for name in ("connect-offline", "connect-standalone"):
+        assert name not in stack.CORE  # started by the tests that stop and start them
+        assert stack.resolve([name]) == ["kafka-a", name]
+    ports = [port for component in stack.COMPONENTS.values() for port in component.ports]
+    assert len(ports) == len(set(ports))
+    assert stack.info()["run_dir"] == str(stack.RUN_DIR)
