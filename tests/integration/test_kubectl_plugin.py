@@ -282,3 +282,77 @@ def test_selector_runs_on_many_and_prints_a_table(
     finally:
         for name in [*names, other]:
             connect.delete(f"/connectors/{name}")
+
+
+def test_stop_connector_and_dry_run(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    source = tmp_path / "source.txt"
+    source.write_text("one\ntwo\nthree\n")
+    size = source.stat().st_size
+    name, cm = f"kpstop-{unique}", "kpstop-offsets"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, f"kpstop-{unique}", cm))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_for("offsets at end of file", lambda: connect_offsets(connect, name) == source_offsets(source, size))
+
+        # --dry-run on a running connector: the diff is printed, nothing changes
+        dry = plugin(stack, "reset", name, "-n", namespace, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        report = json.loads(dry.stdout)
+        assert report["operation"] == "reset"
+        assert report["removed"] == source_offsets(source, size)
+        assert report["summary"].startswith("0 added, 0 changed, 1 removed")
+        assert json.loads(core.read_namespaced_config_map(cm, namespace).data["dry-run.json"]) == report
+        assert connect_offsets(connect, name) == source_offsets(source, size)
+        assert connect_state(connect, name) == "RUNNING"
+        body = get_connector(custom, namespace, name)
+        assert body["status"]["lastOffsetsOperation"]["dryRun"] is True
+        assert request_annotations(body) == {}
+
+        # --stop-connector: the operator stops it, alters, and brings it back to running
+        offsets_file = tmp_path / "offsets.json"
+        offsets_file.write_text(json.dumps({"offsets": source_offsets(source, 4)}))
+        altered = plugin(stack, "alter", name, "-n", namespace, "-f", str(offsets_file), "--stop-connector")
+        assert altered.returncode == 0, altered.stderr
+        assert "altered successfully" in altered.stdout
+        wait_for("connector running again", lambda: connect_state(connect, name) == "RUNNING")
+        # it re-reads the file from byte 4 and commits the end again
+        wait_for("offsets at end of file again", lambda: connect_offsets(connect, name) == source_offsets(source, size))
+        body = get_connector(custom, namespace, name)
+        assert body["status"]["lastOffsetsOperation"]["operation"] == "alter"
+        assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+        assert request_annotations(body) == {}
+    finally:
+        connect.delete(f"/connectors/{name}")
+
+
+def test_no_operator_times_out_with_exit_3(
+    custom: Any, namespace: str, stack: dict[str, Any], tmp_path: Path, unique: str
+) -> None:
+    """Without an operator nothing answers: exit 3 after --timeout, the request stays pending."""
+    name = f"kpnoop-{unique}"
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "in.txt", name, "noop-offsets"))
+    result = plugin(stack, "list", name, "-n", namespace, "--timeout", "2s")
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: no result from the operator after 2s; the request stays pending.")
+    assert f"watching namespace {namespace}?" in lines[0]
+    assert lines[1].startswith(f"hint: cancel it with: kubectl annotate kafkaconnectors.connect-offsets.io {name}")
+    assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "list"
+    # a second request is refused while the first is pending
+    again = plugin(stack, "reset", name, "-n", namespace, "--no-wait")
+    assert again.returncode == 2
+    assert "already has a pending request connect-offsets.io/connector-offsets=list" in again.stderr
+    missing = plugin(stack, "list", "no-such-connector", "-n", namespace)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().startswith(f"error: KafkaConnector {namespace}/no-such-connector not found")
