@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from confluent_kafka import Producer
 
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     FILE_SINK,
+    GROUP,
+    VERSION,
     annotation,
     connect_offsets,
     connect_state,
@@ -29,6 +32,7 @@ from tests.integration.support import (
     file_source_spec,
     get_connector,
     patch_connector,
+    read_topic,
     wait_condition,
 )
 
@@ -356,3 +360,100 @@ def test_no_operator_times_out_with_exit_3(
     missing = plugin(stack, "list", "no-such-connector", "-n", namespace)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith(f"error: KafkaConnector {namespace}/no-such-connector not found")
+
+
+def test_mirrormaker2_list_and_alter(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    east, west = f"e{unique}", f"w{unique}"
+    topic = f"kpmm2-{unique}"
+    source_name = f"{east}->{west}.MirrorSourceConnector"
+    key = f"{east}--{west}.MirrorSourceConnector.json"
+    producer = Producer({"bootstrap.servers": stack["kafka_b"]})
+    for i in range(5):
+        producer.produce(topic, value=f"v{i}".encode())
+    producer.flush(10)
+    block: dict[str, Any] = {
+        "tasksMax": 1,
+        "config": {
+            "replication.factor": 1,
+            "offset-syncs.topic.replication.factor": 1,
+            "sync.topic.acls.enabled": False,
+            "refresh.topics.interval.seconds": 5,
+        },
+        "listOffsets": {"toConfigMap": {"name": "mm2-offsets"}},
+        "alterOffsets": {"fromConfigMap": {"name": "mm2-offsets"}},
+    }
+    spec = {
+        "clusters": [
+            {"alias": east, "bootstrapServers": stack["kafka_b"]},
+            {"alias": west, "bootstrapServers": stack["kafka_a"]},
+        ],
+        "mirrors": [{"sourceCluster": east, "targetCluster": west, "topicsPattern": topic, "sourceConnector": block}],
+    }
+    create_cluster(custom, namespace, connect_url)
+    custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "kafkamirrormaker2s",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "KafkaMirrorMaker2",
+            "metadata": {"name": "mirror", "namespace": namespace, "labels": {f"{GROUP}/cluster": "local"}},
+            "spec": spec,
+        },
+    )
+    partition = {"cluster": east, "partition": 0, "topic": topic}
+    try:
+        wait_for(
+            "MM2 committed offset 4",
+            lambda: connect_offsets(connect, source_name) == [{"partition": partition, "offset": {"offset": 4}}],
+            timeout=120,
+        )
+        listed = plugin(stack, "list", "mm2/mirror", "-n", namespace, "--mirrormaker-connector", source_name)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == {"offsets": [{"partition": partition, "offset": {"offset": 4}}]}
+
+        typo = plugin(stack, "list", "mm2/mirror", "-n", namespace, "--mirrormaker-connector", f"{east}->{west}.Typo")
+        assert typo.returncode == 2
+        assert f"valid: {source_name}" in typo.stderr
+
+        # replay from upstream offset 2 (stored as 1), with the operator stopping and resuming the connector
+        replay = tmp_path / "replay.json"
+        replay.write_text(json.dumps({"offsets": [{"partition": partition, "offset": {"replayFrom": 2}}]}))
+        altered = plugin(
+            stack,
+            "alter",
+            "comm2/mirror",
+            "-n",
+            namespace,
+            "--mirrormaker-connector",
+            source_name,
+            "--from-file",
+            str(replay),
+            "--stop-connector",
+        )
+        assert altered.returncode == 0, altered.stderr
+        assert f"--mirrormaker-connector {source_name}" in altered.stdout  # the undo command
+        assert json.loads(core.read_namespaced_config_map("mm2-offsets", namespace).data[key])["offsets"][0][
+            "offset"
+        ] == {"replayFrom": 2}
+        # records 2..4 are replicated again, then the committed offset is back at 4
+        assert len(read_topic(stack["kafka_a"], f"{east}.{topic}", 8, timeout=90)) >= 8
+        wait_for(
+            "MM2 committed offset 4 again",
+            lambda: connect_offsets(connect, source_name) == [{"partition": partition, "offset": {"offset": 4}}],
+            timeout=120,
+        )
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrormaker2s", "mirror")
+        wait_for("MM2 connector removed with the resource", lambda: connect_state(connect, source_name) is None)
