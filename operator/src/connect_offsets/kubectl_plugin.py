@@ -720,7 +720,9 @@ class Runner:
                 if not _is_conflict(error):
                     raise
             body = await self._fetch(resolved.kind, resolved.namespace, resolved.name)
-            check_request(Resolved(resolved.kind, body, resolved.target, resolved.is_sink), replace_text(request))
+            check_request(
+                Resolved(resolved.kind, body, resolved.target, resolved.is_sink), _without_offsets_text(request)
+            )
         raise PluginError(f"{resolved.display} kept changing; try again", EXIT_KUBE)
 
     def _fingerprint(self, kind: Kind, body: dict[str, Any], request: Request, configmap_rv: str) -> str | None:
@@ -809,7 +811,7 @@ class Runner:
                 outcome.offsets = parsed
 
 
-def replace_text(request: Request) -> Request:
+def _without_offsets_text(request: Request) -> Request:
     """The request without its offsets text (already validated once; re-checks skip it)."""
     return Request(
         operation=request.operation,
@@ -849,7 +851,7 @@ def render_single(outcome: Outcome, options: Options) -> tuple[str, str]:
     if outcome.code != EXIT_OK:
         return "", _error_text(outcome, options)
     if outcome.result == "Requested":
-        return "", f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message}"
+        return f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message}", ""
     if outcome.offsets is not None:
         return json.dumps(outcome.offsets, indent=2, ensure_ascii=False), ""
     lines = [f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message or outcome.operation + ' done'}"]
@@ -875,7 +877,7 @@ def _error_text(outcome: Outcome, options: Options) -> str:
         if outcome.kind == MIRROR.kind:
             where += f" (connector {outcome.connector})"
         text = f"error: {where}: {outcome.operation} failed ({outcome.reason or 'Failed'}): {outcome.message}"
-        if outcome.result == "Failed" and outcome.reason != "Withdrawn":
+        if outcome.reason != "Withdrawn":
             text += "\nthe request annotations were removed; the failure stays in status.lastOffsetsOperation"
     else:
         text = f"error: {outcome.message}"
@@ -1188,7 +1190,8 @@ async def run(options: Options, kube: PluginKube, namespace: str | None) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
+    words = sys.argv[1:] if argv is None else list(argv)
+    verbose = "-v" in words or "--verbose" in words
     try:
         options, kube_settings = parse_options(argv)
         kube, default_namespace = load_kube(kube_settings["kubeconfig"], kube_settings["context"])
