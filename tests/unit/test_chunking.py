@@ -351,3 +351,12 @@ async def test_restore_source_is_chunked_like_a_document() -> None:
     assert result.partitions == 8
     assert sent[:5] == json.loads(backup)["offsets"]
     assert sent[5:] == [{"partition": {"file": f"f-{i:05d}"}, "offset": None} for i in range(5, 8)]
+
+
+def test_partition_identity_keeps_json_types_apart() -> None:
+    from connect_offsets.models.chunking import canonical_partition_digest
+
+    values = [1, 1.0, True, "1", None, 2**70]
+    digests = {canonical_partition_digest({"p": v}) for v in values}
+    assert len(digests) == len(values)
+    assert canonical_partition_digest({"a": 1, "b": "x"}) == canonical_partition_digest({"b": "x", "a": 1})
