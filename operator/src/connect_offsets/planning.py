@@ -21,12 +21,15 @@ from typing import Literal
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
     AutoRestartSpec,
     AutoRestartStatus,
     ConnectorState,
+    InitialOffsetsStatus,
     KafkaConnectorResource,
     KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
+    PendingOffsetsOperation,
 )
 from connect_offsets.models.offsets import (
     OffsetsDocument,
@@ -37,9 +40,12 @@ from connect_offsets.models.offsets import (
 )
 
 __all__ = [
+    "ANNOTATION_DRY_RUN",
     "ANNOTATION_OFFSETS",
+    "ANNOTATION_REQUEST_ID",
     "ANNOTATION_RESTART",
     "ANNOTATION_RESTART_TASK",
+    "ANNOTATION_STOP_CONNECTOR",
     "Action",
     "ConditionSpec",
     "ConnectorTarget",
@@ -69,6 +75,18 @@ OWNER_CONFIG_KEY = "connect-offsets.io/owner"
 
 OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
 ANNOTATION_RESTORE_FROM = "connect-offsets.io/restore-from"
+#: ``true`` next to alter/reset/restore: compute and publish the diff, change nothing.
+ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
+#: ``true`` next to alter/reset/restore: stop -> change -> resume for this request only.
+ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
+#: Identity of a request; once handled (recorded in status) the same id is a no-op, so GitOps
+#: tools re-applying removed annotations cannot repeat a reset.
+ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
+#: Annotations that belong to an offsets request and are removed with it.
+REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID)
+#: How many handled request ids status keeps.
+HANDLED_REQUEST_IDS = 20
+DRY_RUN_KEY = "dry-run.json"
 RESTART_VALUES = {
     "true": (False, False),
     "includetasks": (True, False),
@@ -112,6 +130,7 @@ class Observed:
     status: ConnectorStatus | None
     alter_configmap: OffsetsConfigMap | None = None
     restore: RestoreSource | None = None
+    initial_configmap: OffsetsConfigMap | None = None
 
 
 Kind = Literal[
@@ -126,6 +145,12 @@ Kind = Literal[
     "alter_offsets",
     "reset_offsets",
     "restore_offsets",
+    "dry_run_offsets",
+    "begin_offsets_change",
+    "update_pending",
+    "finish_offsets_change",
+    "create_with_initial_offsets",
+    "apply_initial_offsets",
     "remove_annotation",
 ]
 
@@ -143,6 +168,10 @@ class Action:
     annotation: str | None = None
     annotation_value: str | None = None
     automatic: bool = False  # auto-restart rather than a user request
+    operation: str | None = None  # dry runs: the operation previewed
+    #: stop -> change -> resume: the in-progress record the executor checkpoints to status.
+    pending: PendingOffsetsOperation | None = None
+    request: str | None = None  # initial offsets: fingerprint of the inputs
 
 
 @dataclass(frozen=True)
@@ -161,6 +190,10 @@ class Plan:
     auto_restart: AutoRestartStatus | None = None
     offsets_request: str | None = None  # fingerprint of the offsets request this plan executes
     offsets_refusal: tuple[str, str, bool] | None = None  # (reason, message, permanent)
+    #: An offsets change (or initial offsets) needs the connector STOPPED whatever spec.state says.
+    hold_stopped: str | None = None  # why, for the Ready condition
+    request_id: str | None = None  # connect-offsets.io/request-id of the request this plan handles
+    applied_offsets: AppliedOffsetsStatus | None = None  # applyOnChange: record after this plan
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
@@ -191,6 +224,13 @@ class ConnectorTarget:
     #: Extra annotations removed together with the offsets annotation (MM2's connector selector).
     companion_annotations: tuple[tuple[str, str], ...] = ()
     spec_path: str = "spec"  # where this connector's block lives, for messages
+    stop_policy: bool = False  # spec.offsetsPolicy.stopConnector
+    pending: PendingOffsetsOperation | None = None
+    handled_request_ids: tuple[str, ...] = ()
+    apply_on_change: bool = False  # spec.alterOffsets.applyOnChange
+    applied_offsets: AppliedOffsetsStatus | None = None
+    initial_configmap: str | None = None  # spec.initialOffsets.fromConfigMap.name
+    initial_status: InitialOffsetsStatus | None = None
 
 
 def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
@@ -209,13 +249,27 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         last_offsets_operation=resource.status.last_offsets_operation,
         list_configmap=spec.list_offsets.to_config_map.name if spec.list_offsets else None,
         alter_configmap=spec.alter_offsets.from_config_map.name if spec.alter_offsets else None,
+        stop_policy=bool(spec.offsets_policy and spec.offsets_policy.stop_connector),
+        pending=resource.status.pending_offsets_operation,
+        handled_request_ids=tuple(resource.status.handled_request_ids),
+        apply_on_change=bool(spec.alter_offsets and spec.alter_offsets.apply_on_change),
+        applied_offsets=resource.status.applied_offsets,
+        initial_configmap=spec.initial_offsets.from_config_map.name if spec.initial_offsets else None,
+        initial_status=resource.status.initial_offsets,
     )
 
 
 def _fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | None) -> str:
     value = target.annotations.get(ANNOTATION_OFFSETS, "")
     parts = [target.name, value, str(target.generation), configmap.resource_version if configmap else "-"]
+    # Only present annotations take part, so fingerprints of plain requests stay what they were.
+    parts += [f"{key}={target.annotations[key]}" for key in REQUEST_ANNOTATIONS if key in target.annotations]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def content_hash(text: str) -> str:
+    """Identity of an offsets document's content (applyOnChange): re-applying the same text is a no-op."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:
@@ -279,10 +333,13 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
     desired = _desired(target)
     spec_state = target.state
     if observed.config is None:
-        initial = _CONNECT_STATE[spec_state] if observed.supports_initial_state else None
-        plan.actions.append(Action("create", config=desired, initial_state=initial))
-        plan.conditions.append(ConditionSpec("Ready", "False", "Creating", "Creating the connector in Connect"))
-        plan.requeue(SETTLE_DELAY_S)
+        if _initial_offsets_due(target):
+            _plan_initial_create(target, observed, desired, plan)
+        else:
+            initial = _CONNECT_STATE[spec_state] if observed.supports_initial_state else None
+            plan.actions.append(Action("create", config=desired, initial_state=initial))
+            plan.conditions.append(ConditionSpec("Ready", "False", "Creating", "Creating the connector in Connect"))
+            plan.requeue(SETTLE_DELAY_S)
         _plan_annotation_conditions(target, plan)
         return plan
 
@@ -306,41 +363,60 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
         plan.actions.append(Action("update_config", config=desired))
         plan.requeue(SETTLE_DELAY_S)
 
-    status = observed.status
-    observed_state = status.state if status else None
-    want = _CONNECT_STATE[spec_state]
-    state_actions: list[Action] = []
-    if observed_state is not None and observed_state != want:
-        if spec_state is ConnectorState.STOPPED:
-            state_actions.append(Action("stop"))
-        elif spec_state is ConnectorState.PAUSED:
-            if observed_state != "FAILED":  # Connect cannot pause a failed connector
-                state_actions.append(Action("pause"))
-        elif observed_state in ("PAUSED", "STOPPED"):
-            state_actions.append(Action("resume"))
-        if state_actions or observed_state in ("UNASSIGNED", "RESTARTING"):
-            plan.requeue(SETTLE_DELAY_S)
-
-    if config_pending:
+    if target.initial_status is not None and target.initial_status.step == "Creating":
+        # Created STOPPED by an earlier pass (or an operator that died) that did not finish.
+        _plan_initial_resume(target, observed, plan)
+    elif config_pending:
         # Offsets wait for the new config: validating against the old one would refuse (or apply)
         # a request meant for the new one. Strimzi skips offsets in such a pass as well.
+        if target.pending is not None:
+            plan.hold_stopped = "an offsets change is in progress" if target.pending.step != "Resuming" else None
         if annotations.get(ANNOTATION_OFFSETS) in OFFSETS_OPERATIONS:
             plan.offsets_refusal = ("WaitingForConfig", "waiting for Connect to apply the new config", False)
     else:
         # Offsets first: an alter on a STOPPED connector whose spec says running must run before
         # the resume, or Connect would refuse it.
         _plan_offsets(target, observed, plan)
+
+    status = observed.status
+    observed_state = status.state if status else None
+    effective = ConnectorState.STOPPED if plan.hold_stopped else spec_state
+    want = _CONNECT_STATE[effective]
+    state_actions: list[Action] = []
+    if observed_state is not None and observed_state != want:
+        if effective is ConnectorState.STOPPED:
+            state_actions.append(Action("stop"))
+        elif effective is ConnectorState.PAUSED:
+            if observed_state != "FAILED":  # Connect cannot pause a failed connector
+                state_actions.append(Action("pause"))
+        elif observed_state in ("PAUSED", "STOPPED"):
+            state_actions.append(Action("resume"))
+        if state_actions or observed_state in ("UNASSIGNED", "RESTARTING"):
+            plan.requeue(SETTLE_DELAY_S)
+    elif plan.hold_stopped and status is not None and not status.is_stopped:
+        plan.requeue(SETTLE_DELAY_S)  # STOPPED but tasks still listed: Connect is winding them down
     plan.actions += state_actions
     _plan_restarts(target, observed, plan)
-    _plan_ready(target, observed, plan)
+    _plan_ready(target, observed, plan, effective)
     _plan_annotation_conditions(target, plan)
     return plan
 
 
-def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan, effective: ConnectorState) -> None:
     status = observed.status
-    want = _CONNECT_STATE[target.state]
-    if status is None:
+    want = _CONNECT_STATE[effective]
+    if plan.hold_stopped:
+        # Never leave the connector stopped without saying so.
+        plan.conditions.append(
+            ConditionSpec(
+                "Ready",
+                "False",
+                "StoppedForOffsetsChange",
+                f"Connector held STOPPED while {plan.hold_stopped}; it returns to "
+                f"{_CONNECT_STATE[target.state]} afterwards",
+            )
+        )
+    elif status is None:
         plan.conditions.append(ConditionSpec("Ready", "False", "StatusUnknown", "Connect reports no status yet"))
         plan.requeue(SETTLE_DELAY_S)
     elif status.any_failed:
@@ -408,10 +484,40 @@ def _plan_restarts(target: ConnectorTarget, observed: Observed, plan: Plan) -> N
         plan.auto_restart = AutoRestartStatus(count=0, last_restart_time=previous.last_restart_time)
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    reason: str
+    message: str
+
+
 def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
-    value = target.annotations.get(ANNOTATION_OFFSETS)
-    if value is None or value not in OFFSETS_OPERATIONS:
+    if target.pending is not None:
+        _plan_pending(target, observed, plan, target.pending)
         return
+    annotations = target.annotations
+    value = annotations.get(ANNOTATION_OFFSETS)
+    if value is None:
+        if target.apply_on_change:
+            _plan_apply_on_change(target, observed, plan)
+        return
+    if value not in OFFSETS_OPERATIONS:
+        return
+    dry_run = annotations.get(ANNOTATION_DRY_RUN) == "true"
+    request_id = annotations.get(ANNOTATION_REQUEST_ID)
+    if request_id is not None and _handled_key(request_id, dry_run) in target.handled_request_ids:
+        # A GitOps tool re-applied a request that already ran: leave everything as it is.
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsRequestIgnored",
+                "True",
+                "AlreadyHandled",
+                f"{ANNOTATION_REQUEST_ID}={request_id!r} was already handled"
+                + (f" ({_describe_last(target.last_offsets_operation)})" if target.last_offsets_operation else "")
+                + "; set a new request id to run it again",
+            )
+        )
+        return
+    plan.request_id = request_id
     source = observed.alter_configmap if value == "alter" else None
     if value == "restore" and observed.restore is not None and observed.restore.name is not None:
         source = OffsetsConfigMap(observed.restore.name, True, observed.restore.resource_version)
@@ -426,23 +532,15 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
         )
         return
     plan.offsets_request = fingerprint
-    removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
-        Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
-    ]
-    if (
-        value == "restore"
-        and ANNOTATION_RESTORE_FROM in target.annotations
-        and not any(key == ANNOTATION_RESTORE_FROM for key, _ in target.companion_annotations)
-    ):
-        removals.append(
-            Action(
-                "remove_annotation",
-                annotation=ANNOTATION_RESTORE_FROM,
-                annotation_value=target.annotations[ANNOTATION_RESTORE_FROM],
-            )
-        )
+    removals = _request_removals(target, value)
 
-    key = target.configmap_key
+    for key in (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR):
+        flag = annotations.get(key)
+        if flag is not None and flag not in ("true", "false"):
+            # A typo must never turn a dry run into a real change.
+            _refuse(plan, value, "InvalidAnnotation", f"{key}={flag!r} must be true or false; nothing was done", True)
+            return
+
     if value == "list":
         if target.list_configmap is None:
             _refuse(
@@ -452,38 +550,17 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
         plan.actions += [Action("list_offsets", configmap=target.list_configmap), *removals]
         return
 
-    if value == "alter" and target.alter_configmap is None:
-        _refuse(
-            plan, "alter", "MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set", True
-        )
+    requested = _requested_offsets(target, observed, value, plan)
+    if isinstance(requested, _Refusal):
+        _refuse(plan, value, requested.reason, requested.message, True)
         return
-    offsets_json: str | None = None
-    if value == "alter":
-        configmap = observed.alter_configmap
-        name = target.alter_configmap
-        if configmap is None or not configmap.exists:
-            _refuse(plan, "alter", "ConfigMapNotFound", f"ConfigMap {name} does not exist", True)
-            return
-        if key not in configmap.data:
-            keys = ", ".join(sorted(configmap.data)) or "none"
-            _refuse(plan, "alter", "OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})", True)
-            return
-        # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
-        try:
-            document = parse_offsets_document(configmap.data[key])
-            if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
-                document = translate_replay_from(document)
-            is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
-            validate_for_connector(document, target.class_name, _desired(target), is_sink=is_sink)
-        except OffsetsValidationError as error:
-            _refuse(plan, "alter", "InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}", True)
-            return
-        offsets_json = document.to_compact_json()
-    if value == "restore":
-        restored = _restore_document(target, observed.restore, plan)
-        if restored is None:
-            return
-        offsets_json = restored
+    if dry_run:
+        # Needs no STOPPED state: it only reads the offsets.
+        plan.actions += [
+            Action("dry_run_offsets", operation=value, configmap=target.list_configmap, offsets_json=requested),
+            *removals,
+        ]
+        return
 
     status = observed.status
     if status is None or not status.is_stopped:
@@ -493,51 +570,351 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
             plan.offsets_refusal = ("WaitingForStop", f"waiting for Connect to report STOPPED (now {state})", False)
             plan.requeue(SETTLE_DELAY_S)
             return
+        if target.stop_policy or annotations.get(ANNOTATION_STOP_CONNECTOR) == "true":
+            _begin(target, observed, plan, value, "annotation", fingerprint, request_id)
+            return
         _refuse(
             plan,
             value,
             "ConnectorNotStopped",
-            f"the connector is {state} in Connect; {value} needs it STOPPED. Set {target.spec_path}.state: stopped, "
-            "wait for Ready=True (ConnectorStopped), and the request runs",
+            f"the connector is {state} in Connect; {value} needs it STOPPED. Set {target.spec_path}.state: stopped "
+            f"and wait for Ready=True (ConnectorStopped), or let the operator stop and resume it: annotate "
+            f"{ANNOTATION_STOP_CONNECTOR}=true or set {target.spec_path}.offsetsPolicy.stopConnector: true",
             True,
         )
         return
-    if value == "alter":
-        plan.actions += [
-            Action("alter_offsets", configmap=target.alter_configmap, offsets_json=offsets_json),
-            *removals,
-        ]
-    elif value == "restore":
+    plan.actions += [_change_action(value, target, observed, requested), *removals]
+
+
+def _change_action(operation: str, target: ConnectorTarget, observed: Observed, requested: str | None) -> Action:
+    if operation == "alter":
+        return Action("alter_offsets", configmap=target.alter_configmap, offsets_json=requested)
+    if operation == "restore":
         assert observed.restore is not None
-        plan.actions += [
-            Action("restore_offsets", configmap=observed.restore.name, offsets_json=offsets_json),
-            *removals,
-        ]
-    else:
-        plan.actions += [Action("reset_offsets"), *removals]
+        return Action("restore_offsets", configmap=observed.restore.name, offsets_json=requested)
+    return Action("reset_offsets")
 
 
-def _restore_document(target: ConnectorTarget, source: RestoreSource | None, plan: Plan) -> str | None:
+def _requested_offsets(
+    target: ConnectorTarget, observed: Observed, operation: str, plan: Plan
+) -> str | _Refusal | None:
+    """The validated document an alter or restore sends (None for reset), or why there is none."""
+    key = target.configmap_key
+    if operation == "alter":
+        name = target.alter_configmap
+        if name is None:
+            return _Refusal("MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set")
+        configmap = observed.alter_configmap
+        if configmap is None or not configmap.exists:
+            return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+        if key not in configmap.data:
+            keys = ", ".join(sorted(configmap.data)) or "none"
+            return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+        # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
+        try:
+            document = parse_offsets_document(configmap.data[key])
+            if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
+                document = translate_replay_from(document)
+            is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+            validate_for_connector(document, target.class_name, _desired(target), is_sink=is_sink)
+        except OffsetsValidationError as error:
+            return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
+        return document.to_compact_json()
+    if operation == "restore":
+        return _restore_document(target, observed.restore)
+    return None
+
+
+def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
+    removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
+        Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
+    ]
+    companions = {key for key, _ in target.companion_annotations}
+    extra = [*REQUEST_ANNOTATIONS, ANNOTATION_RESTORE_FROM] if value == "restore" else list(REQUEST_ANNOTATIONS)
+    for key in extra:
+        if key in target.annotations and key not in companions:
+            removals.append(Action("remove_annotation", annotation=key, annotation_value=target.annotations[key]))
+    return removals
+
+
+def _handled_key(request_id: str, dry_run: bool) -> str:
+    """Dry runs are recorded apart: the same id without dry-run must still run for real."""
+    return f"{request_id}/dry-run" if dry_run else request_id
+
+
+def _describe_last(last: OffsetsOperationStatus | None) -> str:
+    if last is None:
+        return ""
+    return f"last operation: {last.operation} {last.result} at {last.time}"
+
+
+def _begin(
+    target: ConnectorTarget,
+    observed: Observed,
+    plan: Plan,
+    operation: str,
+    source: Literal["annotation", "applyOnChange"],
+    fingerprint: str,
+    request_id: str | None,
+    content: str | None = None,
+) -> None:
+    """Record the intent (in status, before anything else), then stop the connector."""
+    pending = PendingOffsetsOperation(
+        operation=operation,
+        step="Stopping",
+        source=source,
+        request=fingerprint,
+        request_id=request_id,
+        content_hash=content,
+        restore_from=observed.restore.name if operation == "restore" and observed.restore else None,
+        started=_iso(observed.now),
+    )
+    plan.actions.append(Action("begin_offsets_change", pending=pending))
+    plan.hold_stopped = f"{operation} runs (stop -> change -> resume)"
+    plan.offsets_request = fingerprint
+    plan.conditions.append(
+        ConditionSpec(
+            "OffsetsOperationInProgress", "True", "Stopping", f"{operation}: stopping the connector before the change"
+        )
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pending: PendingOffsetsOperation) -> None:
+    """Continue a stop -> change -> resume from the step status records (also after a restart)."""
+    plan.offsets_request = pending.request
+    plan.request_id = pending.request_id
+    status = observed.status
+    operation = pending.operation
+    if pending.step == "Resuming":
+        want = _CONNECT_STATE[target.state]
+        if status is not None and status.state == want:
+            plan.actions.append(Action("finish_offsets_change", pending=pending))
+            value = target.annotations.get(ANNOTATION_OFFSETS)
+            if pending.source == "annotation" and value == operation and pending.result == "Succeeded":
+                plan.actions += _request_removals(target, value)
+            return
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsOperationInProgress",
+                "True",
+                "Resuming",
+                f"{operation} done ({pending.result}); moving the connector back to {want}",
+            )
+        )
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    withdrawn = (
+        target.annotations.get(ANNOTATION_OFFSETS) != operation
+        if pending.source == "annotation"
+        else not target.apply_on_change
+    )
+    if pending.step == "Stopping" and withdrawn:
+        cancelled = pending.model_copy(
+            update={
+                "step": "Resuming",
+                "result": "Failed",
+                "reason": "Cancelled",
+                "message": f"{operation} cancelled: the request was withdrawn before the connector stopped",
+            }
+        )
+        plan.actions.append(Action("update_pending", pending=cancelled))
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    plan.hold_stopped = f"{operation} is in progress (step {pending.step})"
+    if status is None or not status.is_stopped:
+        now = status.state if status else "unknown"
+        tasks = f" with {len(status.tasks)} task(s)" if status is not None and status.tasks else ""
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsOperationInProgress",
+                "True",
+                "Stopping",
+                f"{operation}: waiting for Connect to report STOPPED with no tasks (now {now}{tasks})",
+            )
+        )
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    requested = _requested_offsets(target, observed, operation, plan)
+    if isinstance(requested, _Refusal):
+        # The input changed while the connector was stopping: refuse, and bring it back.
+        failed = pending.model_copy(
+            update={
+                "step": "Resuming",
+                "result": "Failed",
+                "reason": requested.reason,
+                "message": f"{operation} refused: {requested.message}",
+            }
+        )
+        plan.actions.append(Action("update_pending", pending=failed))
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    action = _change_action(operation, target, observed, requested)
+    plan.actions.append(
+        Action(action.kind, configmap=action.configmap, offsets_json=action.offsets_json, pending=pending)
+    )
+    plan.conditions.append(
+        ConditionSpec("OffsetsOperationInProgress", "True", "Changing", f"{operation}: backing up and changing")
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    """Declarative alter: apply the ConfigMap once per content change, with stop -> change -> resume."""
+    configmap = observed.alter_configmap
+    name = target.alter_configmap
+    key = target.configmap_key
+    if name is None:
+        return
+    if configmap is None or not configmap.exists or key not in configmap.data:
+        what = f"ConfigMap {name} does not exist" if configmap is None or not configmap.exists else f"no key {key}"
+        plan.conditions.append(
+            ConditionSpec("OffsetsApplied", "False", "ConfigMapNotFound", f"applyOnChange: waiting for it ({what})")
+        )
+        return
+    content = content_hash(configmap.data[key])
+    applied = target.applied_offsets
+    if applied is not None and applied.content_hash == content and applied.config_map == name:
+        reason = "Applied" if applied.result == "Succeeded" else "ApplyFailed"
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsApplied",
+                "True" if applied.result == "Succeeded" else "False",
+                reason,
+                f"content {content} of ConfigMap {name} {applied.result.lower()} at {applied.time}; "
+                "it is applied again only when it changes",
+            )
+        )
+        return
+    fingerprint = _fingerprint(target, configmap)
+    plan.offsets_request = fingerprint
+    requested = _requested_offsets(target, observed, "alter", plan)
+    if isinstance(requested, _Refusal):
+        _refuse(plan, "alter", requested.reason, requested.message, True)
+        plan.applied_offsets = AppliedOffsetsStatus(
+            config_map=name, content_hash=content, time=_iso(observed.now), result="Failed"
+        )
+        return
+    _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content)
+
+
+def _initial_offsets_due(target: ConnectorTarget) -> bool:
+    """Initial offsets apply on first creation only: never once they were applied."""
+    if target.initial_configmap is None:
+        return False
+    return target.initial_status is None or target.initial_status.step != "Applied"
+
+
+def _initial_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | None) -> str:
+    parts = [target.name, "initial", str(target.generation), configmap.resource_version if configmap else "-"]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def _initial_document(target: ConnectorTarget, observed: Observed) -> str | _Refusal:
+    name = target.initial_configmap
+    assert name is not None
+    configmap = observed.initial_configmap
+    key = target.configmap_key
+    if configmap is None or not configmap.exists:
+        return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+    if key not in configmap.data:
+        keys = ", ".join(sorted(configmap.data)) or "none"
+        return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+    try:
+        document = parse_offsets_document(configmap.data[key])
+        validate_for_connector(document, target.class_name, _desired(target), is_sink=None)
+    except OffsetsValidationError as error:
+        return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
+    return document.to_compact_json()
+
+
+def _plan_initial_create(target: ConnectorTarget, observed: Observed, desired: dict[str, str], plan: Plan) -> None:
+    fingerprint = _initial_fingerprint(target, observed.initial_configmap)
+    previous = target.initial_status
+    if previous is not None and previous.step == "Failed" and previous.request == fingerprint:
+        plan.conditions.append(ConditionSpec("Ready", "False", "InitialOffsetsFailed", previous.message))
+        return
+    if not observed.supports_initial_state:
+        plan.conditions.append(
+            ConditionSpec(
+                "Ready",
+                "False",
+                "InitialOffsetsUnsupported",
+                "spec.initialOffsets needs Connect 3.7 or newer (creating a connector STOPPED); nothing was created",
+            )
+        )
+        return
+    document = _initial_document(target, observed)
+    if isinstance(document, _Refusal):
+        plan.conditions.append(
+            ConditionSpec(
+                "Ready", "False", "InitialOffsetsInvalid", f"spec.initialOffsets: {document.message}; nothing created"
+            )
+        )
+        return
+    plan.actions.append(
+        Action(
+            "create_with_initial_offsets",
+            config=desired,
+            initial_state="STOPPED",
+            configmap=target.initial_configmap,
+            offsets_json=document,
+            request=fingerprint,
+        )
+    )
+    plan.hold_stopped = "its initial offsets are applied"
+    plan.conditions.append(
+        ConditionSpec(
+            "Ready",
+            "False",
+            "Creating",
+            f"Creating the connector STOPPED with the initial offsets of ConfigMap {target.initial_configmap}",
+        )
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _plan_initial_resume(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    """A connector created for initial offsets exists but they are not recorded as applied: finish."""
+    plan.hold_stopped = "its initial offsets are applied"
+    status = observed.status
+    if status is None or not status.is_stopped:
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    fingerprint = _initial_fingerprint(target, observed.initial_configmap)
+    document = _initial_document(target, observed)
+    if isinstance(document, _Refusal):
+        plan.actions.append(
+            Action(
+                "apply_initial_offsets",
+                configmap=target.initial_configmap,
+                request=fingerprint,
+                operation=document.message,
+            )
+        )
+        return
+    plan.actions.append(
+        Action("apply_initial_offsets", configmap=target.initial_configmap, offsets_json=document, request=fingerprint)
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _restore_document(target: ConnectorTarget, source: RestoreSource | None) -> str | _Refusal:
     """The PATCH that puts the backup's offsets back exactly: its entries, plus null for partitions
     that exist now but not in the backup (PATCH alone would leave them)."""
     wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
     if source is None or source.name is None:
         which = f"backup {wanted}" if wanted else "any backup"
-        _refuse(plan, "restore", "BackupNotFound", f"{which} of connector {target.name} not found", True)
-        return None
+        return _Refusal("BackupNotFound", f"{which} of connector {target.name} not found")
     try:
         document = parse_offsets_document(source.backup_json, allow_empty=True)
     except OffsetsValidationError as error:
-        _refuse(plan, "restore", "InvalidBackup", f"backup {source.name} is unreadable:\n{error}", True)
-        return None
+        return _Refusal("InvalidBackup", f"backup {source.name} is unreadable:\n{error}")
     entries = [entry.to_json_obj() for entry in document.entries]
     kept = {OffsetsDocument.partition_key(entry) for entry in document.entries}
     entries += [{"partition": partition, "offset": None} for key, partition in source.current if key not in kept]
     if not entries:
-        _refuse(
-            plan, "restore", "NothingToRestore", f"backup {source.name} and the connector both have no offsets", True
-        )
-        return None
+        return _Refusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
     return json.dumps({"offsets": entries}, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -669,6 +1046,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                 if restore_from is not None and operation == "restore":
                     own[ANNOTATION_RESTORE_FROM] = restore_from
                     companions += ((ANNOTATION_RESTORE_FROM, restore_from),)
+                own.update({key: annotations[key] for key in REQUEST_ANNOTATIONS if key in annotations})
             status = previous.get(name)
             targets.append(
                 ConnectorTarget(
@@ -689,6 +1067,11 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     configmap_key=mirror_configmap_key(name),
                     companion_annotations=companions,
                     spec_path=f"spec.mirrors[{index}].{field_name}",
+                    stop_policy=bool(block.offsets_policy and block.offsets_policy.stop_connector),
+                    pending=status.pending_offsets_operation if status else None,
+                    handled_request_ids=tuple(resource.status.handled_request_ids),
+                    apply_on_change=bool(block.alter_offsets and block.alter_offsets.apply_on_change),
+                    applied_offsets=status.applied_offsets if status else None,
                 )
             )
 

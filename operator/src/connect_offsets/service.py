@@ -35,6 +35,7 @@ from connect_offsets import API_GROUP, API_VERSION, metrics
 from connect_offsets.clients.connect import (
     ConnectAuth,
     ConnectClient,
+    ConnectConflict,
     ConnectEndpoint,
     ConnectError,
     ConnectHTTPError,
@@ -42,19 +43,31 @@ from connect_offsets.clients.connect import (
 )
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
+from connect_offsets.faults import fault_point
 from connect_offsets.lag import LagRegistry
 from connect_offsets.models.connect import ServerInfo, supports_initial_state
 from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
     Condition,
     ConnectClusterResource,
     ConnectClusterSpec,
     KafkaConnectorResource,
     KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
+    PendingOffsetsOperation,
+)
+from connect_offsets.models.offsets import (
+    diff_offsets,
+    parse_offsets_document,
+    parse_offsets_obj,
+    partition_key,
+    reset_diff,
 )
 from connect_offsets.planning import (
+    ANNOTATION_DRY_RUN,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTORE_FROM,
+    HANDLED_REQUEST_IDS,
     OWNER_CONFIG_KEY,
     Action,
     ConditionSpec,
@@ -318,6 +331,48 @@ class TargetResult:
 #: Called right before an offsets action; returns text to prefix to its message. Raising
 #: OffsetsRequestInvalid fails the request permanently, ConnectError-like errors retry it.
 BeforeOffsets = Callable[[Action], Awaitable[str]]
+#: Writes status fields of one connector target right away (before the next step runs): how a
+#: multi-step change survives an operator restart. A None value removes the field.
+Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+
+OFFSETS_OPS = {
+    "list_offsets": "list",
+    "alter_offsets": "alter",
+    "reset_offsets": "reset",
+    "restore_offsets": "restore",
+}
+
+
+class _Steps:
+    """Status checkpoints of one target during one pass; the final status write includes them too."""
+
+    def __init__(self, result: TargetResult, checkpoint: Checkpoint | None) -> None:
+        self._result = result
+        self._checkpoint = checkpoint
+
+    async def fields(self, fields: dict[str, Any]) -> None:
+        self._result.status.update(fields)
+        if self._checkpoint is not None:
+            await self._checkpoint(fields)
+
+    async def pending(self, pending: PendingOffsetsOperation) -> None:
+        await self.fields({"pendingOffsetsOperation": pending.model_dump(by_alias=True, exclude_none=True)})
+
+
+def _transient_for_initial(error: ConnectHTTPError) -> bool:
+    """Initial offsets treat only rebalances, rate limits and timeouts as passing: any other error
+    (Connect answers 500 for offsets Kafka rejects) would otherwise keep a half-created connector
+    STOPPED forever, so it fails the step and cleans up."""
+    return isinstance(error, ConnectConflict) or error.status_code == 429 or getattr(error, "is_request_timeout", False)
+
+
+def dry_run_key(configmap_key: str) -> str:
+    """``dry-run.json`` next to ``offsets.json``; MirrorMaker 2 keys get a ``dry-run.`` prefix."""
+    return "dry-run.json" if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
+
+
+def _is_dry_run(target: ConnectorTarget) -> bool:
+    return target.annotations.get(ANNOTATION_DRY_RUN) == "true"
 
 
 class TargetRunner:
@@ -331,17 +386,22 @@ class TargetRunner:
     ) -> Observed:
         config = await client.get_connector_config(target.name)
         status = await client.get_connector_status(target.name) if config is not None else None
+        pending = target.pending
+        operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
         configmap: OffsetsConfigMap | None = None
-        if target.annotations.get(ANNOTATION_OFFSETS) == "alter" and target.alter_configmap:
-            cm = await self.kube.get_configmap(namespace, target.alter_configmap)
-            configmap = (
-                OffsetsConfigMap(target.alter_configmap, True, cm.resource_version, cm.data)
-                if cm is not None
-                else OffsetsConfigMap(target.alter_configmap, False)
-            )
+        if target.alter_configmap and (operation == "alter" or target.apply_on_change):
+            configmap = await self._offsets_configmap(namespace, target.alter_configmap)
+        initial: OffsetsConfigMap | None = None
+        initial_status = target.initial_status
+        if target.initial_configmap and (
+            (config is None and (initial_status is None or initial_status.step != "Applied"))
+            or (initial_status is not None and initial_status.step == "Creating")
+        ):
+            initial = await self._offsets_configmap(namespace, target.initial_configmap)
         restore: RestoreSource | None = None
-        if target.annotations.get(ANNOTATION_OFFSETS) == "restore" and config is not None:
-            restore = await self._restore_source(target, namespace, client)
+        if operation == "restore" and config is not None:
+            wanted = pending.restore_from if pending is not None else target.annotations.get(ANNOTATION_RESTORE_FROM)
+            restore = await self._restore_source(target, namespace, client, wanted)
         return Observed(
             now=now,
             cluster_error=None,
@@ -350,9 +410,18 @@ class TargetRunner:
             status=status,
             alter_configmap=configmap,
             restore=restore,
+            initial_configmap=initial,
         )
 
-    async def _restore_source(self, target: ConnectorTarget, namespace: str, client: ConnectClient) -> RestoreSource:
+    async def _offsets_configmap(self, namespace: str, name: str) -> OffsetsConfigMap:
+        cm = await self.kube.get_configmap(namespace, name)
+        if cm is None:
+            return OffsetsConfigMap(name, False)
+        return OffsetsConfigMap(name, True, cm.resource_version, cm.data)
+
+    async def _restore_source(
+        self, target: ConnectorTarget, namespace: str, client: ConnectClient, wanted: str | None
+    ) -> RestoreSource:
         """The backup to restore (named by restore-from, else the newest) and the current offsets."""
         selector = f"{API_GROUP}/connector-hash={_connector_hash(target.name)}"
         backups = [
@@ -360,7 +429,6 @@ class TargetRunner:
             for name, annotations in await self.kube.list_configmaps(namespace, selector)
             if annotations.get(f"{API_GROUP}/connector") == target.name
         ]
-        wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
         if wanted:
             backups = [item for item in backups if item[0] == wanted]
         backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
@@ -393,6 +461,7 @@ class TargetRunner:
         info: ServerInfo,
         now: datetime,
         before_offsets: BeforeOffsets | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> TargetResult:
         namespace = body["metadata"]["namespace"]
         try:
@@ -410,8 +479,9 @@ class TargetRunner:
         )
         plan = plan_target(target, observed)
         result = TargetResult(plan, observed, list(plan.conditions))
+        step = _Steps(result, checkpoint)
         try:
-            await self._execute(target, body, plural, client, result, now, before_offsets)
+            await self._execute(target, body, plural, client, result, now, step, before_offsets)
         except ConnectError as error:
             result.transient_error = str(error)
             result.conditions = [c for c in result.conditions if c.type != "Ready"]
@@ -420,6 +490,8 @@ class TargetRunner:
             result.status["connectorStatus"] = observed.status.model_dump(exclude_none=True)
         if plan.auto_restart is not None:
             result.status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
+        if plan.applied_offsets is not None:
+            result.status["appliedOffsets"] = plan.applied_offsets.model_dump(by_alias=True, exclude_none=True)
         return result
 
     async def _execute(
@@ -430,60 +502,360 @@ class TargetRunner:
         client: ConnectClient,
         result: TargetResult,
         now: datetime,
+        step: _Steps,
         before_offsets: BeforeOffsets | None = None,
     ) -> None:
         plan = result.plan
-        offsets_ops = {
-            "list_offsets": "list",
-            "alter_offsets": "alter",
-            "reset_offsets": "reset",
-            "restore_offsets": "restore",
-        }
+        kind = str(body.get("kind", ""))
         if plan.offsets_refusal is not None:
             reason, message, permanent = plan.offsets_refusal
             if permanent and reason != "Unchanged":
-                operation = target.annotations.get(ANNOTATION_OFFSETS, "")
-                metrics.OPERATIONS.labels(str(body.get("kind", "")), operation, "Failed").inc()
+                operation = target.annotations.get(ANNOTATION_OFFSETS, "alter")
+                metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
                 result.status["lastOffsetsOperation"] = _op_status(operation, "Failed", message, plan, now, reason)
+                self._handled(target, result, plan.request_id, dry_run=_is_dry_run(target))
                 await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {message}")
         for action in plan.actions:
-            if action.kind in offsets_ops:
-                operation = offsets_ops[action.kind]
-                kind = str(body.get("kind", ""))
-                started = time.monotonic()
-                backup: str | None = None
-                try:
-                    if action.kind in ("alter_offsets", "reset_offsets", "restore_offsets"):
-                        # Nothing is lost: the current offsets are saved first, or nothing changes.
-                        backup = await self._backup(target, body, client, operation, now)
-                    prefix = await before_offsets(action) if before_offsets is not None else ""
-                    message = prefix + await self._offsets_action(target, body, client, action)
-                except ConnectHTTPError as error:
-                    if error.retryable:
-                        raise
-                    text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
-                    metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
-                    self._failed(result, operation, "ConnectRejected", text, now)
-                    await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
+            if action.kind in OFFSETS_OPS and action.pending is not None:
+                await self._staged_change(target, body, client, result, now, step, action, before_offsets)
+            elif action.kind in OFFSETS_OPS:
+                if not await self._direct_change(target, body, client, result, now, action, before_offsets):
                     return
-                except OffsetsRequestInvalid as error:
-                    text = f"{operation} refused: {error}"
-                    metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
-                    self._failed(result, operation, error.reason, text, now)
-                    await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
-                    return
-                metrics.OPERATION_SECONDS.labels(kind, operation).observe(time.monotonic() - started)
-                metrics.OPERATIONS.labels(kind, operation, "Succeeded").inc()
-                result.status["lastOffsetsOperation"] = _op_status(
-                    operation, "Succeeded", message, plan, now, backup=backup
+            elif action.kind == "dry_run_offsets":
+                await self._dry_run(target, body, client, result, now, action)
+            elif action.kind == "begin_offsets_change":
+                assert action.pending is not None
+                # The intent is in status before the connector is touched: a restarted operator
+                # finds it and finishes the change (or resumes the connector), never forgets it.
+                await step.pending(action.pending)
+                fault_point("after-intent")
+                await self.event(
+                    body,
+                    "Normal",
+                    "OffsetsChangeStarted",
+                    f"{target.name}: stopping the connector for {action.pending.operation}",
                 )
-                await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
+            elif action.kind == "update_pending":
+                assert action.pending is not None
+                await step.pending(action.pending)
+            elif action.kind == "finish_offsets_change":
+                await self._finish_change(target, body, result, now, step, action)
+            elif action.kind in ("create_with_initial_offsets", "apply_initial_offsets"):
+                await self._initial_offsets(target, body, client, result, now, step, action)
             elif action.kind == "remove_annotation":
                 # Done after the status write (finish_requests): once the annotation is gone, the
                 # status already tells how the request ended.
                 result.removals.append(action)
             else:
                 await self._lifecycle_action(target, body, client, action)
+                if action.kind == "stop" and plan.hold_stopped:
+                    fault_point("after-stop")
+
+    async def _direct_change(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        result: TargetResult,
+        now: datetime,
+        action: Action,
+        before_offsets: BeforeOffsets | None,
+    ) -> bool:
+        """list, or a change on a connector that is already STOPPED. False: it failed permanently."""
+        plan = result.plan
+        operation = OFFSETS_OPS[action.kind]
+        kind = str(body.get("kind", ""))
+        started = time.monotonic()
+        backup: str | None = None
+        try:
+            if action.kind != "list_offsets":
+                # Nothing is lost: the current offsets are saved first, or nothing changes.
+                backup = await self._backup(target, body, client, operation, now)
+            prefix = await before_offsets(action) if before_offsets is not None else ""
+            message = prefix + await self._offsets_action(target, body, client, action)
+        except ConnectHTTPError as error:
+            if error.retryable:
+                raise
+            text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
+            metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
+            self._failed(result, operation, "ConnectRejected", text, now)
+            self._handled(target, result, plan.request_id)
+            await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
+            return False
+        except OffsetsRequestInvalid as error:
+            text = f"{operation} refused: {error}"
+            metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
+            self._failed(result, operation, error.reason, text, now)
+            self._handled(target, result, plan.request_id)
+            await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
+            return False
+        metrics.OPERATION_SECONDS.labels(kind, operation).observe(time.monotonic() - started)
+        metrics.OPERATIONS.labels(kind, operation, "Succeeded").inc()
+        result.status["lastOffsetsOperation"] = _op_status(operation, "Succeeded", message, plan, now, backup=backup)
+        self._handled(target, result, plan.request_id)
+        await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
+        return True
+
+    async def _staged_change(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        result: TargetResult,
+        now: datetime,
+        step: _Steps,
+        action: Action,
+        before_offsets: BeforeOffsets | None,
+    ) -> None:
+        """The change step of stop -> change -> resume, restartable at every point.
+
+        Order: backup, record the backup in status, change, record the result in status. A restart
+        after the backup was recorded first checks whether the change is already in Connect (the
+        connector is STOPPED, so its offsets cannot move on their own) and then does not send it again.
+        """
+        assert action.pending is not None
+        pending = action.pending
+        operation = OFFSETS_OPS[action.kind]
+        started = time.monotonic()
+        try:
+            if pending.backup is None:
+                backup = await self._backup(target, body, client, operation, now)
+                pending = pending.model_copy(update={"step": "Changing", "backup": backup})
+                await step.pending(pending)
+                fault_point("after-backup")
+                applied = False
+            else:
+                applied = await self._already_applied(target, client, action)
+            if applied:
+                message = f"{operation}: already in Connect (applied before the operator restarted); not sent again"
+            else:
+                prefix = await before_offsets(action) if before_offsets is not None else ""
+                message = prefix + await self._offsets_action(target, body, client, action)
+                fault_point("after-patch")
+            done = pending.model_copy(update={"step": "Resuming", "result": "Succeeded", "message": message})
+        except ConnectHTTPError as error:
+            if error.retryable:
+                raise
+            text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
+            done = pending.model_copy(
+                update={"step": "Resuming", "result": "Failed", "reason": "ConnectRejected", "message": text}
+            )
+        except OffsetsRequestInvalid as error:
+            done = pending.model_copy(
+                update={
+                    "step": "Resuming",
+                    "result": "Failed",
+                    "reason": error.reason,
+                    "message": f"{operation} refused: {error}",
+                }
+            )
+        metrics.OPERATION_SECONDS.labels(str(body.get("kind", "")), operation).observe(time.monotonic() - started)
+        await step.pending(done)
+
+    async def _already_applied(self, target: ConnectorTarget, client: ConnectClient, action: Action) -> bool:
+        current = parse_offsets_obj(await client.get_offsets(target.name), allow_empty=True)
+        if action.kind == "reset_offsets":
+            return len(current) == 0
+        assert action.offsets_json is not None
+        return not diff_offsets(current, parse_offsets_document(action.offsets_json)).has_changes
+
+    async def _finish_change(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        result: TargetResult,
+        now: datetime,
+        step: _Steps,
+        action: Action,
+    ) -> None:
+        """The connector is back in spec.state: publish the outcome and forget the pending record."""
+        pending = action.pending
+        assert pending is not None and pending.result is not None
+        kind = str(body.get("kind", ""))
+        operation = pending.operation
+        metrics.OPERATIONS.labels(kind, operation, pending.result).inc()
+        message = pending.message + ("" if pending.result == "Failed" else f"; connector back to {target.state.value}")
+        result.status["lastOffsetsOperation"] = OffsetsOperationStatus(
+            operation=operation,
+            result=pending.result,
+            reason=pending.reason,
+            backup=pending.backup,
+            time=iso(now),
+            message=message[:2048],
+            request=pending.request,
+            request_id=pending.request_id,
+        ).model_dump(by_alias=True, exclude_none=True)
+        result.status["pendingOffsetsOperation"] = None
+        if pending.source == "applyOnChange" and target.alter_configmap and pending.content_hash:
+            result.status["appliedOffsets"] = AppliedOffsetsStatus(
+                config_map=target.alter_configmap,
+                content_hash=pending.content_hash,
+                time=iso(now),
+                result=pending.result,
+            ).model_dump(by_alias=True)
+        if pending.result == "Failed":
+            result.conditions.append(
+                ConditionSpec("OffsetsOperationFailed", "True", pending.reason or "RequestFailed", message)
+            )
+        self._handled(target, result, pending.request_id)
+        event_type, reason = (
+            ("Normal", "OffsetsOperationSucceeded")
+            if pending.result == "Succeeded"
+            else ("Warning", "OffsetsOperationFailed")
+        )
+        await self.event(body, event_type, reason, f"{target.name}: {message}")
+
+    async def _dry_run(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        result: TargetResult,
+        now: datetime,
+        action: Action,
+    ) -> None:
+        """Compute what the change would do, publish it, change nothing."""
+        operation = action.operation or "alter"
+        current = parse_offsets_obj(await client.get_offsets(target.name), allow_empty=True)
+        if action.offsets_json is None:
+            diff = reset_diff(current)
+        else:
+            diff = diff_offsets(current, parse_offsets_document(action.offsets_json))
+        document = {
+            "operation": operation,
+            "connector": target.name,
+            "time": iso(now),
+            "summary": diff.summary(),
+            **diff.to_json_obj(),
+        }
+        key = dry_run_key(target.configmap_key)
+        where = (
+            f"diff in ConfigMap {action.configmap} key {key}"
+            if action.configmap
+            else f"set {target.spec_path}.listOffsets.toConfigMap to get the full diff in a ConfigMap"
+        )
+        if action.configmap:
+            try:
+                await self.kube.write_configmap_key(
+                    body["metadata"]["namespace"],
+                    action.configmap,
+                    key,
+                    json.dumps(document, indent=2, ensure_ascii=False) + "\n",
+                    labels=_labels(body),
+                    owner=_owner_reference(body),
+                )
+            except KubernetesRejected as error:
+                where = f"the diff could not be written: {error}"
+        message = f"{operation} dry run: {diff.summary()}; nothing was changed; {where}"
+        result.status["lastOffsetsOperation"] = _op_status(
+            operation, "Succeeded", message, result.plan, now, dry_run=True
+        )
+        self._handled(target, result, result.plan.request_id, dry_run=True)
+        await self.event(body, "Normal", "OffsetsDryRun", f"{target.name}: {message}")
+
+    async def _initial_offsets(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        result: TargetResult,
+        now: datetime,
+        step: _Steps,
+        action: Action,
+    ) -> None:
+        """Create STOPPED, wipe leftovers of an earlier same-named connector, PATCH, record.
+
+        Any failure deletes the half-created connector and names the failed step; transient
+        errors propagate, and the recorded ``Creating`` step makes the next pass finish the job.
+        """
+        name = target.name
+        assert action.configmap is not None
+        record = {"configMap": action.configmap, "time": iso(now)}
+        current_step = "validate"
+        created = action.kind == "apply_initial_offsets"
+        try:
+            if action.kind == "create_with_initial_offsets":
+                assert action.config is not None
+                problems = await client.validate_config(action.config)
+                if problems:
+                    raise OffsetsRequestInvalid("InvalidConfig", "Connect rejects the config: " + "; ".join(problems))
+                await step.fields({"initialOffsets": {**record, "step": "Creating"}})
+                current_step = "create"
+                await client.create_connector(name, action.config, initial_state="STOPPED")
+                created = True
+                fault_point("initial-after-create")
+            if action.offsets_json is None:
+                raise OffsetsRequestInvalid("InvalidOffsets", action.operation or "initial offsets invalid")
+            requested = parse_offsets_document(action.offsets_json)
+            current_step = "wait-for-stopped"
+            await self._wait_stopped(client, name)
+            current_step = "wipe"
+            current = parse_offsets_obj(await client.get_offsets(name), allow_empty=True)
+            wanted = {partition_key(e) for e in requested.entries if e.offset is not None}
+            exact = {partition_key(e) for e in current.entries} == wanted and not diff_offsets(
+                current, requested
+            ).has_changes
+            if exact:
+                message = "initial offsets already in place (applied before the operator restarted)"
+            else:
+                wiped = ""
+                if len(current):
+                    await client.reset_offsets(name)
+                    wiped = f"removed {len(current)} offset(s) left by an earlier connector named {name}; "
+                current_step = "patch"
+                answer = await client.alter_offsets(name, requested.to_json_obj())
+                fault_point("initial-after-patch")
+                message = (
+                    f"{wiped}applied {len(requested)} initial offset(s) from ConfigMap {action.configmap}: {answer}"
+                )
+        except (ConnectHTTPError, OffsetsRequestInvalid, TimeoutError) as error:
+            if isinstance(error, ConnectHTTPError) and _transient_for_initial(error):
+                raise
+            text = (
+                f"Connect answered {error.status_code}: {error.message}"
+                if isinstance(error, ConnectHTTPError)
+                else str(error)
+            )
+            cleanup = ""
+            if created:
+                try:
+                    await client.delete_connector(name)
+                    cleanup = "; the half-created connector was deleted"
+                except ConnectError as delete_error:
+                    cleanup = f"; deleting the half-created connector failed: {delete_error}"
+            full = f"initial offsets failed at step {current_step}: {text}{cleanup}"
+            await step.fields(
+                {"initialOffsets": {**record, "step": "Failed", "request": action.request, "message": full}}
+            )
+            result.conditions = [c for c in result.conditions if c.type != "Ready"]
+            result.conditions.insert(0, ConditionSpec("Ready", "False", "InitialOffsetsFailed", full[:1024]))
+            await self.event(body, "Warning", "InitialOffsetsFailed", f"{name}: {full}")
+            return
+        await step.fields({"initialOffsets": {**record, "step": "Applied", "message": message}})
+        await self.event(body, "Normal", "InitialOffsetsApplied", f"{name}: {message}")
+        result.plan.requeue(1.0)  # now move it to spec.state
+
+    @staticmethod
+    async def _wait_stopped(client: ConnectClient, name: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = await client.get_connector_status(name)
+            if status is not None and status.is_stopped:
+                return
+            if time.monotonic() > deadline:
+                state = status.state if status else "absent"
+                raise TimeoutError(f"connector still {state} after {timeout:.0f}s; expected STOPPED with no tasks")
+            await asyncio.sleep(0.5)
+
+    def _handled(
+        self, target: ConnectorTarget, result: TargetResult, request_id: str | None, *, dry_run: bool = False
+    ) -> None:
+        """Remember a finished request's id, so the same id re-applied later is a no-op."""
+        if request_id is None:
+            return
+        key = f"{request_id}/dry-run" if dry_run else request_id
+        previous = [i for i in target.handled_request_ids if i != key]
+        result.status["handledRequestIds"] = [*previous, key][-HANDLED_REQUEST_IDS:]
 
     async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> None:
         """Remove the annotations of finished requests; call after their status is written."""
@@ -593,8 +965,12 @@ class TargetRunner:
         elif action.kind == "stop":
             await client.stop_connector(name)
         elif action.kind == "pause":
+            if target.pending is not None:
+                fault_point("before-resume")
             await client.pause_connector(name)
         elif action.kind == "resume":
+            if target.pending is not None:
+                fault_point("before-resume")
             await client.resume_connector(name)
         elif action.kind == "restart":
             await client.restart_connector(name, include_tasks=action.include_tasks, only_failed=action.only_failed)
@@ -625,6 +1001,8 @@ def _op_status(
     now: datetime,
     reason: str = "",
     backup: str | None = None,
+    *,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     return OffsetsOperationStatus(
         operation=operation,
@@ -634,6 +1012,8 @@ def _op_status(
         time=iso(now),
         message=message[:2048],
         request=plan.offsets_request,
+        request_id=plan.request_id,
+        dry_run=True if dry_run else None,
     ).model_dump(by_alias=True, exclude_none=True)
 
 
@@ -701,7 +1081,9 @@ class ConnectorService:
             return Outcome()
         body, resource = loaded
         target = target_for_connector(resource)
-        outcome = Outcome(referenced_configmaps={target.alter_configmap} if target.alter_configmap else set())
+        outcome = Outcome(
+            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None}
+        )
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
         except (ClusterUnusable, ClusterUnreachable) as error:
@@ -712,7 +1094,11 @@ class ConnectorService:
             else:
                 outcome.requeue_after = 30.0
             return outcome
-        result = await self.runner.run(target, body, CONNECTORS, client, info, now)
+
+        async def checkpoint(fields: dict[str, Any]) -> None:
+            await write_status_fields(self.kube, CONNECTORS, body, now, fields)
+
+        result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint)
         extra = dict(result.status)
         if result.observed.status is not None:
             extra["tasksMax"] = resource.spec.tasks_max
@@ -805,16 +1191,33 @@ async def write_status(
     generation = int(body["metadata"].get("generation", 0))
     new = dict(old)
     new.update({k: v for k, v in extra.items() if v is not None})
+    # None removes a field (a finished pending operation); a merge patch needs an explicit null.
+    removed = {k for k, v in extra.items() if v is None and k in old}
+    for key in removed:
+        new.pop(key)
     new["conditions"] = merge_conditions(previous, conditions, generation, iso(now))
     new["observedGeneration"] = generation
     if _canonical(new) == _canonical(old):
         return
     # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
     try:
-        await kube.patch_status(plural, body["metadata"]["namespace"], body["metadata"]["name"], new)
+        await kube.patch_status(
+            plural, body["metadata"]["namespace"], body["metadata"]["name"], {**new, **dict.fromkeys(removed)}
+        )
     except KubernetesError as error:
         log.warning("status not written: %s", error)
         raise
+    # Later writes in the same pass (checkpoints, then the final one) compare against this one.
+    body["status"] = new
+
+
+async def write_status_fields(
+    kube: KubernetesApi, plural: str, body: dict[str, Any], now: datetime, fields: dict[str, Any]
+) -> None:
+    """A checkpoint in the middle of a pass: these fields now, the conditions as they are."""
+    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
+    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old]
+    await write_status(kube, plural, body, kept, now, fields)
 
 
 # --- ConnectCluster -----------------------------------------------------------------------
@@ -908,10 +1311,16 @@ class MirrorMaker2Service:
         previous = {c.name: c for c in resource.status.connectors}
         last_operation: dict[str, Any] | None = None
         results: list[TargetResult] = []
+        handled_ids: list[str] | None = None
         for target in mirror.targets:
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
-            result = await self.runner.run(target, body, MIRRORS, client, info, now, hook)
+            result = await self.runner.run(
+                target, body, MIRRORS, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
+            )
             results.append(result)
+            handled = result.status.pop("handledRequestIds", None)
+            if handled is not None:
+                handled_ids = handled
             if result.transient_error and outcome.transient_error is None:
                 outcome.transient_error = result.transient_error
             if result.plan.requeue_after is not None:
@@ -927,13 +1336,16 @@ class MirrorMaker2Service:
                 "message": ready.message if ready else "",
             }
             if old is not None:
-                if old.auto_restart is not None:
-                    entry["autoRestart"] = old.auto_restart.model_dump(by_alias=True, exclude_none=True)
-                if old.last_offsets_operation is not None:
-                    entry["lastOffsetsOperation"] = old.last_offsets_operation.model_dump(
-                        by_alias=True, exclude_none=True
-                    )
+                for key, value in (
+                    ("autoRestart", old.auto_restart),
+                    ("lastOffsetsOperation", old.last_offsets_operation),
+                    ("pendingOffsetsOperation", old.pending_offsets_operation),
+                    ("appliedOffsets", old.applied_offsets),
+                ):
+                    if value is not None:
+                        entry[key] = value.model_dump(by_alias=True, exclude_none=True)
             entry.update(result.status)
+            entry = {k: v for k, v in entry.items() if v is not None}
             if "lastOffsetsOperation" in result.status:
                 last_operation = {**result.status["lastOffsetsOperation"], "connector": target.name}
             entries.append(entry)
@@ -958,6 +1370,8 @@ class MirrorMaker2Service:
                 "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
             )
         extra: dict[str, Any] = {"connectors": entries}
+        if handled_ids is not None:
+            extra["handledRequestIds"] = handled_ids
         if last_operation is not None:
             extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
         replication_lag, lag_conditions = self.lag.report(resource, now)
@@ -967,6 +1381,24 @@ class MirrorMaker2Service:
         await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
         await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
+
+    def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
+        """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""
+
+        async def checkpoint(fields: dict[str, Any]) -> None:
+            entries = [dict(e) for e in (body.get("status") or {}).get("connectors", []) if isinstance(e, dict)]
+            entry = next((e for e in entries if e.get("name") == connector), None)
+            if entry is None:
+                entry = {"name": connector}
+                entries.append(entry)
+            for key, value in fields.items():
+                if value is None:
+                    entry.pop(key, None)
+                else:
+                    entry[key] = value
+            await write_status_fields(self.kube, MIRRORS, body, now, {"connectors": entries})
+
+        return checkpoint
 
     def _offset_syncs_hook(
         self, resource: KafkaMirrorMaker2Resource, mirror: MirrorPlan, target: ConnectorTarget, body: dict[str, Any]

@@ -541,6 +541,25 @@ class ConnectClient:
         plugins = await self._get_model("/connector-plugins", _PLUGINS, params={"connectorsOnly": "true"})
         return [p.class_ for p in plugins]
 
+    async def validate_config(self, config: dict[str, str]) -> list[str]:
+        """``PUT /connector-plugins/{class}/config/validate``: the problems, as ``key: message`` lines.
+
+        Empty when Connect accepts the config. Used before creating a connector whose creation has
+        further steps (initial offsets), so a config error never leaves a half-created connector.
+        """
+        plugin = quote(config.get("connector.class", ""), safe="")
+        response = await self._request("PUT", f"/connector-plugins/{plugin}/config/validate", json_body=config)
+        assert response is not None
+        body = self._validate(_JSON_OBJECT, self._parse_json("PUT", "validate", response), "PUT", "validate")
+        problems: list[str] = []
+        for item in body.get("configs") or []:
+            value = item.get("value") if isinstance(item, dict) else None
+            if isinstance(value, dict):
+                problems += [f"{value.get('name')}: {error}" for error in value.get("errors") or []]
+        if not problems and body.get("error_count"):
+            problems.append(f"Connect reports {body['error_count']} config error(s)")
+        return problems
+
     async def list_connectors(self) -> list[str]:
         return await self._get_model("/connectors", _STR_LIST)
 

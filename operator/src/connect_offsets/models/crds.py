@@ -102,6 +102,30 @@ class ListOffsetsSpec(Model):
 
 class AlterOffsetsSpec(Model):
     from_config_map: ConfigMapRef = Field(description="ConfigMap whose `offsets.json` `alter` applies.")
+    apply_on_change: bool = Field(
+        False,
+        description=(
+            "Declarative mode: apply the ConfigMap's offsets once whenever their content changes (content hash "
+            "recorded in status.appliedOffsets), stopping and resuming the connector around the change. "
+            "Re-applying the same content does nothing."
+        ),
+    )
+
+
+class OffsetsPolicySpec(Model):
+    stop_connector: bool = Field(
+        False,
+        description=(
+            "alter/reset/restore on a running or paused connector: stop it, wait for STOPPED, back up, change "
+            "the offsets, then bring it back to spec.state. Without it such requests are refused."
+        ),
+    )
+
+
+class InitialOffsetsSpec(Model):
+    from_config_map: ConfigMapRef = Field(
+        description="ConfigMap whose `offsets.json` the connector starts from when it is first created (KIP-995)."
+    )
 
 
 class SecretKeyRef(Model):
@@ -220,6 +244,8 @@ class KafkaConnectorSpec(Model):
     auto_restart: AutoRestartSpec | None = None
     list_offsets: ListOffsetsSpec | None = None
     alter_offsets: AlterOffsetsSpec | None = None
+    offsets_policy: OffsetsPolicySpec | None = None
+    initial_offsets: InitialOffsetsSpec | None = None
 
     @field_validator("config")
     @classmethod
@@ -270,7 +296,43 @@ class OffsetsOperationStatus(StatusModel):
     time: str
     message: str = ""
     request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
+    request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
     backup: str | None = Field(None, description="ConfigMap holding the offsets from before this change.")
+    dry_run: bool | None = Field(None, description="True: a dry run; nothing was changed.")
+
+
+class PendingOffsetsOperation(StatusModel):
+    """An offsets change in progress with stop -> change -> resume; survives operator restarts."""
+
+    operation: str
+    step: Literal["Stopping", "Changing", "Resuming"] = Field(
+        description="Stopping: waiting for STOPPED; Changing: backup and change; Resuming: back to spec.state."
+    )
+    source: Literal["annotation", "applyOnChange"] = "annotation"
+    request: str | None = None
+    request_id: str | None = None
+    content_hash: str | None = Field(None, description="applyOnChange: hash of the offsets being applied.")
+    restore_from: str | None = Field(None, description="restore: the backup chosen when the request started.")
+    backup: str | None = Field(None, description="Backup taken before the change (set once it exists).")
+    started: str
+    result: Literal["Succeeded", "Failed"] | None = Field(None, description="Outcome of the change, once made.")
+    reason: str = ""
+    message: str = ""
+
+
+class AppliedOffsetsStatus(StatusModel):
+    config_map: str
+    content_hash: str
+    time: str
+    result: Literal["Succeeded", "Failed"]
+
+
+class InitialOffsetsStatus(StatusModel):
+    config_map: str
+    step: Literal["Creating", "Applied", "Failed"]
+    time: str
+    request: str | None = Field(None, description="Fingerprint of the inputs of a failed attempt.")
+    message: str = ""
 
 
 class KafkaConnectorStatus(StatusModel):
@@ -281,6 +343,12 @@ class KafkaConnectorStatus(StatusModel):
     topics: list[str] = Field(default_factory=list)
     auto_restart: AutoRestartStatus | None = None
     last_offsets_operation: OffsetsOperationStatus | None = None
+    pending_offsets_operation: PendingOffsetsOperation | None = None
+    handled_request_ids: list[str] = Field(
+        default_factory=list, description="The newest connect-offsets.io/request-id values already handled."
+    )
+    applied_offsets: AppliedOffsetsStatus | None = None
+    initial_offsets: InitialOffsetsStatus | None = None
 
 
 class KafkaConnectorResource(BaseModel):
@@ -333,6 +401,7 @@ class MirrorConnectorSpec(Model):
     auto_restart: AutoRestartSpec | None = None
     list_offsets: ListOffsetsSpec | None = None
     alter_offsets: AlterOffsetsSpec | None = None
+    offsets_policy: OffsetsPolicySpec | None = None
 
     @field_validator("config")
     @classmethod
@@ -440,14 +509,17 @@ class MirrorConnectorStatus(StatusModel):
     connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
     auto_restart: AutoRestartStatus | None = None
     last_offsets_operation: OffsetsOperationStatus | None = None
+    pending_offsets_operation: PendingOffsetsOperation | None = None
+    applied_offsets: AppliedOffsetsStatus | None = None
 
 
 class KafkaMirrorMaker2Status(StatusModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     connectors: list[MirrorConnectorStatus] = Field(default_factory=list)
-    last_offsets_operation: OffsetsOperationStatus | None = None
     replication_lag: ReplicationLagStatus | None = None
+    last_offsets_operation: OffsetsOperationStatus | None = None
+    handled_request_ids: list[str] = Field(default_factory=list)
 
 
 class KafkaMirrorMaker2Resource(BaseModel):
