@@ -27,6 +27,7 @@ from connect_offsets.clients.connect import ChunkedAlterResult, ConnectBadReques
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import (
     MAX_PAYLOAD_BYTES,
+    NOT_A_SHARD,
     SHARD_LABEL,
     OffsetsConfigMapStore,
     OffsetsCorrupt,
@@ -81,6 +82,11 @@ async def test_200k_partitions_shard_round_trip_and_overwrite(
     assert result.form is StoredForm.SHARDED
     assert result.size == len(document) > 20 * MAX_PAYLOAD_BYTES  # really far beyond one ConfigMap
     assert shard_names(core, namespace, "big") == set(result.shards)
+    # A selector on the caller's labels matches the shards too, unless it excludes them.
+    labelled = core.list_namespaced_config_map(namespace, label_selector="app=t").items
+    assert {i.metadata.name for i in labelled} == {"big", *result.shards}
+    only_main = core.list_namespaced_config_map(namespace, label_selector=f"app=t,{NOT_A_SHARD}").items
+    assert [i.metadata.name for i in only_main] == ["big"]
     for name in result.shards:
         meta = core.read_namespaced_config_map(name, namespace).metadata
         assert meta.labels["app"] == "t"

@@ -69,6 +69,7 @@ __all__ = [
     "GZIP_SUFFIX",
     "INDEX_SUFFIX",
     "MAX_PAYLOAD_BYTES",
+    "NOT_A_SHARD",
     "SHARD_LABEL",
     "OffsetsConfigMapStore",
     "OffsetsCorrupt",
@@ -97,6 +98,9 @@ FORMAT_VERSION: Final = 1
 GZIP_SUFFIX: Final = ".gz"
 INDEX_SUFFIX: Final = ".shards"
 SHARD_LABEL: Final = f"{API_GROUP}/offsets-shard-of"
+#: Add to a label selector that must not match shards: they carry the caller's labels (so
+#: label-based clean-up reaches them), e.g. ``connect-offsets.io/backup-of=x`` of a backup.
+NOT_A_SHARD: Final = f"!{SHARD_LABEL}"
 SHARD_CONFIGMAP_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-configmap"
 SHARD_KEY_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-key"
 SHARD_GENERATION_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-generation"
