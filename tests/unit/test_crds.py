@@ -178,7 +178,17 @@ def test_structural_schema_of_each_model(model: type[BaseModel]) -> None:
 def test_connector_spec_schema_fields() -> None:
     schema = structural_schema(KafkaConnectorSpec)
     props = schema["properties"]
-    assert set(props) == {"class", "tasksMax", "config", "state", "autoRestart", "listOffsets", "alterOffsets"}
+    assert set(props) == {
+        "class",
+        "tasksMax",
+        "config",
+        "state",
+        "autoRestart",
+        "listOffsets",
+        "alterOffsets",
+        "offsetsPolicy",
+        "initialOffsets",
+    }
     assert schema["required"] == ["class"]
     assert props["tasksMax"] == {
         "description": "Maximum number of tasks.",
