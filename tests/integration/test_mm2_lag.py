@@ -5,7 +5,8 @@ as produced (whole backlog before any offset, ``end - (offset + 1)`` after); res
 lag to 0; status, the Prometheus endpoint and a direct computation from both clusters (Connect's
 offsets + the source's watermarks) agree; ReplicationLagging goes True above the threshold and
 False again; a source cluster that cannot be reached gives ReplicationLagging=Unknown, the status
-keeps the last good numbers with their time and ``stale: true``, and the lag series disappear.
+keeps the last good numbers with their time and ``stale: true``, and the lag series disappear;
+``kubectl connect-offsets lag NAME`` prints the status as a table.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from connect_offsets.kubectl_plugin import main as plugin_main
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import GROUP, VERSION, condition, connect_offsets, create_cluster, wait_connect_state
 from tests.integration.test_metrics import free_port
@@ -82,7 +85,13 @@ def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
 
 
 def test_replication_lag_status_metrics_and_condition(
-    custom: Any, namespace: str, stack: dict[str, Any], connect: httpx.Client, connect_url: str, tmp_path: Path
+    custom: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     unique = uuid.uuid4().hex[:6]
     east, west = f"east{unique}", f"west{unique}"
@@ -171,6 +180,12 @@ def test_replication_lag_status_metrics_and_condition(
         assert (status["max"], mirror["partitions"]) == (7, PARTITIONS)
         found = wait_for("ReplicationLagging=True", lambda: (c := lagging()) and c["status"] == "True" and c)
         assert found["reason"] == "LagAboveThreshold" and "13 records behind (threshold 5)" in found["message"]
+        # the kubectl plugin shows the same numbers
+        code = plugin_main(["lag", name, "-n", namespace, "--kubeconfig", stack["kubeconfig"]])
+        table = capsys.readouterr().out.splitlines()
+        assert code == 0 and table[0].startswith("MIRROR")
+        assert table[1].split()[:7] == [f"{east}->{west}", source_name, "3", "13", "7", f"{topic}/1", "(7)"]
+        assert table[2].startswith("ReplicationLagging=True (LagAboveThreshold)")
         _, gauges = scrape_lags(port, namespace)
         assert gauges["connect_offsets_mm2_mirror_lag"] == 13 and gauges["connect_offsets_mm2_mirror_lag_max"] == 7
         assert gauges["connect_offsets_mm2_lag_stale"] == 0

@@ -962,9 +962,14 @@ DESCRIPTIONS = {
     "reset": "Delete all of a connector's offsets.",
     "restore": "Put a backup of a connector's offsets back (the newest, or --from-backup NAME).",
 }
-# A future `lag NAME` command (MirrorMaker 2 replication lag, another issue) is a read-only view
-# rather than an annotation request: it gets its own entry here and its own function next to
-# Runner, not a Runner operation.
+DESCRIPTIONS["lag"] = "Show a KafkaMirrorMaker2's replication lag per mirror (status.replicationLag)."
+EXAMPLES["lag"] = """\
+examples:
+  kubectl connect-offsets lag east-to-west -n kafka
+  kubectl connect-offsets lag mm2/east-to-west -o json
+"""
+# `lag` is a read-only view rather than an annotation request: its own function (lag_command),
+# not a Runner operation.
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -1059,6 +1064,15 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="MirrorSourceConnector: also delete the mm2-offset-syncs topic",
             )
+    lag = sub.add_parser(
+        "lag",
+        help=DESCRIPTIONS["lag"],
+        description=DESCRIPTIONS["lag"],
+        epilog=EXAMPLES["lag"],
+        formatter_class=_Formatter,
+    )
+    lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, or mm2/NAME")
+    _common(lag)
     return parser
 
 
@@ -1189,10 +1203,75 @@ async def run(options: Options, kube: PluginKube, namespace: str | None) -> list
     return list(await asyncio.gather(*(one(body) for body in bodies)))
 
 
+def render_lag(body: dict[str, Any]) -> str:
+    """``status.replicationLag`` of a KafkaMirrorMaker2 as a table, with the ReplicationLagging condition."""
+    status = body.get("status") or {}
+    lag = status.get("replicationLag") or {}
+    header = ("MIRROR", "CONNECTOR", "PARTITIONS", "TOTAL", "MAX", "WORST PARTITION", "MEASURED", "STALE")
+    rows = [header]
+    for mirror in lag.get("mirrors") or []:
+        worst = mirror.get("worstPartition") or {}
+        rows.append(
+            (
+                f"{mirror.get('sourceCluster', '?')}->{mirror.get('targetCluster', '?')}",
+                str(mirror.get("connector", "")),
+                str(mirror.get("partitions", "-")),
+                str(mirror.get("total", "-")),
+                str(mirror.get("max", "-")),
+                f"{worst['topic']}/{worst['partition']} ({worst['lag']})" if worst else "-",
+                str(mirror.get("measuredAt") or "never"),
+                "yes" if mirror.get("stale") else "no",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if len(rows) == 1:
+        lines = [f"no replication lag reported: {lag.get('message') or 'the operator has not measured it yet'}"]
+    if len(rows) > 2 and "total" in lag:
+        lines.append(f"all mirrors: total {lag['total']}, max {lag.get('max')}")
+    found = next((c for c in status.get("conditions") or [] if c.get("type") == "ReplicationLagging"), None)
+    if found is not None:
+        lines.append(f"ReplicationLagging={found.get('status')} ({found.get('reason')}): {found.get('message')}")
+    for mirror in lag.get("mirrors") or []:
+        if mirror.get("message"):
+            lines.append(f"{mirror.get('sourceCluster')}->{mirror.get('targetCluster')}: {mirror['message']}")
+    return "\n".join(lines)
+
+
+def lag_command(argv: Sequence[str] | None) -> int:
+    """``kubectl connect-offsets lag NAME``: read status.replicationLag and print it (nothing is changed)."""
+    args = build_parser().parse_args(argv)
+    values = {**DEFAULTS, **vars(args)}
+    kind, name = split_name(values["name"], values["kind"] or (None if "/" in values["name"] else "mm2"))
+    if not kind.is_mirror:
+        raise PluginError("lag applies to KafkaMirrorMaker2 only (mm2/NAME)", EXIT_USAGE)
+    kube, default_namespace = load_kube(values["kubeconfig"], values["context"])
+    namespace = values["namespace"] or default_namespace
+
+    async def fetch() -> dict[str, Any] | None:
+        return await kube.get_resource(kind.plural, namespace, name)
+
+    try:
+        body = asyncio.run(fetch())
+    except KubernetesError as error:
+        raise _kube_error(error) from error
+    finally:
+        kube.core.api_client.close()
+    if body is None:
+        raise PluginError(f"{kind.kind} {namespace}/{name} not found (kubectl get comm2 -n {namespace})", EXIT_USAGE)
+    if values["output"] == "json":
+        print(json.dumps((body.get("status") or {}).get("replicationLag") or {}, indent=2, ensure_ascii=False))
+    else:
+        print(render_lag(body))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     verbose = "-v" in words or "--verbose" in words
     try:
+        if "lag" in words and build_parser().parse_known_args(words)[0].command == "lag":
+            return lag_command(words)
         options, kube_settings = parse_options(argv)
         kube, default_namespace = load_kube(kube_settings["kubeconfig"], kube_settings["context"])
         namespace = None if kube_settings["all_namespaces"] else options.namespace or default_namespace

@@ -1,0 +1,76 @@
+"""``kubectl connect-offsets lag``: the table printed from status.replicationLag, and its arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from connect_offsets.kubectl_plugin import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
+
+pytestmark = pytest.mark.unit
+
+BODY = {
+    "status": {
+        "replicationLag": {
+            "total": 13,
+            "max": 7,
+            "stale": True,
+            "mirrors": [
+                {
+                    "sourceCluster": "east",
+                    "targetCluster": "west",
+                    "connector": "east->west.MirrorSourceConnector",
+                    "partitions": 3,
+                    "total": 13,
+                    "max": 7,
+                    "worstPartition": {"topic": "orders", "partition": 1, "lag": 7},
+                    "measuredAt": "2026-01-02T03:04:05Z",
+                    "stale": True,
+                    "message": "source cluster east: unreachable",
+                }
+            ],
+        },
+        "conditions": [
+            {"type": "ReplicationLagging", "status": "Unknown", "reason": "ReplicationLagUnknown", "message": "x"}
+        ],
+    }
+}
+
+
+def test_table_has_one_row_per_mirror_the_condition_and_why_it_is_stale() -> None:
+    lines = render_lag(BODY).splitlines()
+    assert lines[0].split() == [
+        "MIRROR",
+        "CONNECTOR",
+        "PARTITIONS",
+        "TOTAL",
+        "MAX",
+        "WORST",
+        "PARTITION",
+        "MEASURED",
+        "STALE",
+    ]
+    assert lines[1].split() == [
+        "east->west",
+        "east->west.MirrorSourceConnector",
+        "3",
+        "13",
+        "7",
+        "orders/1",
+        "(7)",
+        "2026-01-02T03:04:05Z",
+        "yes",
+    ]
+    assert lines[2] == "ReplicationLagging=Unknown (ReplicationLagUnknown): x"
+    assert lines[3] == "east->west: source cluster east: unreachable"
+
+
+def test_nothing_measured_yet() -> None:
+    assert render_lag({"status": {}}) == "no replication lag reported: the operator has not measured it yet"
+
+
+def test_parser_and_kind_check() -> None:
+    args = build_parser().parse_args(["lag", "mm2/east-to-west", "-n", "kafka", "-o", "json"])
+    assert (args.command, args.name, args.namespace, args.output) == ("lag", "mm2/east-to-west", "kafka", "json")
+    with pytest.raises(PluginError) as raised:
+        lag_command(["lag", "cokc/my-connector"])
+    assert raised.value.code == EXIT_USAGE and "KafkaMirrorMaker2 only" in str(raised.value)
