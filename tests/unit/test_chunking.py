@@ -283,6 +283,13 @@ async def test_small_document_is_a_single_patch_with_the_same_body() -> None:
     assert result.chunks == 1
 
 
+async def test_document_as_text_is_accepted() -> None:
+    handler = Patches()
+    async with client_for(handler) as client:
+        result = await client.alter_offsets_chunked("src", doc(12).decode(), limits=ChunkLimits(max_entries=5))
+    assert [len(b["offsets"]) for b in handler.bodies] == [5, 5, 2] and result.partitions == 12
+
+
 async def test_failure_midway_keeps_class_and_message_and_a_retry_resumes() -> None:
     timeout = "Request timed out. The worker is currently writing offsets, which began at 2026-01-01T00:00:00Z."
     handler = Patches(

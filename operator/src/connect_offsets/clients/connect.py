@@ -636,7 +636,7 @@ class ConnectClient:
     async def alter_offsets_chunked(
         self,
         name: str,
-        document: bytes | EntrySource,
+        document: bytes | str | EntrySource,
         *,
         limits: ChunkLimits | None = None,
         plan: ChunkPlan | None = None,
@@ -645,7 +645,7 @@ class ConnectClient:
     ) -> ChunkedAlterResult:
         """``PATCH /connectors/{name}/offsets`` in bounded chunks, in document order.
 
-        ``document``: the offsets document as JSON bytes, or an entry source (e.g.
+        ``document``: the offsets document as JSON (bytes or text), or an entry source (e.g.
         ``models.chunking.restore_entries``). ``plan``: boundaries already computed with
         ``plan_chunks`` from the same source (else computed here, in a thread). ``resume``: the
         progress of an earlier attempt; it continues where that stopped if the plan has the same
@@ -655,6 +655,8 @@ class ConnectClient:
         On failure, raises the error of the failed request with ``chunk_failure`` telling which
         chunks were applied and where a retry resumes. A document that fits one chunk is one PATCH.
         """
+        if isinstance(document, str):
+            document = document.encode()
         source = document_entries(document) if isinstance(document, bytes | bytearray) else document
         if plan is None:
             plan = await asyncio.to_thread(plan_chunks, source, limits)
