@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka venv stack-up stack-down stack-status lint unit integration test demo bench lock clean
+.PHONY: help deps go-tools kafka spark-jars venv stack-up stack-down stack-status lint unit integration test demo bench lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -20,7 +20,7 @@ help:
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
-deps: go-tools kafka venv
+deps: go-tools kafka spark-jars venv
 
 go-tools:
 	@bash hack/build-go-tools.sh
@@ -28,10 +28,13 @@ go-tools:
 kafka:
 	@bash hack/fetch-kafka.sh
 
+spark-jars:
+	@bash hack/fetch-spark-jars.sh
+
 venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	@PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(VPY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(VPY) -m pip install -q --disable-pip-version-check -e '.[dev,spark]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 stack-up: go-tools kafka

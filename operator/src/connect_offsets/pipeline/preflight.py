@@ -1,0 +1,74 @@
+"""Check the Kafka sources before Spark touches them.
+
+Why: Spark's Kafka source reports an unreachable broker only after its admin timeout, as a long JVM
+stack trace, and a topic that does not exist reads as empty (or, with broker-side auto-creation, gets
+created). A metadata request with confluent-kafka answers both questions in seconds with a message
+that names the topic and the servers, and the watermarks give the record count that the progress
+output shows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from connect_offsets.pipeline.jobs import KafkaSource, PipelineError
+
+
+@dataclass(frozen=True)
+class TopicExtent:
+    topic: str
+    partitions: int
+    records: int  # sum of (high - low) watermarks: an upper bound of what a read returns
+
+
+def _consumer_settings(source: KafkaSource) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "bootstrap.servers": source.bootstrap_servers,
+        "group.id": f"connect-offsets-pipeline-{uuid.uuid4().hex[:12]}",  # never joins, never commits
+        "enable.auto.commit": False,
+        "isolation.level": source.isolation_level,
+    }
+    for key, value in source.options.items():
+        name = key.removeprefix("kafka.")
+        # Java client settings librdkafka does not know (e.g. sasl.jaas.config) only matter to Spark.
+        if name not in ("sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.password"):
+            settings[name] = value
+    return settings
+
+
+def check_topic(source: KafkaSource, timeout: float = 15.0) -> TopicExtent:
+    """The topic's partition count and record count; PipelineError if Kafka or the topic is missing."""
+    try:
+        consumer = Consumer(_consumer_settings(source))
+    except KafkaException as error:
+        raise PipelineError(f"Kafka settings for {source.describe()} rejected: {error.args[0]}") from None
+    try:
+        try:
+            metadata = consumer.list_topics(source.topic, timeout=timeout)
+        except KafkaException as error:
+            raise PipelineError(
+                f"Kafka at {source.bootstrap_servers} is unreachable (no metadata within {timeout:.0f}s): "
+                f"{error.args[0]}"
+            ) from None
+        described = metadata.topics.get(source.topic)
+        if described is None or described.error is not None:
+            code = described.error.code() if described is not None and described.error is not None else None
+            if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC) or described is None:
+                raise PipelineError(
+                    f"topic {source.topic} does not exist on Kafka at {source.bootstrap_servers} "
+                    "(the worker's offset.storage.topic, or the connector's offsets.storage.topic?)"
+                )
+            raise PipelineError(f"topic {source.topic} at {source.bootstrap_servers} cannot be read: {described.error}")
+        records = 0
+        for partition in described.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(source.topic, partition), timeout=timeout)
+            records += max(0, high - low)
+        return TopicExtent(source.topic, len(described.partitions), records)
+    except KafkaException as error:
+        raise PipelineError(f"topic {source.describe()}: {error.args[0]}") from None
+    finally:
+        consumer.close()

@@ -1,0 +1,112 @@
+"""The SparkSession the pipeline runs in: embedded ``local[*]`` by default, or a cluster.
+
+Why this module exists: Spark's Kafka source is not part of pyspark, and letting Spark fetch it at
+job time (``spark.jars.packages``) would make every run depend on Maven Central being reachable from
+wherever the driver runs. The project's set-up (``make spark-jars``, hack/fetch-spark-jars.sh) puts the
+four jars, pinned to pyspark's own version, in ``$CONNECT_OFFSETS_CACHE/spark-<version>/jars``; this
+module finds them there (or takes ``--jars``) and hands them to Spark with ``spark.jars`` before the
+JVM starts. Under ``spark-submit`` the JVM already exists and its ``--jars``/``--packages`` apply, so
+nothing is overridden there.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import SparkSession
+
+#: Artifacts the Kafka source needs besides pyspark (hack/spark/pom.xml resolves exactly these).
+REQUIRED_JAR_PREFIXES = (
+    "spark-sql-kafka-0-10_",
+    "spark-token-provider-kafka-0-10_",
+    "kafka-clients-",
+    "commons-pool2-",
+)
+
+
+class SparkSetupError(Exception):
+    """Spark cannot be started as asked; the message says what is missing and how to get it."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CONNECT_OFFSETS_CACHE") or Path.home() / ".cache" / "connect-offsets")
+
+
+def pyspark_version() -> str:
+    try:
+        import pyspark
+    except ImportError:
+        raise SparkSetupError(
+            "pyspark is not installed: install the optional extra, pip install 'connect-offsets-operator[spark]'"
+        ) from None
+    return str(pyspark.__version__)
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit started this Python process (it passes the JVM gateway in the environment)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def find_kafka_jars(explicit: list[str] | None = None) -> list[str]:
+    """The Kafka source jars: ``explicit`` paths if given, else the cached set for pyspark's version."""
+    if explicit:
+        missing = [j for j in explicit if not Path(j).is_file()]
+        if missing:
+            raise SparkSetupError(f"--jars: no such file: {', '.join(missing)}")
+        return list(explicit)
+    version = pyspark_version()
+    folder = cache_dir() / f"spark-{version}" / "jars"
+    jars = sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    absent = [prefix for prefix in REQUIRED_JAR_PREFIXES if not any(Path(j).name.startswith(prefix) for j in jars)]
+    if absent:
+        raise SparkSetupError(
+            f"Spark's Kafka source jars for pyspark {version} are not in {folder} "
+            f"(missing: {', '.join(p.rstrip('-_') for p in absent)}); run `make spark-jars` "
+            "(hack/fetch-spark-jars.sh; SPARK_VERSION in hack/versions.env must equal the installed pyspark) "
+            "or pass --jars"
+        )
+    return jars
+
+
+@dataclass
+class SparkOptions:
+    master: str | None = None  # None: local[*] embedded, or whatever spark-submit chose
+    jars: list[str] | None = None
+    shuffle_partitions: int | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+    progress: bool = True
+
+
+def build_session(options: SparkOptions, app_name: str = "connect-offsets-pipeline") -> SparkSession:
+    """Start (or, under spark-submit, join) the SparkSession for a pipeline job."""
+    pyspark_version()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if under_spark_submit():
+        if options.master:
+            builder = builder.master(options.master)
+        if options.jars:
+            builder = builder.config("spark.jars", ",".join(find_kafka_jars(options.jars)))
+    else:
+        master = options.master or "local[*]"
+        builder = builder.master(master).config("spark.jars", ",".join(find_kafka_jars(options.jars)))
+        if master.startswith("local"):
+            # Embedded: loopback only, no UI port to collide with other jobs on the machine.
+            builder = (
+                builder.config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.ui.enabled", "false")
+            )
+    if options.shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
+    builder = builder.config("spark.ui.showConsoleProgress", "true" if options.progress else "false")
+    for key, value in options.conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
