@@ -195,10 +195,11 @@ def test_mirrormaker2_offsets_flow(
             GROUP, VERSION, namespace, PLURAL, name, {"spec": {"mirrors": copy.deepcopy(mirrors)}}
         )
         wait_for("heartbeat connector deleted", lambda: connect_state(connect, heartbeat_name) is None)
-        assert [c["name"] for c in get_mm2(custom, namespace, name)["status"]["connectors"]] == [
-            source_name,
-            checkpoint_name,
-        ]
+        wait_for(
+            "status lists the two remaining connectors",
+            lambda: [c["name"] for c in get_mm2(custom, namespace, name)["status"]["connectors"]]
+            == [source_name, checkpoint_name],
+        )
 
         # list
         annotate_mm2(custom, namespace, name, {"connector-offsets": "list", "mirrormaker-connector": source_name})
@@ -253,6 +254,48 @@ def test_mirrormaker2_offsets_flow(
         values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 15)]
         assert values[10:] == [f"order-{i}" for i in range(5, 10)]
 
+        # safe operations on a MirrorMaker 2 connector: a dry run while it runs, then
+        # stop -> change -> resume with a request id
+        wait_connect_state(connect, source_name, "RUNNING")
+        wait_for(
+            "MM2 committed offset 9 again",
+            lambda: connect_offsets(connect, source_name) == [{"partition": partition, "offset": {"offset": 9}}],
+        )
+        listed["offsets"][0]["offset"] = {"replayFrom": 7}
+        core.patch_namespaced_config_map(cm, namespace, {"data": {source_key: json.dumps(listed)}})
+        annotate_mm2(
+            custom,
+            namespace,
+            name,
+            {"connector-offsets": "alter", "mirrormaker-connector": source_name, "dry-run": "true"},
+        )
+        body = wait_mm2_annotations_removed(custom, namespace, name)
+        assert "dry-run" not in str(body["metadata"].get("annotations") or {})
+        diff = json.loads(core.read_namespaced_config_map(cm, namespace).data[f"dry-run.{source_key}"])
+        assert diff["changed"] == [{"partition": partition, "old": {"offset": 9}, "new": {"offset": 6}}]
+        assert connect_state(connect, source_name) == "RUNNING"
+        assert connect_offsets(connect, source_name) == [{"partition": partition, "offset": {"offset": 9}}]
+        annotate_mm2(
+            custom,
+            namespace,
+            name,
+            {
+                "connector-offsets": "alter",
+                "mirrormaker-connector": source_name,
+                "stop-connector": "true",
+                "request-id": f"replay-{unique}",
+            },
+        )
+        body = wait_mm2_annotations_removed(custom, namespace, name)
+        entry = next(c for c in body["status"]["connectors"] if c["name"] == source_name)
+        assert entry["lastOffsetsOperation"]["result"] == "Succeeded", entry
+        assert entry["lastOffsetsOperation"]["requestId"] == f"replay-{unique}"
+        assert "pendingOffsetsOperation" not in entry
+        assert body["status"]["handledRequestIds"] == [f"replay-{unique}"]
+        wait_connect_state(connect, source_name, "RUNNING")
+        values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 18)]
+        assert values[15:] == [f"order-{i}" for i in range(7, 10)]
+
         # full reset: connector offsets and the offset-syncs topic on the source cluster
         set_source_state("stopped")
         wait_connect_state(connect, source_name, "STOPPED")
@@ -271,8 +314,8 @@ def test_mirrormaker2_offsets_flow(
         assert "offset-syncs: deleted topic" in body["status"]["lastOffsetsOperation"]["message"]
         assert any(e.reason == "OffsetSyncsReset" for e in events_for(core, namespace, name))
         set_source_state("running")
-        values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 25)]
-        assert values[15:] == [f"order-{i}" for i in range(10)]
+        values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 28)]
+        assert values[18:] == [f"order-{i}" for i in range(10)]
         wait_for("offset-syncs topic recreated", lambda: syncs_topic in admin.list_topics(timeout=10).topics)
         consumer = Consumer(
             {"bootstrap.servers": stack["kafka_b"], "group.id": f"probe-{unique}", "auto.offset.reset": "earliest"}
