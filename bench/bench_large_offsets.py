@@ -31,6 +31,7 @@ import asyncio
 import hashlib
 import importlib.util
 import io
+import os
 import resource
 import socket
 import subprocess
@@ -50,7 +51,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.report import machine, write_section  # noqa: E402
-from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint  # noqa: E402
+from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint, ConnectServerError  # noqa: E402
 from connect_offsets.clients.kubernetes import KubernetesApi  # noqa: E402
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore  # noqa: E402
 from connect_offsets.models.chunking import (  # noqa: E402
@@ -226,18 +227,24 @@ class Worker:
 # --- steps ------------------------------------------------------------------------------
 
 
-async def get_settled(client: httpx.AsyncClient, ctx: Ctx, expected: int) -> bytes:
-    """GET offsets until Connect lists ``expected`` partitions (it answers 500 while its offset
-    store is still consuming a large write: ConcurrentModificationException, Connect 4.1.1)."""
+async def get_settled(connect: ConnectClient, ctx: Ctx, expected: int) -> bytes:
+    """GET offsets (the operator's streamed client call) until Connect lists ``expected`` partitions.
+
+    Connect 4.1.1 answers 500 while its offset store is still consuming a large write
+    (ConcurrentModificationException in ConnectorOffsetBackingStore.connectorPartitions).
+    """
     deadline = time.monotonic() + 300
     while True:
-        response = await client.get(f"/connectors/{ctx.connector}/offsets")
-        if response.status_code == 200:
-            body = response.content
-            if body.count(b'"partition"') == expected:  # cheap pre-check; exact check follows
+        try:
+            body = await connect.get_offsets_raw(ctx.connector)
+            if body.count(b'"partition"') == expected:  # cheap pre-check; the exact check follows
                 return body
+            del body
+        except ConnectServerError:
+            if time.monotonic() > deadline:
+                raise
         if time.monotonic() > deadline:
-            raise RuntimeError(f"GET offsets never listed {expected} partitions: {response.status_code}")
+            raise RuntimeError(f"GET offsets never listed {expected} partitions")
         await asyncio.sleep(2)
 
 
@@ -250,9 +257,9 @@ async def step_patch(ctx: Ctx, connect: ConnectClient, name: str, source: Any, e
     ctx.facts.setdefault("chunks", result.chunks)
 
 
-async def step_get_and_check(ctx: Ctx, http: httpx.AsyncClient, name: str, expected: tuple[int, int]) -> bytes:
+async def step_get_and_check(ctx: Ctx, connect: ConnectClient, name: str, expected: tuple[int, int]) -> bytes:
     started = time.monotonic()
-    body = await get_settled(http, ctx, expected[0])
+    body = await get_settled(connect, ctx, expected[0])
     ctx.record(name, started, f"{len(body) / 2**20:.1f} MiB of JSON")
     started = time.monotonic()
     got = await asyncio.to_thread(fingerprint, body)
@@ -284,18 +291,15 @@ async def step_read_configmaps(ctx: Ctx, store: OffsetsConfigMapStore, expected:
 
 async def run(ctx: Ctx) -> None:
     store = OffsetsConfigMapStore(ctx.kube)
-    async with (
-        ConnectClient(ConnectEndpoint(ctx.connect_url, timeout_seconds=300)) as connect,
-        httpx.AsyncClient(base_url=ctx.connect_url, timeout=300) as http,
-    ):
+    async with ConnectClient(ConnectEndpoint(ctx.connect_url, timeout_seconds=300)) as connect:
         started = time.monotonic()
         original = make_document(PARTITIONS)
         expected = await asyncio.to_thread(fingerprint, original)
         ctx.record(f"generate {PARTITIONS:,} partitions", started, f"{len(original) / 2**20:.1f} MiB of JSON")
 
         await step_patch(ctx, connect, "PATCH all (chunked)", original, PARTITIONS)
-        listed = await step_get_and_check(ctx, http, "GET offsets", expected)
         del original
+        listed = await step_get_and_check(ctx, connect, "GET offsets", expected)
         await step_write_configmaps(ctx, store, listed)
         del listed
 
@@ -303,7 +307,7 @@ async def run(ctx: Ctx) -> None:
         changed_fp = await asyncio.to_thread(fingerprint, changed)
         await step_patch(ctx, connect, f"PATCH all changed + {EXTRA:,} new (chunked)", changed, PARTITIONS + EXTRA)
         del changed
-        current = await step_get_and_check(ctx, http, "GET offsets (changed)", changed_fp)
+        current = await step_get_and_check(ctx, connect, "GET offsets (changed)", changed_fp)
 
         backup = await step_read_configmaps(ctx, store, expected)
         await step_patch(
@@ -314,7 +318,7 @@ async def run(ctx: Ctx) -> None:
             PARTITIONS + EXTRA,
         )
         del backup, current
-        await step_get_and_check(ctx, http, "GET offsets after restore", expected)
+        await step_get_and_check(ctx, connect, "GET offsets after restore", expected)
 
 
 def main() -> int:
@@ -344,8 +348,10 @@ def main() -> int:
         response.raise_for_status()
         ctx = Ctx(worker.url, worker.bootstrap, connector, namespace, KubernetesApi(api_client), core)
         total = time.monotonic()
+        load_before = os.getloadavg()[0]
         asyncio.run(run(ctx))
         elapsed = time.monotonic() - total
+        ctx.facts["load"] = (load_before, os.getloadavg()[0])
         report(ctx, elapsed, baseline, worker.peak_rss_mib())
     finally:
         worker.stop()
@@ -358,7 +364,8 @@ def report(ctx: Ctx, elapsed: float, baseline: float, worker_rss: float | None) 
     facts = ctx.facts
     body = f"""## Large offsets: {PARTITIONS:,} source partitions (issue 6 §1)
 
-`make bench BENCH=large_offsets` — {machine()}.
+`make bench BENCH=large_offsets` — {machine()}; 1-minute load average {facts["load"][0]:.1f} at the
+start and {facts["load"][1]:.1f} at the end (other work shared the 2 cores; times are wall times).
 
 A stopped MonitorableSourceConnector on a dedicated Connect 4.1 worker ({CONNECT_HEAP}, own group and
 topics; the shared worker is not touched). Chunks: at most {LIMITS.max_entries:,} partitions or

@@ -22,6 +22,7 @@ from connect_offsets.clients.connect import (
     ConnectBadRequest,
     ConnectClient,
     ConnectEndpoint,
+    ConnectHTTPError,
     ConnectServerError,
     ConnectUnavailable,
 )
@@ -367,3 +368,42 @@ def test_partition_identity_keeps_json_types_apart() -> None:
     digests = {canonical_partition_digest({"p": v}) for v in values}
     assert len(digests) == len(values)
     assert canonical_partition_digest({"a": 1, "b": "x"}) == canonical_partition_digest({"b": "x", "a": 1})
+
+
+# --------------------------------------------------------------------------------------------------
+# ConnectClient.get_offsets_raw: streamed into one buffer; errors mapped like every other call
+# --------------------------------------------------------------------------------------------------
+
+
+def raw_client(handler: Any) -> ConnectClient:
+    return ConnectClient(ConnectEndpoint("http://connect:8083"), transport=httpx.MockTransport(handler))
+
+
+async def test_raw_get_streams_large_bodies_unchanged() -> None:
+    body = doc(20_000)
+    async with raw_client(lambda request: httpx.Response(200, content=body)) as client:
+        assert await client.get_offsets_raw("src") == body
+
+
+async def test_raw_get_maps_errors_with_connects_message() -> None:
+    message = "Failed to retrieve offsets for source connector src"
+    answers = iter(
+        [
+            httpx.Response(500, json={"error_code": 500, "message": message}),
+            httpx.Response(404, json={"error_code": 404, "message": "Connector src not found"}),
+        ]
+    )
+    async with raw_client(lambda request: next(answers)) as client:
+        with pytest.raises(ConnectServerError) as server:
+            await client.get_offsets_raw("src")
+        assert server.value.message == message and server.value.retryable
+        assert str(server.value) == f"GET /connectors/src/offsets: 500 {message}"
+        with pytest.raises(ConnectHTTPError, match="404 Connector src not found"):
+            await client.get_offsets_raw("src")
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    async with raw_client(refuse) as client:
+        with pytest.raises(ConnectUnavailable, match="GET /connectors/src/offsets: ConnectError: connection refused"):
+            await client.get_offsets_raw("src")

@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import inspect
+import io
 import logging
 import os
 import ssl
@@ -624,10 +625,26 @@ class ConnectClient:
         return await self._get_model(_connector_path(name, "offsets"), _JSON_OBJECT)
 
     async def get_offsets_raw(self, name: str) -> bytes:
-        """``GET /connectors/{name}/offsets``, the raw response body."""
-        response = await self._request("GET", _connector_path(name, "offsets"))
-        assert response is not None
-        return response.content
+        """``GET /connectors/{name}/offsets``, the raw response body.
+
+        Streamed into one buffer: a million partitions are about 100 MB, and collecting the
+        body as parts and joining them (what ``response.content`` does) would briefly hold it twice.
+        """
+        path = _connector_path(name, "offsets")
+        try:
+            async with self._client.stream("GET", path) as response:
+                _log.debug("GET %s -> %d", path, response.status_code)
+                if not response.is_success:
+                    await response.aread()
+                    raise self._error_from_response("GET", path, response)
+                buffer = io.BytesIO()
+                async for part in response.aiter_bytes():
+                    buffer.write(part)
+                return buffer.getvalue()  # hands over the buffer without a copy
+        except httpx.TransportError as e:
+            raise ConnectUnavailable(self._describe(e), method="GET", path=path) from e
+        except httpx.HTTPError as e:
+            raise ConnectError(self._describe(e), method="GET", path=path) from e
 
     async def alter_offsets(self, name: str, document: dict[str, Any]) -> str:
         """``PATCH /connectors/{name}/offsets``; returns Connect's ``message``. Connector must be STOPPED."""

@@ -407,10 +407,14 @@ class OffsetsConfigMapStore:
             if partitions is None:
                 partitions = _count_small(plain)
         else:
-            compressed = await asyncio.to_thread(_gzip, data, self.compression_level)
-            form = StoredForm.GZIP if len(compressed) <= budget else StoredForm.SHARDED
+            # Two threads: zlib releases the GIL while it compresses, so counting overlaps it.
+            gzip_job = asyncio.to_thread(_gzip, data, self.compression_level)
             if partitions is None:
-                partitions = await asyncio.to_thread(_count_or_none, data)
+                packed, partitions = await asyncio.gather(gzip_job, asyncio.to_thread(_count_or_none, data))
+            else:
+                packed = await gzip_job
+            compressed = packed
+            form = StoredForm.GZIP if len(packed) <= budget else StoredForm.SHARDED
 
         main_uid = current.uid if current is not None else ""
         if current is None and form is not StoredForm.SHARDED:
