@@ -734,8 +734,9 @@ class Runner:
         except ValidationError:
             return None
         configmap = None
-        if request.operation == "alter" and resource.spec.alter_offsets is not None:
-            configmap = OffsetsConfigMap(resource.spec.alter_offsets.from_config_map.name, True, configmap_rv)
+        alter = resource.spec.alter_offsets
+        if request.operation == "alter" and alter is not None and alter.from_config_map is not None:
+            configmap = OffsetsConfigMap(alter.from_config_map.name, True, configmap_rv)
         return offsets_request_fingerprint(resource, configmap)
 
     async def _wait(

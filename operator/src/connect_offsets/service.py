@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -41,7 +42,7 @@ from connect_offsets.clients.connect import (
     ConnectHTTPError,
     ConnectUnavailable,
 )
-from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config
+from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
 from connect_offsets.faults import fault_point
 from connect_offsets.lag import LagRegistry
@@ -55,6 +56,7 @@ from connect_offsets.models.crds import (
     KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
     PendingOffsetsOperation,
+    parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
     diff_offsets,
@@ -77,6 +79,7 @@ from connect_offsets.planning import (
     OffsetsConfigMap,
     Plan,
     RestoreSource,
+    SeekOffsets,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -231,6 +234,27 @@ class ClusterRegistry:
             entry.info = await entry.client.server_info()
         return entry.client, entry.info
 
+    async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
+        """librdkafka settings for a ConnectCluster's ``spec.kafka`` (secrets resolved); ClusterUnusable if absent."""
+        body = await self._kube.get_resource(CLUSTERS, namespace, name)
+        if body is None:
+            raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
+        try:
+            kafka = ConnectClusterResource.model_validate(body).spec.kafka
+        except ValidationError as error:
+            raise ClusterUnusable(f"ConnectCluster {name} is invalid: {_validation_text(error)}") from error
+        if kafka is None:
+            raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
+        java = {k: _plain(v) for k, v in kafka.config.items() if v is not None}
+        for key, ref in kafka.secret_config.items():
+            data = await self._kube.get_secret_data(namespace, ref.name)
+            if ref.key not in data:
+                raise ClusterUnusable(
+                    f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
+                )
+            java[key] = data[ref.key]
+        return librdkafka_config(kafka.bootstrap_servers, java)
+
     async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
         """Like ``client_for``, but asks ``GET /`` again (a worker may have been upgraded)."""
         client, _ = await self.client_for(namespace, name)
@@ -331,6 +355,8 @@ class TargetResult:
 #: Called right before an offsets action; returns text to prefix to its message. Raising
 #: OffsetsRequestInvalid fails the request permanently, ConnectError-like errors retry it.
 BeforeOffsets = Callable[[Action], Awaitable[str]]
+#: Resolves the ConnectCluster's Kafka settings (only called when a request needs Kafka).
+KafkaConfig = Callable[[], Awaitable[dict[str, Any]]]
 #: Writes status fields of one connector target right away (before the next step runs): how a
 #: multi-step change survives an operator restart. A None value removes the field.
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
@@ -382,7 +408,13 @@ class TargetRunner:
         self.kube = kube
 
     async def observe(
-        self, target: ConnectorTarget, namespace: str, client: ConnectClient, info: ServerInfo, now: datetime
+        self,
+        target: ConnectorTarget,
+        namespace: str,
+        client: ConnectClient,
+        info: ServerInfo,
+        now: datetime,
+        kafka: KafkaConfig | None = None,
     ) -> Observed:
         config = await client.get_connector_config(target.name)
         status = await client.get_connector_status(target.name) if config is not None else None
@@ -398,6 +430,10 @@ class TargetRunner:
             or (initial_status is not None and initial_status.step == "Creating")
         ):
             initial = await self._offsets_configmap(namespace, target.initial_configmap)
+        seek: SeekOffsets | None = None
+        when = target.seek_to()
+        if operation == "alter" and when is not None and config is not None and status is not None:
+            seek = await self._seek(target, config, when, kafka)
         restore: RestoreSource | None = None
         if operation == "restore" and config is not None:
             wanted = pending.restore_from if pending is not None else target.annotations.get(ANNOTATION_RESTORE_FROM)
@@ -411,7 +447,40 @@ class TargetRunner:
             alter_configmap=configmap,
             restore=restore,
             initial_configmap=initial,
+            seek=seek,
         )
+
+    async def _seek(
+        self, target: ConnectorTarget, config: dict[str, str], when: str, kafka: KafkaConfig | None
+    ) -> SeekOffsets:
+        """The offsets document of a sink seek: every consumed partition at the first offset >= the time."""
+        moment = parse_rfc3339(when)
+        if moment is None:
+            return SeekOffsets(error=f"{when!r} is not an RFC 3339 time")  # the planner names the problem
+        if kafka is None:
+            return SeekOffsets(error="seeking to a time needs Kafka access (ConnectCluster spec.kafka)")
+        try:
+            settings = await kafka()
+        except ClusterUnusable as error:
+            return SeekOffsets(error=str(error))
+        topics = {t.strip() for t in config.get("topics", "").split(",") if t.strip()}
+        pattern = re.compile(config["topics.regex"]) if config.get("topics.regex") else None
+
+        def consumed(topic: str) -> bool:
+            return topic in topics or (pattern is not None and pattern.fullmatch(topic) is not None)
+
+        try:
+            found = await offsets_for_timestamp(settings, consumed, int(moment.timestamp() * 1000))
+        except KafkaAdminError as error:
+            return SeekOffsets(error=f"Kafka: {error}", transient=True)
+        if not found.offsets:
+            wanted = ", ".join(sorted(topics)) or config.get("topics.regex", "")
+            return SeekOffsets(error=f"none of the connector's topics exist in Kafka ({wanted})")
+        entries = [
+            {"partition": {"kafka_topic": topic, "kafka_partition": partition}, "offset": {"kafka_offset": offset}}
+            for (topic, partition), offset in sorted(found.offsets.items())
+        ]
+        return SeekOffsets(json.dumps({"offsets": entries}, separators=(",", ":")), at_end=len(found.at_end))
 
     async def _offsets_configmap(self, namespace: str, name: str) -> OffsetsConfigMap:
         cm = await self.kube.get_configmap(namespace, name)
@@ -462,10 +531,11 @@ class TargetRunner:
         now: datetime,
         before_offsets: BeforeOffsets | None = None,
         checkpoint: Checkpoint | None = None,
+        kafka: KafkaConfig | None = None,
     ) -> TargetResult:
         namespace = body["metadata"]["namespace"]
         try:
-            observed = await self.observe(target, namespace, client, info, now)
+            observed = await self.observe(target, namespace, client, info, now, kafka)
         except ConnectError as error:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
             plan = plan_target(target, observed)
@@ -1098,7 +1168,12 @@ class ConnectorService:
         async def checkpoint(fields: dict[str, Any]) -> None:
             await write_status_fields(self.kube, CONNECTORS, body, now, fields)
 
-        result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint)
+        cluster_name = resource.metadata.labels.get(CLUSTER_LABEL, "")
+
+        async def kafka() -> dict[str, Any]:
+            return await self.clusters.kafka_config(namespace, cluster_name)
+
+        result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint, kafka=kafka)
         extra = dict(result.status)
         if result.observed.status is not None:
             extra["tasksMax"] = resource.spec.tasks_max

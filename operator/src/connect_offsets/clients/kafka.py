@@ -19,7 +19,15 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-__all__ = ["KafkaAdminError", "LogOffsets", "delete_topic", "librdkafka_config", "log_offsets"]
+__all__ = [
+    "KafkaAdminError",
+    "LogOffsets",
+    "TimestampOffsets",
+    "delete_topic",
+    "librdkafka_config",
+    "log_offsets",
+    "offsets_for_timestamp",
+]
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +160,47 @@ def _kafka_text(error: KafkaException) -> str:
     if isinstance(kafka_error, KafkaError):
         return f"{kafka_error.name()}: {kafka_error.str()}"
     return str(error)
+
+
+@dataclass(frozen=True)
+class TimestampOffsets:
+    """For a seek to time T: per partition the first offset with a timestamp >= T, or the end offset."""
+
+    offsets: dict[tuple[str, int], int]
+    at_end: list[tuple[str, int]]  # partitions with no record at or after T: their end offset
+
+
+async def offsets_for_timestamp(
+    config: dict[str, Any], select_topic: Callable[[str], bool], timestamp_ms: int, *, timeout: float = 10.0
+) -> TimestampOffsets:
+    """ListOffsets by timestamp for every partition of the selected topics (one batched request), and
+    the end offsets of partitions that have no such record (Kafka answers -1 for them)."""
+
+    def run() -> TimestampOffsets:
+        millis = int(timeout * 1000)
+        settings: dict[str, Any] = {
+            **config,
+            "socket.timeout.ms": millis,
+            "socket.connection.setup.timeout.ms": millis,
+            "logger": log,
+        }
+        admin = AdminClient(settings)
+        where = f"cluster {config.get('bootstrap.servers', '?')}"
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except KafkaException as error:
+            raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
+        partitions = sorted(
+            (name, partition)
+            for name, topic in metadata.topics.items()
+            if topic.error is None and select_topic(name)
+            for partition in topic.partitions
+        )
+        spec = OffsetSpec.for_timestamp(timestamp_ms)
+        found = _list(admin, partitions, spec, timeout, f"offsets for timestamp {timestamp_ms} on {where}")
+        missing = sorted(tp for tp, offset in found.items() if offset < 0)
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        ends = _list(admin, missing, latest, timeout, f"end offsets on {where}")
+        return TimestampOffsets({**found, **ends}, missing)
+
+    return await asyncio.to_thread(run)

@@ -12,6 +12,7 @@ matters mostly for documents built by the CLI and the tests.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -101,7 +102,15 @@ class ListOffsetsSpec(Model):
 
 
 class AlterOffsetsSpec(Model):
-    from_config_map: ConfigMapRef = Field(description="ConfigMap whose `offsets.json` `alter` applies.")
+    from_config_map: ConfigMapRef | None = Field(None, description="ConfigMap whose `offsets.json` `alter` applies.")
+    to_timestamp: str | None = Field(
+        None,
+        description=(
+            "Sink connectors: `alter` seeks every consumed topic-partition to the first record with a timestamp "
+            "at or after this RFC 3339 time (partitions without one: to their end). Needs ConnectCluster "
+            "spec.kafka. The annotation connect-offsets.io/seek-to overrides it per request."
+        ),
+    )
     apply_on_change: bool = Field(
         False,
         description=(
@@ -110,6 +119,30 @@ class AlterOffsetsSpec(Model):
             "Re-applying the same content does nothing."
         ),
     )
+
+    @field_validator("to_timestamp")
+    @classmethod
+    def _rfc3339(cls, value: str | None) -> str | None:
+        if value is not None and parse_rfc3339(value) is None:
+            raise ValueError(f"{value!r} is not an RFC 3339 time with a zone, e.g. 2026-11-21T10:00:00Z")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AlterOffsetsSpec:
+        if (self.from_config_map is None) == (self.to_timestamp is None):
+            raise ValueError("set exactly one of fromConfigMap and toTimestamp")
+        if self.apply_on_change and self.from_config_map is None:
+            raise ValueError("applyOnChange needs fromConfigMap")
+        return self
+
+
+def parse_rfc3339(value: str) -> datetime | None:
+    """An RFC 3339 time with an explicit zone (``Z`` or an offset), else None."""
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 class OffsetsPolicySpec(Model):
@@ -175,6 +208,20 @@ class TLSSpec(Model):
     insecure_skip_verify: bool = Field(False, description="Skip server certificate verification (unsafe).")
 
 
+class KafkaAccessSpec(Model):
+    """How the operator reaches the Connect cluster's Kafka (optional: only seek-to-timestamp needs it)."""
+
+    bootstrap_servers: Annotated[str, Field(min_length=1, description="host:port[,host:port...]")]
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Kafka client settings (Java names: security.protocol, sasl.mechanism, ...); no secrets.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    secret_config: dict[str, SecretKeyRef] = Field(
+        default_factory=dict, description="Kafka client settings whose values come from Secrets, e.g. sasl.jaas.config."
+    )
+
+
 class ConnectClusterSpec(Model):
     url: Annotated[
         str,
@@ -188,6 +235,9 @@ class ConnectClusterSpec(Model):
     request_timeout_seconds: Annotated[
         float, Field(ge=1, le=600, description="Timeout of one REST request (Connect's own limit is 90 s).")
     ] = 120.0
+    kafka: KafkaAccessSpec | None = Field(
+        None, description="Kafka access for sink seek-to-timestamp; not needed for anything else."
+    )
 
 
 class Condition(StatusModel):
@@ -313,6 +363,7 @@ class PendingOffsetsOperation(StatusModel):
     request_id: str | None = None
     content_hash: str | None = Field(None, description="applyOnChange: hash of the offsets being applied.")
     restore_from: str | None = Field(None, description="restore: the backup chosen when the request started.")
+    seek_to: str | None = Field(None, description="alter by timestamp: the RFC 3339 time sought.")
     backup: str | None = Field(None, description="Backup taken before the change (set once it exists).")
     started: str
     result: Literal["Succeeded", "Failed"] | None = Field(None, description="Outcome of the change, once made.")
