@@ -30,6 +30,7 @@ from connect_offsets.models.crds import (
     KafkaMirrorMaker2Resource,
     OffsetsOperationStatus,
     PendingOffsetsOperation,
+    parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
     OffsetsDocument,
@@ -45,6 +46,7 @@ __all__ = [
     "ANNOTATION_REQUEST_ID",
     "ANNOTATION_RESTART",
     "ANNOTATION_RESTART_TASK",
+    "ANNOTATION_SEEK_TO",
     "ANNOTATION_STOP_CONNECTOR",
     "Action",
     "ConditionSpec",
@@ -54,6 +56,7 @@ __all__ = [
     "OffsetsConfigMap",
     "Plan",
     "RestoreSource",
+    "SeekOffsets",
     "auto_restart_backoff",
     "mirror_configmap_key",
     "mirror_connector_name",
@@ -82,8 +85,10 @@ ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
 #: Identity of a request; once handled (recorded in status) the same id is a no-op, so GitOps
 #: tools re-applying removed annotations cannot repeat a reset.
 ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
+#: ``<RFC 3339 time>`` next to alter: seek a sink connector to that time (overrides spec.alterOffsets.toTimestamp).
+ANNOTATION_SEEK_TO = ANNOTATION_PREFIX + "seek-to"
 #: Annotations that belong to an offsets request and are removed with it.
-REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID)
+REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_SEEK_TO)
 #: How many handled request ids status keeps.
 HANDLED_REQUEST_IDS = 20
 DRY_RUN_KEY = "dry-run.json"
@@ -97,6 +102,8 @@ RESTART_VALUES = {
 TASK_ID = re.compile(r"[0-9]{1,9}")
 #: While Connect's status lags a stop/pause/resume or a create, look again soon.
 SETTLE_DELAY_S = 2.0
+#: Kafka unreachable while seeking to a time: try again after this long.
+KAFKA_RETRY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,16 @@ class RestoreSource:
 
 
 @dataclass(frozen=True)
+class SeekOffsets:
+    """For alter-by-timestamp: the offsets document Kafka's ListOffsets gave, or why there is none."""
+
+    document_json: str | None = None
+    error: str | None = None
+    transient: bool = False  # Kafka unreachable: try again later
+    at_end: int = 0  # partitions without a record at or after the time, sent to their end offset
+
+
+@dataclass(frozen=True)
 class Observed:
     """What the service saw before planning. ``config is None``: the connector does not exist."""
 
@@ -131,6 +148,7 @@ class Observed:
     alter_configmap: OffsetsConfigMap | None = None
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
+    seek: SeekOffsets | None = None
 
 
 Kind = Literal[
@@ -231,6 +249,13 @@ class ConnectorTarget:
     applied_offsets: AppliedOffsetsStatus | None = None
     initial_configmap: str | None = None  # spec.initialOffsets.fromConfigMap.name
     initial_status: InitialOffsetsStatus | None = None
+    to_timestamp: str | None = None  # spec.alterOffsets.toTimestamp
+
+    def seek_to(self) -> str | None:
+        """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
+        if self.pending is not None:
+            return self.pending.seek_to
+        return self.annotations.get(ANNOTATION_SEEK_TO, self.to_timestamp)
 
 
 def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
@@ -248,7 +273,12 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         auto_restart_status=resource.status.auto_restart or AutoRestartStatus(),
         last_offsets_operation=resource.status.last_offsets_operation,
         list_configmap=spec.list_offsets.to_config_map.name if spec.list_offsets else None,
-        alter_configmap=spec.alter_offsets.from_config_map.name if spec.alter_offsets else None,
+        alter_configmap=(
+            spec.alter_offsets.from_config_map.name
+            if spec.alter_offsets and spec.alter_offsets.from_config_map
+            else None
+        ),
+        to_timestamp=spec.alter_offsets.to_timestamp if spec.alter_offsets else None,
         stop_policy=bool(spec.offsets_policy and spec.offsets_policy.stop_connector),
         pending=resource.status.pending_offsets_operation,
         handled_request_ids=tuple(resource.status.handled_request_ids),
@@ -552,7 +582,10 @@ def _plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> No
 
     requested = _requested_offsets(target, observed, value, plan)
     if isinstance(requested, _Refusal):
-        _refuse(plan, value, requested.reason, requested.message, True)
+        transient = requested.reason == "KafkaUnavailable"
+        _refuse(plan, value, requested.reason, requested.message, not transient)
+        if transient:
+            plan.requeue(KAFKA_RETRY_S)
         return
     if dry_run:
         # Needs no STOPPED state: it only reads the offsets.
@@ -600,6 +633,8 @@ def _requested_offsets(
 ) -> str | _Refusal | None:
     """The validated document an alter or restore sends (None for reset), or why there is none."""
     key = target.configmap_key
+    if operation == "alter" and target.seek_to() is not None:
+        return _seek_document(target, observed, target.seek_to() or "")
     if operation == "alter":
         name = target.alter_configmap
         if name is None:
@@ -623,6 +658,29 @@ def _requested_offsets(
     if operation == "restore":
         return _restore_document(target, observed.restore)
     return None
+
+
+def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> str | _Refusal:
+    """The sink offsets for a seek to ``when``: from Kafka (observed), validated like any alter."""
+    if parse_rfc3339(when) is None:
+        return _Refusal(
+            "InvalidTimestamp",
+            f"{ANNOTATION_SEEK_TO}={when!r} is not an RFC 3339 time with a zone, e.g. 2026-11-21T10:00:00Z",
+        )
+    status = observed.status
+    if status is None or status.type != "sink":
+        kind = status.type if status is not None and status.type else "unknown"
+        return _Refusal("NotASink", f"seeking to a time needs a sink connector; Connect reports type {kind}")
+    seek = observed.seek
+    if seek is None or seek.document_json is None:
+        reason = "KafkaUnavailable" if seek is not None and seek.transient else "SeekFailed"
+        return _Refusal(reason, seek.error if seek is not None and seek.error else "no offsets for the time")
+    try:
+        document = parse_offsets_document(seek.document_json)
+        validate_for_connector(document, target.class_name, _desired(target), is_sink=True)
+    except OffsetsValidationError as error:
+        return _Refusal("InvalidOffsets", f"offsets for {when} are invalid:\n{error}")
+    return document.to_compact_json()
 
 
 def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
@@ -662,6 +720,7 @@ def _begin(
     pending = PendingOffsetsOperation(
         operation=operation,
         step="Stopping",
+        seek_to=target.seek_to() if operation == "alter" else None,
         source=source,
         request=fingerprint,
         request_id=request_id,
@@ -742,6 +801,10 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
         plan.requeue(SETTLE_DELAY_S)
         return
     requested = _requested_offsets(target, observed, operation, plan)
+    if isinstance(requested, _Refusal) and requested.reason == "KafkaUnavailable":
+        plan.conditions.append(ConditionSpec("OffsetsOperationInProgress", "True", "Changing", requested.message))
+        plan.requeue(KAFKA_RETRY_S)
+        return
     if isinstance(requested, _Refusal):
         # The input changed while the connector was stopping: refuse, and bring it back.
         failed = pending.model_copy(
@@ -1079,7 +1142,11 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     ),
                     last_offsets_operation=status.last_offsets_operation if status else None,
                     list_configmap=block.list_offsets.to_config_map.name if block.list_offsets else None,
-                    alter_configmap=block.alter_offsets.from_config_map.name if block.alter_offsets else None,
+                    alter_configmap=(
+                        block.alter_offsets.from_config_map.name
+                        if block.alter_offsets and block.alter_offsets.from_config_map
+                        else None
+                    ),
                     configmap_key=mirror_configmap_key(name),
                     companion_annotations=companions,
                     spec_path=f"spec.mirrors[{index}].{field_name}",
