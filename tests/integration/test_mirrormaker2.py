@@ -197,8 +197,10 @@ def test_mirrormaker2_offsets_flow(
         wait_for("heartbeat connector deleted", lambda: connect_state(connect, heartbeat_name) is None)
         wait_for(
             "status lists the two remaining connectors",
-            lambda: [c["name"] for c in get_mm2(custom, namespace, name)["status"]["connectors"]]
-            == [source_name, checkpoint_name],
+            lambda: (
+                [c["name"] for c in get_mm2(custom, namespace, name)["status"]["connectors"]]
+                == [source_name, checkpoint_name]
+            ),
         )
 
         # list
