@@ -263,15 +263,6 @@ class AsOfResult:
     rows: int  # source partitions considered
 
 
-def earliest_timestamp(records: DataFrame) -> tuple[datetime | None, int]:
-    """The first record time (None when the records carry no timestamps) and the number of records."""
-    from pyspark.sql import functions as F
-
-    row = records.agg(F.unix_millis(F.min("timestamp")).alias("first"), F.count(F.lit(1)).alias("n")).first()
-    assert row is not None
-    return _from_millis(row["first"]), int(row["n"])
-
-
 def as_of(records: DataFrame, at: datetime) -> AsOfResult:
     """Per connector, the offsets at ``at``: the last record with timestamp <= at; tombstone = no offset.
 
@@ -282,19 +273,6 @@ def as_of(records: DataFrame, at: datetime) -> AsOfResult:
     from pyspark.sql import functions as F
 
     at_utc = _utc(at)
-    first, count = earliest_timestamp(records)
-    if count == 0:
-        raise PipelineError("the sources hold no offsets records for the selected connectors")
-    if first is None:
-        raise PipelineError(
-            "the records carry no timestamps (an export without --from-beginning?): as-of needs the topic "
-            "or an export made with `connect-offsets export --from-beginning`"
-        )
-    if at_utc < first:
-        raise PipelineError(
-            f"time {_iso(at_utc)} is before the earliest retained record ({_iso(first)}): nothing is known about "
-            "the offsets then (older records were compacted or deleted)"
-        )
     cutoff = F.timestamp_millis(F.lit(_millis(at_utc)))
     before = F.col("timestamp") <= cutoff
     order = _order()
@@ -302,7 +280,9 @@ def as_of(records: DataFrame, at: datetime) -> AsOfResult:
         F.max_by(_payload(), order).alias("now"),
         F.max_by(_payload(), F.when(before, order)).alias("then"),
         F.min_by(F.struct("timestamp", "removed_before"), order).alias("first"),
+        F.min("timestamp").alias("earliest"),
     )
+    # One pass over the records: the earliest time comes back with the (small) per-partition rows.
     rows = per_partition.select(
         "connector",
         "partition",
@@ -312,7 +292,23 @@ def as_of(records: DataFrame, at: datetime) -> AsOfResult:
         F.col("then.offset").alias("offset_then"),
         F.unix_millis("first.timestamp").alias("first_time"),
         F.col("first.removed_before").alias("removed_before"),
+        F.unix_millis("earliest").alias("earliest"),
     ).collect()
+    if not rows:
+        raise PipelineError("the sources hold no offsets records for the selected connectors")
+    earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
+    if not earliest:
+        raise PipelineError(
+            "the records carry no timestamps (an export without --from-beginning?): as-of needs the topic "
+            "or an export made with `connect-offsets export --from-beginning`"
+        )
+    first = _from_millis(min(earliest))
+    assert first is not None
+    if at_utc < first:
+        raise PipelineError(
+            f"time {_iso(at_utc)} is before the earliest retained record ({_iso(first)}): nothing is known about "
+            "the offsets then (older records were compacted or deleted)"
+        )
     documents: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     compacted: list[dict[str, Any]] = []
     covered: set[str] = set()

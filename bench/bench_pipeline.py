@@ -1,0 +1,261 @@
+"""Offsets history pipeline: Spark local[1] / local[2] vs a single-process Python reader.
+
+Why: the pipeline is only worth its JVM if it beats reading the topic in one Python process once the
+history is large, and scales with cores. This writes 1 M and 10 M offsets records (many connectors,
+many source partitions, ~2 % tombstones, timestamps spread over time) to a real topic on the local
+stack's Kafka and times ``latest`` and ``as-of`` (T in the middle of the history) with
+
+- Spark ``local[1]`` and ``local[2]`` (the pipeline's jobs, each configuration in its own process;
+  JVM start-up is reported apart from the job time), and
+- the CLI exporter's reader (``connect_offsets.clients.offsets_store.read_offsets_topic``, what
+  ``connect-offsets export --from-beginning`` uses) followed by the same reductions in plain Python.
+
+Both sides check their answers against each other. Results go to bench/README.md (section "pipeline").
+Usage: ``make bench BENCH=pipeline`` (or ``.venv/bin/python bench/bench_pipeline.py [--sizes 1000000]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.report import machine, write_section  # noqa: E402
+
+CONNECTORS = 200
+PARTITIONS_PER_CONNECTOR = 50
+TOPIC_PARTITIONS = 25
+BASE_MS = 1_760_000_000_000
+TOMBSTONE_EVERY = 50  # ~2 %
+
+
+def bootstrap() -> str:
+    info = json.loads(
+        subprocess.run(
+            [sys.executable, str(REPO / "hack" / "stack.py"), "info"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    return str(info["kafka_a"])
+
+
+def topic_name(size: int) -> str:
+    return f"bench-pipeline-offsets-{size}"
+
+
+def record(i: int) -> tuple[bytes, bytes | None, int]:
+    """The i-th record: deterministic key, value (None = tombstone) and timestamp (1 ms per 100 records)."""
+    connector = i % CONNECTORS
+    partition = (i // CONNECTORS) % PARTITIONS_PER_CONNECTOR
+    key = json.dumps(
+        [f"bench-source-{connector:03d}", {"filename": f"/data/{connector:03d}/part-{partition:03d}.log"}],
+        separators=(",", ":"),
+    ).encode()
+    value = None if i % TOMBSTONE_EVERY == 7 else json.dumps({"position": i * 10}, separators=(",", ":")).encode()
+    return key, value, BASE_MS + i // 100
+
+
+def ensure_topic(servers: str, size: int) -> str:
+    """Create and fill the topic once; later runs reuse it when it holds exactly ``size`` records."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name(size)
+    admin = AdminClient({"bootstrap.servers": servers})
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "bench-probe", "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            held = sum(
+                high - low
+                for low, high in (
+                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in metadata.partitions
+                )
+            )
+            if held == size:
+                return topic
+            admin.delete_topics([topic])[topic].result()
+            time.sleep(3)
+    finally:
+        consumer.close()
+    # delete (not compact) so the cleaner cannot change the data between runs; retention unlimited
+    config = {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer"}
+    admin.create_topics([NewTopic(topic, TOPIC_PARTITIONS, 1, config=config)])[topic].result()
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "linger.ms": 50,
+            "batch.num.messages": 10000,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 500000,
+            "partitioner": "murmur2_random",
+        }
+    )
+    started = time.monotonic()
+    for i in range(size):
+        key, value, ts = record(i)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, timestamp=ts)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if i % 100000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    print(f"  wrote {size} records to {topic} in {time.monotonic() - started:.0f}s", flush=True)
+    return topic
+
+
+def as_of_time(size: int) -> datetime:
+    return datetime.fromtimestamp((BASE_MS + size // 200) / 1000, tz=UTC)
+
+
+# --------------------------------------------------------------------------- workers (own processes)
+
+
+def worker_spark(servers: str, topic: str, master: str, at: datetime) -> dict[str, Any]:
+    from connect_offsets.pipeline.jobs import KafkaSource, as_of, latest_documents, read_kafka
+    from connect_offsets.pipeline.session import SparkOptions, build_session
+
+    started = time.monotonic()
+    spark = build_session(SparkOptions(master=master, progress=False, conf={"spark.sql.session.timeZone": "UTC"}))
+    startup = time.monotonic() - started
+    records = read_kafka(spark, KafkaSource(servers, topic))
+    started = time.monotonic()
+    latest_docs = latest_documents(records)
+    t_latest = time.monotonic() - started
+    started = time.monotonic()
+    result = as_of(records, at)
+    t_as_of = time.monotonic() - started
+    spark.stop()
+    return {
+        "startup": startup,
+        "latest": t_latest,
+        "as_of": t_as_of,
+        "latest_partitions": sum(len(d["offsets"]) for d in latest_docs.values()),
+        "as_of_offsets": sum(1 for d in result.documents.values() for e in d["offsets"] if e["offset"] is not None),
+    }
+
+
+def worker_python(servers: str, topic: str, at: datetime) -> dict[str, Any]:
+    from connect_offsets.clients.offsets_store import read_offsets_topic
+    from connect_offsets.models.storage import latest
+
+    started = time.monotonic()
+    records, _ = read_offsets_topic({"bootstrap.servers": servers}, topic, timeout=60)
+    current = latest(records)
+    t_latest = time.monotonic() - started
+    # as-of: the same read, then the last record <= T per key (tombstones honoured)
+    started = time.monotonic()
+    records, _ = read_offsets_topic({"bootstrap.servers": servers}, topic, timeout=60)
+    cutoff = int(at.timestamp() * 1000)
+    then = latest(r for r in records if r.kafka is not None and (r.kafka.timestamp or 0) <= cutoff)
+    t_as_of = time.monotonic() - started
+    return {
+        "startup": 0.0,
+        "latest": t_latest,
+        "as_of": t_as_of,
+        "latest_partitions": len(current),
+        "as_of_offsets": len(then),
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_worker(kind: str, servers: str, topic: str, size: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, "--servers", servers, "--topic", topic, "--size", str(size)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"worker {kind} failed:\n{out.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000000,10000000")
+    parser.add_argument("--worker")
+    parser.add_argument("--servers")
+    parser.add_argument("--topic")
+    parser.add_argument("--size", type=int)
+    args = parser.parse_args()
+    if args.worker:
+        at = as_of_time(args.size)
+        if args.worker == "python":
+            result = worker_python(args.servers, args.topic, at)
+        else:
+            result = worker_spark(args.servers, args.topic, args.worker, at)
+        print(json.dumps(result))
+        return
+
+    servers = bootstrap()
+    rows = []
+    notes = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        print(f"== {size} records", flush=True)
+        topic = ensure_topic(servers, size)
+        results = {}
+        for kind in ("local[1]", "local[2]", "python"):
+            results[kind] = run_worker(kind, servers, topic, size)
+            print(f"  {kind}: {results[kind]}", flush=True)
+        answers = {(r["latest_partitions"], r["as_of_offsets"]) for r in results.values()}
+        if len(answers) != 1:
+            notes.append(f"{size}: the readers disagree: {results}")
+        rows.append((size, results))
+
+    lines = [
+        "## Offsets history pipeline (PySpark) — `bench/bench_pipeline.py`",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        f"Topic: {TOPIC_PARTITIONS} partitions, {CONNECTORS} connectors x {PARTITIONS_PER_CONNECTOR} source "
+        f"partitions, 1 in {TOMBSTONE_EVERY} records a tombstone, JSON keys/values as Connect writes them. "
+        "`latest` = read everything "
+        "and reduce to the last record per source partition; `as-of` = the same with T in the middle of the history. "
+        "Spark job times exclude JVM start-up (shown apart); the Python reader is the CLI exporter's "
+        "(`offsets_store.read_offsets_topic`, confluent-kafka, one process) plus `models.storage.latest`.",
+        "",
+        "| records | reader | start-up s | latest s | latest records/s | as-of s | as-of records/s |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    ratios = []
+    for size, results in rows:
+        for kind, r in results.items():
+            lines.append(
+                f"| {size:,} | {kind} | {r['startup']:.1f} | {r['latest']:.1f} | {size / r['latest']:,.0f} | "
+                f"{r['as_of']:.1f} | {size / r['as_of']:,.0f} |"
+            )
+        one, two, py = results["local[1]"], results["local[2]"], results["python"]
+        for job in ("latest", "as_of"):
+            scale = one[job] / two[job]
+            per_core = py[job] / one[job]  # >1: Spark on one core is faster than the Python reader
+            ratios.append(
+                f"- {size:,} `{job.replace('_', '-')}`: local[2] = **{scale:.2f} x** local[1] (target >= 1.6: "
+                f"{'met' if scale >= 1.6 else 'missed'}); Spark per core = **{per_core:.2f} x** the Python reader's "
+                f"speed (target >= 0.5: {'met' if per_core >= 0.5 else 'missed'})"
+            )
+        if "max_rss_mib" in py:
+            ratios.append(f"- {size:,}: Python reader peak RSS {py['max_rss_mib']:,.0f} MiB (it keeps every record)")
+    lines += ["", "Ratios:", "", *ratios, *(["", "Problems:", "", *(f"- {n}" for n in notes)] if notes else [])]
+    body = "\n".join(lines)
+    write_section("pipeline", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    main()
