@@ -62,7 +62,7 @@ def _advance(connect: httpx.Client, name: str, source: Path, lines: list[str]) -
     with source.open("a") as handle:
         handle.write("".join(f"{line}\n" for line in lines))
     size = source.stat().st_size
-    wait_for(f"{name} committed position {size}", lambda: _position(connect, name) == size, timeout=90)
+    wait_for(f"{name} committed position {size}", lambda: _position(connect, name) == size, timeout=180)
     time.sleep(0.05)
     instant = datetime.now(UTC)
     time.sleep(0.05)
@@ -92,21 +92,21 @@ def test_history_as_of_latest_and_rewind_through_the_operator(
     bootstrap = stack["kafka_a"]
     lines = [f"line-{i:02d}" for i in range(8)]
     try:
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=180)
         p1, t1 = _advance(connect, name, source, lines[:3])
         p2, t2 = _advance(connect, name, source, lines[3:6])
 
         # reset in between: stop, DELETE offsets through the operator (tombstone), resume -> file read again
         patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=180)
         annotate(custom, namespace, name, connector_offsets="reset")
-        wait_annotation_removed(custom, namespace, name)
+        wait_annotation_removed(custom, namespace, name, timeout=180)
         assert connect_offsets(connect, name) == []
         time.sleep(0.05)
         t_reset = datetime.now(UTC)
         time.sleep(0.05)
         patch_connector(custom, namespace, name, {"spec": {"state": "running"}})
-        wait_for("re-read after the reset", lambda: _position(connect, name) == p2, timeout=90)
+        wait_for("re-read after the reset", lambda: _position(connect, name) == p2, timeout=180)
         time.sleep(0.05)
         t_reread = datetime.now(UTC)
         p3, t3 = _advance(connect, name, source, lines[6:])
@@ -178,15 +178,15 @@ def test_history_as_of_latest_and_rewind_through_the_operator(
         assert json.loads((tmp_path / "asof" / f"{name}.json").read_text()) == document
 
         patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=180)
         annotate(custom, namespace, name, connector_offsets="alter")
-        wait_annotation_removed(custom, namespace, name)
+        wait_annotation_removed(custom, namespace, name, timeout=180)
         assert _position(connect, name) == p1
         before = len(read_topic(bootstrap, topic, 14))
         patch_connector(custom, namespace, name, {"spec": {"state": "running"}})
-        wait_connect_state(connect, name, "RUNNING")
+        wait_connect_state(connect, name, "RUNNING", timeout=180)
         replay = lines[3:]  # everything after position p1
-        records_out = read_topic(bootstrap, topic, before + len(replay), timeout=90)
+        records_out = read_topic(bootstrap, topic, before + len(replay), timeout=180)
         assert [r.decode().strip('"') for r in records_out[before:]] == replay
     finally:
         connect.delete(f"/connectors/{name}")
