@@ -69,6 +69,7 @@ def _advance(connect: httpx.Client, name: str, source: Path, lines: list[str]) -
     return size, instant
 
 
+@pytest.mark.timeout(1200)  # Spark + several operator round trips; slow when the 2 cores are shared
 def test_history_as_of_latest_and_rewind_through_the_operator(
     spark: Any,
     custom: Any,
