@@ -1,0 +1,124 @@
+"""A Connect worker of its own, for the load test and the load benchmarks.
+
+Why not the shared ``connect`` worker: hundreds of connectors created, stopped, resumed and
+deleted make a single worker rebalance for minutes; every other engineer's test on the shared
+worker would meanwhile get ``500 Request cannot be completed because a rebalance is expected``, and
+deleting 200 connectors one by one takes the worker about a second each. A worker with its own
+group and internal topics is as real (same jars, same settings as the stack's worker, from
+``hack/stack.py``), its request log counts only our requests, and removing it (stop the JVM,
+delete its three topics) removes every connector at once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+from confluent_kafka.admin import AdminClient
+
+__all__ = ["DedicatedWorker"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _stack_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("connect_offsets_stack", REPO / "hack" / "stack.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DedicatedWorker:
+    """``start()`` a single-worker Connect cluster; ``url``, ``log`` (its request log), ``stop()``."""
+
+    def __init__(self, heap: str = "-Xmx768m", name: str = "load") -> None:
+        self.stack = _stack_module()
+        self.heap = heap
+        self.port = _free_port()
+        self.suffix = f"{name}-{uuid.uuid4().hex[:6]}"
+        self.topics = [f"connect-{kind}-{self.suffix}" for kind in ("offsets", "configs", "status")]
+        self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS['kafka-a']}"
+        self.url = f"http://{self.stack.HOST}:{self.port}"
+        self.log: Path = self.stack.LOG_DIR / f"connect-{self.suffix}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 180) -> None:
+        props = [
+            f"bootstrap.servers={self.bootstrap}",
+            f"group.id=connect-cluster-{self.suffix}",
+            f"listeners=http://{self.stack.HOST}:{self.port}",
+            f"rest.advertised.host.name={self.stack.HOST}",
+            f"rest.advertised.port={self.port}",
+            "key.converter=org.apache.kafka.connect.json.JsonConverter",
+            "value.converter=org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable=false",
+            "value.converter.schemas.enable=false",
+            f"offset.storage.topic={self.topics[0]}",
+            f"config.storage.topic={self.topics[1]}",
+            f"status.storage.topic={self.topics[2]}",
+            "offset.storage.replication.factor=1",
+            "config.storage.replication.factor=1",
+            "status.storage.replication.factor=1",
+            "offset.flush.interval.ms=1000",
+            "scheduled.rebalance.max.delay.ms=1000",
+            "plugin.discovery=only_scan",
+        ]
+        path = self.stack.write(self.stack.RUN_DIR / f"connect-{self.suffix}.properties", "\n".join(props) + "\n")
+        self.stack.write_log4j()
+        cmd = self.stack.java_cmd(self.heap, "org.apache.kafka.connect.cli.ConnectDistributed", str(path))
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the dedicated Connect worker exited; see {self.log}")
+            try:
+                if httpx.get(f"{self.url}/connectors", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise RuntimeError(f"the dedicated Connect worker was not ready after {timeout:.0f} s; see {self.log}")
+
+    def rss_mib(self, field: str = "VmHWM") -> float | None:
+        if self.process is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        """Stop the JVM and delete its internal topics: its connectors are gone with them."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.delete_topics(self.topics, operation_timeout=30).values():
+            try:
+                future.result()
+            except Exception as error:  # a topic that was never created
+                print(f"(internal topic not deleted: {error})")
