@@ -257,6 +257,17 @@ class _DuplicateKeys:
         return result
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _has_unpaired_surrogate(obj: object) -> bool:
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def parse_offsets_document(text: str | bytes, *, allow_empty: bool = False) -> OffsetsDocument:
     """Parse and generically validate an offsets document (any connector).
 
@@ -281,6 +292,9 @@ def parse_offsets_document(text: str | bytes, *, allow_empty: bool = False) -> O
     except RecursionError as e:
         raise OffsetsValidationError([OffsetsProblem("$", "not valid JSON: nested too deeply")]) from e
     problems = _Problems()
+    if _SURROGATE_ESCAPE.search(text) and _has_unpaired_surrogate(obj):
+        # "\ud800" alone parses to a str no UTF-8 encoder (httpx, the Kubernetes client) accepts.
+        problems.fail("$", "contains an unpaired surrogate escape (\\ud800-\\udfff alone); not valid Unicode")
     for key in hook.duplicates:
         problems.add("$", f"key {json.dumps(key, ensure_ascii=False)} appears twice in one object; keys must be unique")
     return _build_document(obj, allow_empty=allow_empty, problems=problems)
