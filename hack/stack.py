@@ -77,6 +77,8 @@ PORTS = {
     "connect-aux": 18085,
     "connect-offline": 18086,
     "connect-standalone": 18087,
+    "connect-fault": 18088,
+    "connect-fault-2": 18089,
 }
 # Heaps are capped: the JVM defaults (1/4 of RAM) would take 6 GiB per process here.
 KAFKA_HEAP = "-Xmx512m"
@@ -349,10 +351,15 @@ def kafka_ready(which: str) -> Callable[[], bool]:
     return ready
 
 
-def prepare_connect(name: str, *, basic_auth: bool = False) -> Callable[[], list[str]]:
+def prepare_connect(
+    name: str, *, basic_auth: bool = False, group: str | None = None, settings: list[str] | None = None
+) -> Callable[[], list[str]]:
+    """A distributed worker; ``group`` (a suffix) puts several workers in one Connect cluster; ``settings``
+    (``key=value``) override the defaults below."""
+
     def prepare() -> list[str]:
         port = PORTS[name]
-        suffix = "" if name == "connect" else f"-{name.removeprefix('connect-')}"
+        suffix = "" if name == "connect" else f"-{group or name.removeprefix('connect-')}"
         lines = [
             f"bootstrap.servers={HOST}:{PORTS['kafka-a']}",
             f"group.id=connect-cluster{suffix}",
@@ -374,6 +381,7 @@ def prepare_connect(name: str, *, basic_auth: bool = False) -> Callable[[], list
             "scheduled.rebalance.max.delay.ms=1000",
             "connector.client.config.override.policy=All",
             "plugin.discovery=only_scan",
+            *(settings or []),
         ]
         extra: list[str] = []
         if basic_auth:
@@ -432,6 +440,10 @@ def connect_ready(name: str, *, basic_auth: bool = False) -> Callable[[], bool]:
     return ready
 
 
+#: Workers the fault tests kill and restart: plugins found through their ServiceLoader manifests
+#: (KIP-898) instead of a reflective scan of every jar, which takes 20 s of the start-up here.
+FAST_RESTART = ["plugin.discovery=service_load"]
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in [
@@ -482,6 +494,23 @@ COMPONENTS: dict[str, Component] = {
             ["kafka-a"],
             prepare_connect_standalone,
             connect_ready("connect-standalone"),
+        ),
+        # On demand, for the fault tests (tests/integration/test_faults.py), which SIGKILL, SIGSTOP and
+        # restart them: two workers of one Connect cluster (group connect-cluster-fault, -fault topics),
+        # so that starting or stopping the second one rebalances the first.
+        Component(
+            "connect-fault",
+            [PORTS["connect-fault"]],
+            ["kafka-a"],
+            prepare_connect("connect-fault", group="fault", settings=FAST_RESTART),
+            connect_ready("connect-fault"),
+        ),
+        Component(
+            "connect-fault-2",
+            [PORTS["connect-fault-2"]],
+            ["kafka-a"],
+            prepare_connect("connect-fault-2", group="fault", settings=FAST_RESTART),
+            connect_ready("connect-fault-2"),
         ),
     ]
 }
@@ -653,6 +682,8 @@ def info() -> dict[str, object]:
         "connect_aux_url": f"http://{HOST}:{PORTS['connect-aux']}",
         "connect_offline_url": f"http://{HOST}:{PORTS['connect-offline']}",
         "connect_standalone_url": f"http://{HOST}:{PORTS['connect-standalone']}",
+        "connect_fault_url": f"http://{HOST}:{PORTS['connect-fault']}",
+        "connect_fault_2_url": f"http://{HOST}:{PORTS['connect-fault-2']}",
         "run_dir": str(RUN_DIR),
         "connect_auth_user": creds.get("connect_auth_user"),
         "connect_auth_password": creds.get("connect_auth_password"),

@@ -14,7 +14,9 @@ Why this module looks the way it does
   without ever looking at httpx exceptions or raw status codes::
 
     ConnectError                 base; .message is Connect's own message verbatim when there is one
-    ├── ConnectUnavailable       transport failure: connection refused, DNS, TLS, timeouts  (retryable)
+    ├── ConnectUnavailable       transport failure: connection refused, DNS, TLS, timeouts; also a 404
+    │                            without Connect's JSON error body: a worker that is still starting
+    │                            serves Jetty's HTML 404 for every path for a few seconds  (retryable)
     └── ConnectHTTPError         Connect answered with an error status;
         │                        .status_code, .error_code, .message, .method, .path
         ├── ConnectServerError   5xx (retryable).  Connect's own 90 s request timeout comes back as
@@ -119,6 +121,10 @@ _MASK: Final = "***"
 #: Secrets shorter than this are not scrubbed from messages (it would mangle ordinary text).
 _MIN_SCRUB_LEN: Final = 4
 _USER_AGENT: Final = f"connect-offsets-operator/{__version__}"
+_NOT_CONNECT_404: Final = (
+    "404 without Connect's JSON error body: the worker is still starting (REST resources not yet "
+    "initialised) or the URL does not point at the Connect REST API"
+)
 
 _T = TypeVar("_T")
 
@@ -231,6 +237,15 @@ def _with_chunk_failure(error: ConnectError, failure: ChunkFailure) -> ConnectEr
     clone.chunk_failure = failure
     Exception.__init__(clone, clone._render())
     return clone
+
+
+def _is_connect_error_body(response: httpx.Response) -> bool:
+    """Connect's own errors are JSON ``{"error_code": ..., "message": ...}`` (ConnectExceptionMapper)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and "error_code" in body
 
 
 def _error_class(status_code: int) -> type[ConnectHTTPError]:
@@ -636,6 +651,8 @@ class ConnectClient:
                 _log.debug("GET %s -> %d", path, response.status_code)
                 if not response.is_success:
                     await response.aread()
+                    if response.status_code == httpx.codes.NOT_FOUND and not _is_connect_error_body(response):
+                        raise ConnectUnavailable(_NOT_CONNECT_404, method="GET", path=path)
                     raise self._error_from_response("GET", path, response)
                 buffer = io.BytesIO()
                 async for part in response.aiter_bytes():
@@ -759,6 +776,11 @@ class ConnectClient:
         _log.debug("%s %s -> %d", method, path, response.status_code)
         if response.is_success:
             return response
+        if response.status_code == httpx.codes.NOT_FOUND and not _is_connect_error_body(response):
+            # Not Connect's answer about a connector: the worker's REST resources are not there yet
+            # (start-up) or the URL is not Connect's. "Absent" would make callers create or forget it.
+            _log.debug("%s %s -> 404 without Connect's error body", method, path)
+            raise ConnectUnavailable(_NOT_CONNECT_404, method=method, path=path)
         if not_found_ok and response.status_code == httpx.codes.NOT_FOUND:
             return None
         raise self._error_from_response(method, path, response)
