@@ -60,3 +60,21 @@ def test_offline_tool_workers_are_on_demand_with_their_own_ports(stack: ModuleTy
     ports = [port for component in stack.COMPONENTS.values() for port in component.ports]
     assert len(ports) == len(set(ports))
     assert stack.info()["run_dir"] == str(stack.RUN_DIR)
+
+
+def test_fault_workers_are_one_on_demand_cluster(stack: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """connect-fault and connect-fault-2 (killed, frozen and restarted by test_faults.py) form one Connect
+    cluster of their own: same group and internal topics, never the shared worker's."""
+    assert {"connect-fault", "connect-fault-2"}.isdisjoint(stack.CORE)
+    stack.RUN_DIR.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(stack, "java_cmd", lambda *args, **kwargs: ["java"])  # no jars or JDK needed
+    settings = {}
+    for name in ("connect-fault", "connect-fault-2"):
+        stack.COMPONENTS[name].prepare()
+        lines = (stack.RUN_DIR / f"{name}.properties").read_text().splitlines()
+        settings[name] = dict(line.split("=", 1) for line in lines if "=" in line)
+    first, second = settings["connect-fault"], settings["connect-fault-2"]
+    for key in ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic"):
+        assert first[key] == second[key] and first[key].endswith("-fault"), key
+    assert first["listeners"] != second["listeners"] and first["rest.advertised.port"] == "18088"
+    assert first["plugin.discovery"] == "service_load"  # fast restarts; the last setting wins in Java
