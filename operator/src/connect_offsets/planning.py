@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
@@ -114,6 +114,7 @@ class OffsetsConfigMap:
     exists: bool
     resource_version: str = ""
     data: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # the stored document is unreadable (a corrupt gzip or shard)
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ class ConnectorTarget:
     initial_configmap: str | None = None  # spec.initialOffsets.fromConfigMap.name
     initial_status: InitialOffsetsStatus | None = None
     to_timestamp: str | None = None  # spec.alterOffsets.toTimestamp
+    chunk_progress: dict[str, Any] | None = None  # status.offsetsProgress of an unfinished chunked PATCH
 
     def seek_to(self) -> str | None:
         """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
@@ -279,6 +281,7 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
             else None
         ),
         to_timestamp=spec.alter_offsets.to_timestamp if spec.alter_offsets else None,
+        chunk_progress=resource.status.offsets_progress,
         stop_policy=bool(spec.offsets_policy and spec.offsets_policy.stop_connector),
         pending=resource.status.pending_offsets_operation,
         handled_request_ids=tuple(resource.status.handled_request_ids),
@@ -642,6 +645,8 @@ def _requested_offsets(
         configmap = observed.alter_configmap
         if configmap is None or not configmap.exists:
             return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+        if configmap.error is not None:
+            return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
         if key not in configmap.data:
             keys = ", ".join(sorted(configmap.data)) or "none"
             return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
@@ -845,6 +850,11 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
     key = target.configmap_key
     if name is None:
         return
+    if configmap is not None and configmap.error is not None:
+        plan.conditions.append(
+            ConditionSpec("OffsetsApplied", "False", "InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
+        )
+        return
     if configmap is None or not configmap.exists or key not in configmap.data:
         what = f"ConfigMap {name} does not exist" if configmap is None or not configmap.exists else f"no key {key}"
         plan.conditions.append(
@@ -896,6 +906,8 @@ def _initial_document(target: ConnectorTarget, observed: Observed) -> str | _Ref
     key = target.configmap_key
     if configmap is None or not configmap.exists:
         return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+    if configmap.error is not None:
+        return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
     if key not in configmap.data:
         keys = ", ".join(sorted(configmap.data)) or "none"
         return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
@@ -1155,6 +1167,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     handled_request_ids=tuple(resource.status.handled_request_ids),
                     apply_on_change=bool(block.alter_offsets and block.alter_offsets.apply_on_change),
                     applied_offsets=status.applied_offsets if status else None,
+                    chunk_progress=status.offsets_progress if status else None,
                 )
             )
 

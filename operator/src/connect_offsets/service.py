@@ -44,8 +44,16 @@ from connect_offsets.clients.connect import (
 )
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
+from connect_offsets.clients.offsets_configmaps import (
+    NOT_A_SHARD,
+    OffsetsConfigMapStore,
+    OffsetsCorrupt,
+    OffsetsKeyMissing,
+    OffsetsStoreError,
+)
 from connect_offsets.faults import fault_point
 from connect_offsets.lag import LagRegistry
+from connect_offsets.models.chunking import ChunkProgress, ChunkResume
 from connect_offsets.models.connect import ServerInfo, supports_initial_state
 from connect_offsets.models.crds import (
     AppliedOffsetsStatus,
@@ -406,6 +414,8 @@ class TargetRunner:
 
     def __init__(self, kube: KubernetesApi) -> None:
         self.kube = kube
+        # Offsets documents of any size: plain offsets.json, gzip, or shard ConfigMaps.
+        self.store = OffsetsConfigMapStore(kube)
 
     async def observe(
         self,
@@ -422,14 +432,14 @@ class TargetRunner:
         operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
         configmap: OffsetsConfigMap | None = None
         if target.alter_configmap and (operation == "alter" or target.apply_on_change):
-            configmap = await self._offsets_configmap(namespace, target.alter_configmap)
+            configmap = await self._offsets_configmap(namespace, target.alter_configmap, target.configmap_key)
         initial: OffsetsConfigMap | None = None
         initial_status = target.initial_status
         if target.initial_configmap and (
             (config is None and (initial_status is None or initial_status.step != "Applied"))
             or (initial_status is not None and initial_status.step == "Creating")
         ):
-            initial = await self._offsets_configmap(namespace, target.initial_configmap)
+            initial = await self._offsets_configmap(namespace, target.initial_configmap, target.configmap_key)
         seek: SeekOffsets | None = None
         when = target.seek_to()
         if operation == "alter" and when is not None and config is not None and status is not None:
@@ -482,17 +492,28 @@ class TargetRunner:
         ]
         return SeekOffsets(json.dumps({"offsets": entries}, separators=(",", ":")), at_end=len(found.at_end))
 
-    async def _offsets_configmap(self, namespace: str, name: str) -> OffsetsConfigMap:
+    async def _offsets_configmap(self, namespace: str, name: str, key: str) -> OffsetsConfigMap:
+        """The ConfigMap with ``key`` as document text, whichever form (plain, gzip, shards) holds it."""
         cm = await self.kube.get_configmap(namespace, name)
         if cm is None:
             return OffsetsConfigMap(name, False)
-        return OffsetsConfigMap(name, True, cm.resource_version, cm.data)
+        try:
+            stored = await self.store.read_from(namespace, cm, key)
+        except OffsetsKeyMissing:
+            return OffsetsConfigMap(name, True, cm.resource_version, {**cm.data, **dict.fromkeys(cm.binary_data, "")})
+        except OffsetsCorrupt as error:
+            return OffsetsConfigMap(name, True, cm.resource_version, dict(cm.data), error=str(error))
+        try:
+            text = stored.document.decode()
+        except UnicodeDecodeError as error:
+            return OffsetsConfigMap(name, True, cm.resource_version, {}, error=f"key {key} is not UTF-8: {error}")
+        return OffsetsConfigMap(name, True, cm.resource_version, {**cm.data, key: text})
 
     async def _restore_source(
         self, target: ConnectorTarget, namespace: str, client: ConnectClient, wanted: str | None
     ) -> RestoreSource:
         """The backup to restore (named by restore-from, else the newest) and the current offsets."""
-        selector = f"{API_GROUP}/connector-hash={_connector_hash(target.name)}"
+        selector = f"{API_GROUP}/connector-hash={_connector_hash(target.name)},{NOT_A_SHARD}"
         backups = [
             (name, annotations)
             for name, annotations in await self.kube.list_configmaps(namespace, selector)
@@ -506,11 +527,15 @@ class TargetRunner:
         chosen = await self.kube.get_configmap(namespace, backups[0][0])
         if chosen is None:
             return RestoreSource(None)
+        try:
+            backup_json = (await self.store.read_from(namespace, chosen, "offsets.json")).document.decode()
+        except (OffsetsStoreError, UnicodeDecodeError) as error:
+            backup_json = f"unreadable: {error}"  # the planner reports it as an unreadable backup
         current = (await client.get_offsets(target.name)).get("offsets", [])
         return RestoreSource(
             name=chosen.name,
             resource_version=chosen.resource_version,
-            backup_json=chosen.data.get("offsets.json", ""),
+            backup_json=backup_json,
             current=tuple(
                 (
                     json.dumps(entry["partition"], sort_keys=True, separators=(",", ":"), ensure_ascii=False),
@@ -589,7 +614,7 @@ class TargetRunner:
             if action.kind in OFFSETS_OPS and action.pending is not None:
                 await self._staged_change(target, body, client, result, now, step, action, before_offsets)
             elif action.kind in OFFSETS_OPS:
-                if not await self._direct_change(target, body, client, result, now, action, before_offsets):
+                if not await self._direct_change(target, body, client, result, now, action, before_offsets, step):
                     return
             elif action.kind == "dry_run_offsets":
                 await self._dry_run(target, body, client, result, now, action)
@@ -630,6 +655,7 @@ class TargetRunner:
         now: datetime,
         action: Action,
         before_offsets: BeforeOffsets | None,
+        step: _Steps,
     ) -> bool:
         """list, or a change on a connector that is already STOPPED. False: it failed permanently."""
         plan = result.plan
@@ -642,7 +668,7 @@ class TargetRunner:
                 # Nothing is lost: the current offsets are saved first, or nothing changes.
                 backup = await self._backup(target, body, client, operation, now)
             prefix = await before_offsets(action) if before_offsets is not None else ""
-            message = prefix + await self._offsets_action(target, body, client, action)
+            message = prefix + await self._offsets_action(target, body, client, action, step)
         except ConnectHTTPError as error:
             if error.retryable:
                 raise
@@ -700,7 +726,7 @@ class TargetRunner:
                 message = f"{operation}: already in Connect (applied before the operator restarted); not sent again"
             else:
                 prefix = await before_offsets(action) if before_offsets is not None else ""
-                message = prefix + await self._offsets_action(target, body, client, action)
+                message = prefix + await self._offsets_action(target, body, client, action, step)
                 fault_point("after-patch")
             done = pending.model_copy(update={"step": "Resuming", "result": "Succeeded", "message": message})
         except ConnectHTTPError as error:
@@ -953,64 +979,102 @@ class TargetRunner:
         # The random suffix keeps two backups within one second apart.
         name = f"{meta['name'][:200]}-backup-{connector_hash}-{stamp}-{secrets.token_hex(2)}"
         created = datetime.now(UTC).isoformat()
-        offsets = await client.get_offsets(target.name)
-        selector = f"{API_GROUP}/backup-of={meta['name']},{API_GROUP}/connector-hash={connector_hash}"
-        await self.kube.create_configmap(
+        offsets = await client.get_offsets_raw(target.name)
+        selector = f"{API_GROUP}/backup-of={meta['name']},{API_GROUP}/connector-hash={connector_hash},{NOT_A_SHARD}"
+        await self.store.write(
             namespace,
-            {
-                "metadata": {
-                    "name": name,
-                    "labels": {
-                        **_labels(body),
-                        f"{API_GROUP}/backup-of": meta["name"],
-                        f"{API_GROUP}/connector-hash": connector_hash,
-                    },
-                    "annotations": {
-                        f"{API_GROUP}/connector": target.name,
-                        f"{API_GROUP}/operation": operation,
-                        f"{API_GROUP}/time": created,
-                    },
-                    "ownerReferences": [_owner_reference(body)],
-                },
-                "data": {"offsets.json": json.dumps(offsets, indent=2, ensure_ascii=False) + "\n"},
+            name,
+            "offsets.json",
+            offsets,
+            labels={
+                **_labels(body),
+                f"{API_GROUP}/backup-of": meta["name"],
+                f"{API_GROUP}/connector-hash": connector_hash,
             },
+            annotations={
+                f"{API_GROUP}/connector": target.name,
+                f"{API_GROUP}/operation": operation,
+                f"{API_GROUP}/time": created,
+            },
+            owner_references=[_owner_reference(body)],
         )
+        del offsets
         backups = await self.kube.list_configmaps(namespace, selector)
         backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
         for old, _ in backups[backup_retention() :]:
             await self.kube.delete_configmap(namespace, old)
         return name
 
+    async def _chunked_alter(
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        offsets_json: str,
+        checkpoint: _Steps | None,
+    ) -> str:
+        """PATCH in bounded chunks (Connect answers one PATCH within 90 s); progress goes to status
+        after every chunk, so a retry after a failure or a restart continues where it stopped."""
+        previous = target.chunk_progress or {}
+        resume = (
+            ChunkResume(str(previous["fingerprint"]), int(previous["appliedChunks"]))
+            if "fingerprint" in previous and "appliedChunks" in previous
+            else None
+        )
+        chunked = False
+
+        async def done(progress: ChunkProgress) -> None:
+            nonlocal chunked
+            if progress.chunks > 1:
+                chunked = True
+                if checkpoint is not None:
+                    await checkpoint.fields({"offsetsProgress": progress.to_status()})
+                if progress.applied < progress.chunks:
+                    fault_point("mid-patch")
+
+        try:
+            result = await client.alter_offsets_chunked(target.name, offsets_json, resume=resume, on_chunk_done=done)
+        except ConnectError as error:
+            if checkpoint is not None and error.chunk_failure is not None and error.chunk_failure.chunks > 1:
+                await checkpoint.fields({"offsetsProgress": error.chunk_failure.to_status()})
+            raise
+        if chunked and checkpoint is not None:
+            await checkpoint.fields({"offsetsProgress": None})
+        if result.chunks == 1:
+            return result.message
+        resumed = f", resumed at chunk {result.started_at + 1}" if result.started_at else ""
+        return f"{result.message} ({result.partitions} partitions in {result.chunks} PATCH requests{resumed})"
+
     async def _offsets_action(
-        self, target: ConnectorTarget, body: dict[str, Any], client: ConnectClient, action: Action
+        self,
+        target: ConnectorTarget,
+        body: dict[str, Any],
+        client: ConnectClient,
+        action: Action,
+        checkpoint: _Steps | None = None,
     ) -> str:
         if action.kind == "list_offsets":
             assert action.configmap is not None
-            offsets = await client.get_offsets(target.name)
-            text = json.dumps(offsets, indent=2, ensure_ascii=False) + "\n"
+            offsets = await client.get_offsets_raw(target.name)
             try:
-                await self.kube.write_configmap_key(
+                written = await self.store.write(
                     body["metadata"]["namespace"],
                     action.configmap,
                     target.configmap_key,
-                    text,
+                    offsets,
                     labels=_labels(body),
-                    owner=_owner_reference(body),
+                    owner_references=[_owner_reference(body)],
                 )
-            except KubernetesRejected as error:
+            except (KubernetesRejected, OffsetsStoreError) as error:
                 raise OffsetsRequestInvalid("ConfigMapWriteFailed", str(error)) from error
-            count = len(offsets.get("offsets", []))
-            return (
-                f"list: wrote {count} partition offset(s) to ConfigMap {action.configmap} (key {target.configmap_key})"
-            )
-        if action.kind == "alter_offsets":
+            count = "" if written.partitions is None else f"{written.partitions} partition offset(s) "
+            return f"list: wrote {count}to {written.describe()}"
+        if action.kind in ("alter_offsets", "restore_offsets"):
             assert action.offsets_json is not None
-            message = await client.alter_offsets(target.name, json.loads(action.offsets_json))
+            message = await self._chunked_alter(target, body, client, action.offsets_json, checkpoint)
+            if action.kind == "restore_offsets":
+                return f"restore from {action.configmap}: {message}"
             return f"alter: {message}"
-        if action.kind == "restore_offsets":
-            assert action.offsets_json is not None
-            message = await client.alter_offsets(target.name, json.loads(action.offsets_json))
-            return f"restore from {action.configmap}: {message}"
         message = await client.reset_offsets(target.name)
         return f"reset: {message}"
 
@@ -1416,8 +1480,11 @@ class MirrorMaker2Service:
                     ("lastOffsetsOperation", old.last_offsets_operation),
                     ("pendingOffsetsOperation", old.pending_offsets_operation),
                     ("appliedOffsets", old.applied_offsets),
+                    ("offsetsProgress", old.offsets_progress),
                 ):
-                    if value is not None:
+                    if isinstance(value, dict):
+                        entry[key] = value
+                    elif value is not None:
                         entry[key] = value.model_dump(by_alias=True, exclude_none=True)
             entry.update(result.status)
             entry = {k: v for k, v in entry.items() if v is not None}

@@ -400,6 +400,11 @@ class KafkaConnectorStatus(StatusModel):
     )
     applied_offsets: AppliedOffsetsStatus | None = None
     initial_offsets: InitialOffsetsStatus | None = None
+    offsets_progress: dict[str, Any] | None = Field(
+        None,
+        description="Progress of a chunked alter (chunks applied of total); a retry continues from here.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
 
 
 class KafkaConnectorResource(BaseModel):
@@ -562,6 +567,7 @@ class MirrorConnectorStatus(StatusModel):
     last_offsets_operation: OffsetsOperationStatus | None = None
     pending_offsets_operation: PendingOffsetsOperation | None = None
     applied_offsets: AppliedOffsetsStatus | None = None
+    offsets_progress: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
 
 
 class KafkaMirrorMaker2Status(StatusModel):
