@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -211,7 +212,9 @@ def main() -> None:
         topic = ensure_topic(servers, size)
         results = {}
         for kind in ("local[1]", "local[2]", "python"):
+            load_before = os.getloadavg()[0]
             results[kind] = run_worker(kind, servers, topic, size)
+            results[kind]["load"] = max(load_before, os.getloadavg()[0])
             print(f"  {kind}: {results[kind]}", flush=True)
         answers = {(r["latest_partitions"], r["as_of_offsets"]) for r in results.values()}
         if len(answers) != 1:
@@ -230,15 +233,18 @@ def main() -> None:
         "Spark job times exclude JVM start-up (shown apart); the Python reader is the CLI exporter's "
         "(`offsets_store.read_offsets_topic`, confluent-kafka, one process) plus `models.storage.latest`.",
         "",
-        "| records | reader | start-up s | latest s | latest records/s | as-of s | as-of records/s |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "Load average is the machine's 1-minute load around each run (other work shares the 2 cores; above ~2 the "
+        "figures say more about the machine than about the readers).",
+        "",
+        "| records | reader | start-up s | latest s | latest records/s | as-of s | as-of records/s | load avg |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     ratios = []
     for size, results in rows:
         for kind, r in results.items():
             lines.append(
                 f"| {size:,} | {kind} | {r['startup']:.1f} | {r['latest']:.1f} | {size / r['latest']:,.0f} | "
-                f"{r['as_of']:.1f} | {size / r['as_of']:,.0f} |"
+                f"{r['as_of']:.1f} | {size / r['as_of']:,.0f} | {r['load']:.0f} |"
             )
         one, two, py = results["local[1]"], results["local[2]"], results["python"]
         for job in ("latest", "as_of"):
