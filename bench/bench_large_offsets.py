@@ -370,8 +370,8 @@ start and {facts["load"][1]:.1f} at the end (other work shared the 2 cores; time
 
 A stopped MonitorableSourceConnector on a dedicated Connect 4.1 worker ({CONNECT_HEAP}, own group and
 topics; the shared worker is not touched). Chunks: at most {LIMITS.max_entries:,} partitions or
-{LIMITS.max_bytes // 2**20} MiB per PATCH ({facts.get("chunks")} requests for {PARTITIONS:,} partitions). The document is
-stored as **{facts.get("form")}**: {facts.get("shards")} shard ConfigMaps holding
+{LIMITS.max_bytes // 2**20} MiB per PATCH ({facts.get("chunks")} requests for {PARTITIONS:,} partitions).
+The document is stored as **{facts.get("form")}**: {facts.get("shards")} shard ConfigMaps holding
 {facts.get("stored", 0) / 2**20:.1f} MiB of gzip for {facts.get("size", 0) / 2**20:.1f} MiB of JSON.
 Every GET is compared with what was sent (entry count and an order-independent digest sum).
 
