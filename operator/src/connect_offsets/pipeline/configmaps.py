@@ -9,20 +9,35 @@ Other keys, labels and owners of an existing ConfigMap are kept (it may be the o
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from kubernetes import config
+from kubernetes import client, config
 
-from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
+from connect_offsets.clients.kubernetes import KubernetesApi
 
 KEY = "offsets.json"
 LABEL = "connect-offsets.io/generated-by"
 
 
+def _kubeconfig() -> str | None:
+    """``$KUBECONFIG`` as it is now (the client library reads it once, at import)."""
+    return os.environ.get("KUBECONFIG") or None
+
+
+def api_client() -> client.ApiClient:
+    """In-cluster credentials in a Pod, else the current ``$KUBECONFIG`` / ``~/.kube/config``."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config(config_file=_kubeconfig())  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
 def default_namespace() -> str:
     """The kubeconfig context's namespace (or the Pod's, in-cluster), else ``default``."""
     try:
-        _, context = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
+        _, context = config.list_kube_config_contexts(config_file=_kubeconfig())  # type: ignore[no-untyped-call]
         namespace = (context or {}).get("context", {}).get("namespace")
         if namespace:
             return str(namespace)
@@ -43,7 +58,7 @@ async def write_offsets_configmaps(
 ) -> list[str]:
     """Create or update ``names[connector]`` with the connector's document; returns ``ns/name`` written."""
     ns = namespace or default_namespace()
-    api = KubernetesApi(load_api_client())
+    api = KubernetesApi(api_client())
     written = []
     for connector, name in names.items():
         text = json.dumps(documents[connector], indent=2, ensure_ascii=False) + "\n"
