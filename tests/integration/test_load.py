@@ -99,7 +99,7 @@ def worker() -> Iterator[DedicatedWorker]:
 
 
 @pytest.mark.local_stack  # counts requests in the local worker's request log
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1500)  # a shared 2-core machine under load: minutes, see bench/README.md
 def test_200_connectors_100_lists_then_50_stop_change_resume(
     custom: Any,
     core: Any,
@@ -142,7 +142,7 @@ def test_200_connectors_100_lists_then_50_stop_change_resume(
             ]
             return len(ready) == TOTAL
 
-        wait_for(f"{TOTAL} connectors Ready in Connect", all_ready, timeout=240, interval=2)
+        wait_for(f"{TOTAL} connectors Ready in Connect", all_ready, timeout=420, interval=3)
         created_in = time.monotonic() - started
 
         def listed(i: int) -> list[dict[str, Any]]:
@@ -175,7 +175,7 @@ def test_200_connectors_100_lists_then_50_stop_change_resume(
             ]
             return bodies if len(done) == LISTED else None
 
-        bodies = wait_for(f"{LISTED} list requests done", lists_done, timeout=120, interval=1)
+        bodies = wait_for(f"{LISTED} list requests done", lists_done, timeout=300, interval=2)
         listed_in = time.monotonic() - started
         for i, name in enumerate(names[:LISTED]):
             last = bodies[name]["status"]["lastOffsetsOperation"]
@@ -219,7 +219,7 @@ def test_200_connectors_100_lists_then_50_stop_change_resume(
 
         # Stopping and resuming 50 connectors at once keeps the worker rebalancing; requests answered
         # 409/500 meanwhile are retried with the operator's back-off (2 s doubling to 60 s).
-        bodies = wait_for(f"{RUNNING} alter requests done", alters_done, timeout=360, interval=2)
+        bodies = wait_for(f"{RUNNING} alter requests done", alters_done, timeout=900, interval=3)
         altered_in = time.monotonic() - started
         for i, name in enumerate(names[:RUNNING]):
             status = bodies[name]["status"]
