@@ -328,21 +328,36 @@ class KubernetesApi:
         return resource
 
     async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
-        """Remove an annotation only if it still has the value we acted on.
+        """Remove an annotation only if it still has the value we acted on (see remove_annotations)."""
+        return key in await self.remove_annotations(plural, namespace, name, {key: expected})
 
-        Returns False when the user changed or removed it meanwhile; their new request stays.
+    async def remove_annotations(self, plural: str, namespace: str, name: str, expected: dict[str, str]) -> list[str]:
+        """Remove, in one patch, the annotations that still have the values we acted on.
+
+        Returns the keys removed; one the user changed or removed meanwhile stays (their new
+        request). One patch, so a watcher never sees half of a request's annotations gone.
         Optimistic concurrency (resourceVersion) rather than a JSON-patch ``test``: the API server's
         ``test`` compares raw JSON bytes, and it stores ``>`` as ``\\u003e``, so a value like
         ``east->west.MirrorSourceConnector`` would never match.
         """
+        what = ", ".join(expected)
         for _ in range(5):
             body = await self.get_resource(plural, namespace, name)
-            if body is None or (body["metadata"].get("annotations") or {}).get(key) != expected:
-                return False
-            patch = {"metadata": {"resourceVersion": body["metadata"]["resourceVersion"], "annotations": {key: None}}}
+            if body is None:
+                return []
+            current = body["metadata"].get("annotations") or {}
+            keys = [key for key, value in expected.items() if current.get(key) == value]
+            if not keys:
+                return []
+            patch = {
+                "metadata": {
+                    "resourceVersion": body["metadata"]["resourceVersion"],
+                    "annotations": dict.fromkeys(keys),
+                }
+            }
             try:
                 await self._call(
-                    f"remove annotation {key} from {plural} {namespace}/{name}",
+                    f"remove annotations {what} from {plural} {namespace}/{name}",
                     self.custom.patch_namespaced_custom_object,
                     API_GROUP,
                     API_VERSION,
@@ -358,10 +373,10 @@ class KubernetesApi:
                 raise
             except KubernetesRejected as error:
                 if error.status == 404:
-                    return False
+                    return []
                 raise
-            return True
-        raise KubernetesUnavailable(f"remove annotation {key} from {plural} {namespace}/{name}: kept conflicting")
+            return keys
+        raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: kept conflicting")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         await self._call(

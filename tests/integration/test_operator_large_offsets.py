@@ -1,0 +1,149 @@
+"""Large offsets through the operator: list into the gzip form, alter from it in chunked PATCHes
+(with a SIGKILL between two chunks and the retry resuming), backups and restore of the same size.
+
+30,000 source partitions of a framework test connector that accepts any offsets keep the test at a
+few minutes; the 1,000,000-partition figures are in bench/README.md (bench_large_offsets.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import OperatorProcess, wait_for
+from tests.integration.support import (
+    annotate,
+    create_cluster,
+    create_connector,
+    wait_annotation_removed,
+    wait_condition,
+)
+
+MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
+PARTITIONS = 30_000
+CHUNK = 12_000  # 3 PATCH requests per full alter
+
+
+def document(offset: int, count: int = PARTITIONS) -> dict[str, Any]:
+    return {
+        "offsets": [
+            {"partition": {"file": f"/data/landing/batch-{i:07d}.csv"}, "offset": {"line": offset + i % 7}}
+            for i in range(count)
+        ]
+    }
+
+
+def as_map(offsets: dict[str, Any]) -> dict[str, Any]:
+    return {e["partition"]["file"]: e["offset"] for e in offsets["offsets"]}
+
+
+def patches(stack: dict[str, Any], connector: str) -> int:
+    log = Path(stack["logs"]) / "connect.log"
+    pattern = re.compile(rf'"PATCH /connectors/{re.escape(connector)}/offsets HTTP')
+    return sum(1 for line in log.read_text(errors="replace").splitlines() if pattern.search(line))
+
+
+@pytest.mark.local_stack  # SIGKILL between chunks; PATCHes counted in the local worker's log
+@pytest.mark.timeout(900)
+def test_large_offsets_through_the_operator(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    name, cm = f"large-{unique}", "large-offsets"
+    env = {"CONNECT_OFFSETS_PATCH_MAX_PARTITIONS": str(CHUNK)}
+    create_cluster(custom, namespace, connect_url)
+    create_connector(
+        custom,
+        namespace,
+        name,
+        {
+            "class": MONITORABLE_SOURCE,
+            "tasksMax": 1,
+            "state": "stopped",
+            "config": {"topic": f"{name}-topic"},
+            "listOffsets": {"toConfigMap": {"name": cm}},
+            "alterOffsets": {"fromConfigMap": {"name": cm}},
+        },
+    )
+    operators: list[OperatorProcess] = []
+    try:
+        first = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-1.log", extra_env=env)
+        first.start()
+        operators.append(first)
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=90)
+        seed = document(100)["offsets"]
+        for start in range(0, PARTITIONS, 10_000):  # small PATCHes: a loaded worker answers within 90 s
+            seeded = connect.patch(
+                f"/connectors/{name}/offsets", json={"offsets": seed[start : start + 10_000]}, timeout=120
+            )
+            assert seeded.status_code == 200, seeded.text
+
+        # list: too large for plain offsets.json (about 2 MB), so the gzip form
+        annotate(custom, namespace, name, connector_offsets="list")
+        body = wait_annotation_removed(custom, namespace, name, timeout=180)
+        assert "(gzip," in body["status"]["lastOffsetsOperation"]["message"], body["status"]["lastOffsetsOperation"]
+        stored = core.read_namespaced_config_map(cm, namespace)
+        assert "offsets.json" not in (stored.data or {})
+        listed = json.loads(gzip.decompress(base64.b64decode(stored.binary_data["offsets.json.gz"])))
+        assert as_map(listed) == as_map(document(100))
+
+        # alter 30,000 partitions from a gzip ConfigMap: 3 chunks; the operator dies after chunk 1
+        wanted = document(5000)
+        packed = base64.b64encode(gzip.compress(json.dumps(wanted).encode())).decode()
+        core.replace_namespaced_config_map(
+            cm, namespace, {"metadata": {"name": cm}, "binaryData": {"offsets.json.gz": packed}}
+        )
+        first.stop()
+        dying = OperatorProcess(
+            stack["kubeconfig"],
+            namespace,
+            tmp_path / "op-2.log",
+            extra_env={**env, "CONNECT_OFFSETS_FAULT_POINTS": "mid-patch"},
+        )
+        before = patches(stack, name)
+        dying.start()
+        operators.append(dying)
+        annotate(custom, namespace, name, connector_offsets="alter")
+        assert dying.process is not None
+        process = dying.process
+        wait_for("operator killed between two chunks", lambda: process.poll() is not None, timeout=180)
+        progress = custom.get_namespaced_custom_object(
+            "connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors", name
+        )["status"]["offsetsProgress"]
+        assert progress["appliedChunks"] == 1 and progress["totalChunks"] == 3, progress
+        final = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-3.log", extra_env=env)
+        final.start()
+        operators.append(final)
+        body = wait_annotation_removed(custom, namespace, name, timeout=240)
+        last = body["status"]["lastOffsetsOperation"]
+        assert last["result"] == "Succeeded", last
+        assert "resumed at chunk 2" in last["message"], last["message"]
+        assert "offsetsProgress" not in body["status"]
+        assert patches(stack, name) - before == 3  # chunk 1, then chunks 2 and 3 after the restart
+        current = connect.get(f"/connectors/{name}/offsets", timeout=120).json()
+        assert as_map(current) == as_map(wanted)
+
+        # the backup taken before that alter holds the 30,000 old offsets; restore brings them back
+        backup = last["backup"]
+        annotate(custom, namespace, name, connector_offsets="restore", restore_from=backup)
+        body = wait_annotation_removed(custom, namespace, name, timeout=240)
+        assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+        current = connect.get(f"/connectors/{name}/offsets", timeout=120).json()
+        assert as_map(current) == as_map(document(100))
+    finally:
+        for op in operators:
+            op.stop()
+        connect.delete(f"/connectors/{name}")
