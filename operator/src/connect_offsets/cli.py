@@ -58,6 +58,7 @@ from connect_offsets.models.storage import (
     render_export,
 )
 from connect_offsets.models.worker_config import WorkerConfig, WorkerConfigError
+from connect_offsets.pipeline.command import register as register_pipeline
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]
 
@@ -526,6 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-unknown", action="store_true", help="write offsets for connectors not in the config topic"
     )
     imp.set_defaults(func=_cmd_import)
+    # The PySpark pipeline: pyspark is imported only when a pipeline job runs (the [spark] extra).
+    register_pipeline(sub)
     return parser
 
 
