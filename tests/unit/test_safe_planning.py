@@ -1331,3 +1331,24 @@ def test_mm2_apply_on_change_per_connector() -> None:
     plan = plan_target(checkpoint, mm2_seen(checkpoint, "RUNNING", configmap))
     assert plan.actions == []
     assert only(plan, "OffsetsApplied").reason == "ConfigMapNotFound"
+
+
+def test_resuming_ends_when_the_connector_failed_after_the_resume() -> None:
+    """A connector that FAILED after the resume must not keep the change open forever."""
+    resource = staged(step="Resuming", result="Succeeded", message="alter: done")
+    plan = plan_connector(resource, seen(resource, "FAILED"))
+    assert [a.kind for a in plan.actions][:1] == ["finish_offsets_change"]
+
+
+def test_condition_messages_are_capped() -> None:
+    """A validation report of a huge document must not blow up the status."""
+    from connect_offsets.service import MAX_CONDITION_MESSAGE, merge_conditions
+
+    merged = merge_conditions(
+        [], [ConditionSpec("OffsetsOperationFailed", "True", "InvalidOffsets", "x" * 500_000)], 1, "t"
+    )
+    message = merged[0]["message"]
+    assert len(message) <= MAX_CONDITION_MESSAGE
+    assert message.endswith("more characters cut)") and message.startswith("xxxx")
+    short = merge_conditions([], [ConditionSpec("Ready", "True", "ConnectorRunning", "fine")], 1, "t")
+    assert short[0]["message"] == "fine"

@@ -757,7 +757,9 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
         )
     if pending.step == "Resuming":
         want = _CONNECT_STATE[target.state]
-        if status is not None and status.state == want:
+        # FAILED after the resume also ends the change: Ready reports the failure, and auto-restart
+        # (or the user) takes it from there; waiting for spec.state would never finish.
+        if status is not None and (status.state == want or status.state == "FAILED"):
             plan.actions.append(Action("finish_offsets_change", pending=pending))
             value = target.annotations.get(ANNOTATION_OFFSETS)
             if pending.source == "annotation" and value == operation and pending.result == "Succeeded":

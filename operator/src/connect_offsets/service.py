@@ -346,17 +346,28 @@ def merge_conditions(
         seen.add(spec.type)
         old = by_type.get(spec.type)
         transition = old.last_transition_time if old is not None and old.status == spec.status else now
+        message = spec.message if len(spec.message) <= MAX_CONDITION_MESSAGE else _truncate(spec.message)
         merged.append(
             {
                 "type": spec.type,
                 "status": spec.status,
                 "reason": spec.reason,
-                "message": spec.message,
+                "message": message,
                 "lastTransitionTime": transition,
                 "observedGeneration": generation,
             }
         )
     return merged
+
+
+#: Condition messages stay readable in `kubectl describe` and far below object size limits; a
+#: validation report of a huge document (e.g. a 500 KB partition key) is cut, with a marker.
+MAX_CONDITION_MESSAGE = 4096
+
+
+def _truncate(message: str) -> str:
+    cut = len(message) - MAX_CONDITION_MESSAGE + 64
+    return message[: MAX_CONDITION_MESSAGE - 64] + f" ... ({cut} more characters cut)"
 
 
 def _canonical(status: dict[str, Any]) -> dict[str, Any]:
