@@ -123,12 +123,26 @@ def stack() -> Iterator[dict[str, Any]]:
         env=env,
         capture_output=True,
     )
-    for crd in ("connectclusters", "kafkaconnectors"):
+    plurals = ("connectclusters", "kafkaconnectors", "kafkamirrormaker2s")
+    for crd in plurals:
         subprocess.run(
             [kubectl, "wait", "--for=condition=Established", f"crd/{crd}.connect-offsets.io", "--timeout=60s"],
             check=True,
             env=env,
             capture_output=True,
+        )
+    # Established is not yet servable: a fresh API server answers 429 "storage is (re)initializing"
+    # for a while, which would delay the first test's operator past its waits.
+    for plural in plurals:
+        wait_for(
+            f"{plural} servable",
+            lambda p=plural: (
+                subprocess.run(  # type: ignore[misc]
+                    [kubectl, "get", p, "-A", "--request-timeout=5s"], env=env, capture_output=True
+                ).returncode
+                == 0
+            ),
+            timeout=120,
         )
     yield info
     if started_here and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":

@@ -98,6 +98,7 @@ def worker() -> Iterator[DedicatedWorker]:
     dedicated.stop()
 
 
+@pytest.mark.load  # minutes of 100 rebalances on 2 cores: `make test-load`, not part of `make test`
 @pytest.mark.local_stack  # counts requests in the local worker's request log
 @pytest.mark.timeout(1500)  # a shared 2-core machine under load: minutes, see bench/README.md
 def test_200_connectors_100_lists_then_50_stop_change_resume(
