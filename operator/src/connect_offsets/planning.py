@@ -642,17 +642,12 @@ def _requested_offsets(
         name = target.alter_configmap
         if name is None:
             return _Refusal("MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set")
-        configmap = observed.alter_configmap
-        if configmap is None or not configmap.exists:
-            return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
-        if configmap.error is not None:
-            return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
-        if key not in configmap.data:
-            keys = ", ".join(sorted(configmap.data)) or "none"
-            return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+        text = _configmap_text(observed.alter_configmap, name, key)
+        if isinstance(text, _Refusal):
+            return text
         # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
         try:
-            document = parse_offsets_document(configmap.data[key])
+            document = parse_offsets_document(text)
             if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
                 document = translate_replay_from(document)
             is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
@@ -663,6 +658,18 @@ def _requested_offsets(
     if operation == "restore":
         return _restore_document(target, observed.restore)
     return None
+
+
+def _configmap_text(configmap: OffsetsConfigMap | None, name: str, key: str) -> str | _Refusal:
+    """The offsets text under ``key`` of an observed ConfigMap, or why there is none."""
+    if configmap is None or not configmap.exists:
+        return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+    if configmap.error is not None:
+        return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
+    if key not in configmap.data:
+        keys = ", ".join(sorted(configmap.data)) or "none"
+        return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+    return configmap.data[key]
 
 
 def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> str | _Refusal:
@@ -904,17 +911,12 @@ def _initial_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | 
 def _initial_document(target: ConnectorTarget, observed: Observed) -> str | _Refusal:
     name = target.initial_configmap
     assert name is not None
-    configmap = observed.initial_configmap
     key = target.configmap_key
-    if configmap is None or not configmap.exists:
-        return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
-    if configmap.error is not None:
-        return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
-    if key not in configmap.data:
-        keys = ", ".join(sorted(configmap.data)) or "none"
-        return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+    text = _configmap_text(observed.initial_configmap, name, key)
+    if isinstance(text, _Refusal):
+        return text
     try:
-        document = parse_offsets_document(configmap.data[key])
+        document = parse_offsets_document(text)
         validate_for_connector(document, target.class_name, _desired(target), is_sink=None)
     except OffsetsValidationError as error:
         return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")

@@ -109,27 +109,7 @@ async def log_offsets(
     """
 
     def run() -> LogOffsets:
-        millis = int(timeout * 1000)
-        settings: dict[str, Any] = {
-            **config,
-            "socket.timeout.ms": millis,
-            "socket.connection.setup.timeout.ms": millis,
-            # librdkafka would print every failed connection attempt to stderr; the caller
-            # reports the failure once, with the cluster it was about.
-            "logger": log,
-        }
-        admin = AdminClient(settings)
-        where = f"cluster {config.get('bootstrap.servers', '?')}"
-        try:
-            metadata = admin.list_topics(timeout=timeout)
-        except KafkaException as error:
-            raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
-        partitions = sorted(
-            (name, partition)
-            for name, topic in metadata.topics.items()
-            if topic.error is None and select_topic(name)
-            for partition in topic.partitions
-        )
+        admin, where, partitions = _selected_partitions(config, select_topic, timeout)
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
         known = set(with_position)
@@ -139,6 +119,35 @@ async def log_offsets(
         return LogOffsets(ends, starts, 1 + (1 if partitions else 0) + (1 if fresh else 0))
 
     return await asyncio.to_thread(run)
+
+
+def _selected_partitions(
+    config: dict[str, Any], select_topic: Callable[[str], bool], timeout: float
+) -> tuple[AdminClient, str, list[tuple[str, int]]]:
+    """An admin client with short timeouts, the cluster's name for messages, and the sorted
+    partitions of the topics ``select_topic`` accepts (one metadata request)."""
+    millis = int(timeout * 1000)
+    settings: dict[str, Any] = {
+        **config,
+        "socket.timeout.ms": millis,
+        "socket.connection.setup.timeout.ms": millis,
+        # librdkafka would print every failed connection attempt to stderr; the caller
+        # reports the failure once, with the cluster it was about.
+        "logger": log,
+    }
+    admin = AdminClient(settings)
+    where = f"cluster {config.get('bootstrap.servers', '?')}"
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as error:
+        raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
+    partitions = sorted(
+        (name, partition)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and select_topic(name)
+        for partition in topic.partitions
+    )
+    return admin, where, partitions
 
 
 def _list(
@@ -177,25 +186,7 @@ async def offsets_for_timestamp(
     the end offsets of partitions that have no such record (Kafka answers -1 for them)."""
 
     def run() -> TimestampOffsets:
-        millis = int(timeout * 1000)
-        settings: dict[str, Any] = {
-            **config,
-            "socket.timeout.ms": millis,
-            "socket.connection.setup.timeout.ms": millis,
-            "logger": log,
-        }
-        admin = AdminClient(settings)
-        where = f"cluster {config.get('bootstrap.servers', '?')}"
-        try:
-            metadata = admin.list_topics(timeout=timeout)
-        except KafkaException as error:
-            raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
-        partitions = sorted(
-            (name, partition)
-            for name, topic in metadata.topics.items()
-            if topic.error is None and select_topic(name)
-            for partition in topic.partitions
-        )
+        admin, where, partitions = _selected_partitions(config, select_topic, timeout)
         spec = OffsetSpec.for_timestamp(timestamp_ms)
         found = _list(admin, partitions, spec, timeout, f"offsets for timestamp {timestamp_ms} on {where}")
         missing = sorted(tp for tp, offset in found.items() if offset < 0)
