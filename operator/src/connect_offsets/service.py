@@ -366,8 +366,11 @@ MAX_CONDITION_MESSAGE = 4096
 
 
 def _truncate(message: str) -> str:
-    cut = len(message) - MAX_CONDITION_MESSAGE + 64
-    return message[: MAX_CONDITION_MESSAGE - 64] + f" ... ({cut} more characters cut)"
+    """Keep the start and the end (validation reports end with "... and N more")."""
+    tail = MAX_CONDITION_MESSAGE // 4
+    head = MAX_CONDITION_MESSAGE - tail - 64
+    cut = len(message) - head - tail
+    return f"{message[:head]} ... ({cut} characters cut) ... {message[-tail:]}"
 
 
 def _canonical(status: dict[str, Any]) -> dict[str, Any]:
