@@ -365,10 +365,13 @@ def merge_conditions(
 MAX_CONDITION_MESSAGE = 4096
 
 
-def _truncate(message: str) -> str:
-    """Keep the start and the end (validation reports end with "... and N more")."""
-    tail = MAX_CONDITION_MESSAGE // 4
-    head = MAX_CONDITION_MESSAGE - tail - 64
+def _truncate(message: str, limit: int = MAX_CONDITION_MESSAGE) -> str:
+    """At most ``limit`` characters, keeping the start and the end (validation reports end with
+    "... and N more")."""
+    if len(message) <= limit:
+        return message
+    tail = limit // 4
+    head = limit - tail - 64
     cut = len(message) - head - tail
     return f"{message[:head]} ... ({cut} characters cut) ... {message[-tail:]}"
 
@@ -818,7 +821,7 @@ class TargetRunner:
             reason=pending.reason,
             backup=pending.backup,
             time=iso(now),
-            message=message[:2048],
+            message=_truncate(message, 2048),
             request=pending.request,
             request_id=pending.request_id,
         ).model_dump(by_alias=True, exclude_none=True)
@@ -1201,7 +1204,7 @@ def _op_status(
         reason=reason,
         backup=backup,
         time=iso(now),
-        message=message[:2048],
+        message=_truncate(message, 2048),
         request=plan.offsets_request,
         request_id=plan.request_id,
         dry_run=True if dry_run else None,
