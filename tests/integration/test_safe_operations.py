@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +75,6 @@ def running_with_offsets(custom: Any, connect: httpx.Client, namespace: str, nam
     )
 
 
-@pytest.fixture
-def dev(stack: dict[str, Any], namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "operator.log")
-    op.start()
-    yield op
-    op.stop()
-
-
 def test_dry_run_diffs_and_changes_nothing(
     custom: Any,
     core: Any,
@@ -92,7 +83,7 @@ def test_dry_run_diffs_and_changes_nothing(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """alter/reset with dry-run=true on a RUNNING connector: the diff in dry-run.json, a summary in
     status and an Event; Connect's offsets and state stay as they were."""
@@ -162,7 +153,7 @@ def test_stop_change_resume_with_annotation_and_policy(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """A RUNNING connector: alter with stop-connector=true stops it, backs up, PATCHes once and brings it
     back to RUNNING, which re-reads from the new position. Then the same via spec.offsetsPolicy."""
@@ -213,7 +204,7 @@ def test_invalid_request_never_stops_the_connector(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """stop-connector with invalid offsets: refused before anything happens; the connector keeps running."""
     source = source_file(tmp_path / "inv.txt")
@@ -314,7 +305,7 @@ def test_request_id_makes_reapplied_requests_a_no_op(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """A GitOps tool re-applies `reset` + request-id after the operator removed them: nothing happens."""
     source = source_file(tmp_path / "rid.txt")
@@ -362,7 +353,7 @@ def test_apply_on_change_applies_once_per_content(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """spec.alterOffsets.applyOnChange: each new content is applied once (stop -> change -> resume);
     re-applying the same content, or touching other keys, does nothing."""
@@ -420,7 +411,7 @@ def test_initial_offsets_at_creation(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """spec.initialOffsets: created STOPPED, leftovers of an earlier same-named connector wiped, the
     initial offsets PATCHed, then RUNNING: its first records start at the given position. Only once."""
@@ -518,7 +509,7 @@ def test_initial_offsets_failures_leave_no_connector(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """Invalid offsets: nothing created. A config Connect rejects: nothing created (step validate). A PATCH
     Connect rejects after the create: the half-created connector is deleted and the step is named."""

@@ -5,13 +5,11 @@ and the sink re-delivering exactly the records from that time on."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -37,14 +35,6 @@ def rfc3339(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.fixture
-def dev(stack: dict[str, Any], namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "operator.log")
-    op.start()
-    yield op
-    op.stop()
-
-
 def produce_timed(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=len(per_partition), replication_factor=1)])[topic].result(30)
@@ -65,7 +55,7 @@ def test_sink_seeks_to_a_timestamp(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """seek-to T: partition 0 goes to its first record at or after T, partition 1 (all records older
     than T) to its end; the dry run shows it; the real run backs up, stops, alters, resumes, and the
@@ -147,7 +137,7 @@ def test_seek_needs_a_sink_and_kafka_access(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-    dev: Any,
+    operator: OperatorProcess,
 ) -> None:
     """A source connector, or a ConnectCluster without spec.kafka: a specific refusal, nothing changed."""
     source = tmp_path / "src.txt"
