@@ -320,14 +320,6 @@ def one_worker(fault_workers: dict[str, Any]) -> dict[str, Any]:
     return fault_workers
 
 
-@pytest.fixture
-def fault_operator(stack: dict[str, Any], namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "operator.log")
-    op.start()
-    yield op
-    op.stop()
-
-
 # --- the cases ---------------------------------------------------------------------------------
 
 
@@ -339,7 +331,6 @@ REBALANCE_ATTEMPTS = 4
 
 @dataclass
 class RebalanceAttempt:
-    scenario: Scenario
     churn_rounds: int
     rebalance_errors: list[Retry]
 
@@ -407,7 +398,7 @@ def alter_under_churn(
             f"PATCHes {[r.status for r in log.offsets_patches(scenario.name, mark)]}; "
             f"retried errors: {[r.why for r in rebalance_errors]}"
         )
-        return RebalanceAttempt(scenario, len(churned), rebalance_errors)
+        return RebalanceAttempt(len(churned), rebalance_errors)
     finally:
         stop_churn.set()
         for churner in churners:
@@ -424,7 +415,7 @@ def test_rebalance_during_the_change_is_retried(
     core: Any,
     namespace: str,
     fault_workers: dict[str, Any],
-    fault_operator: OperatorProcess,
+    operator: OperatorProcess,
     tmp_path: Path,
     unique: str,
 ) -> None:
@@ -439,7 +430,7 @@ def test_rebalance_during_the_change_is_retried(
         workdir = tmp_path / str(index)
         workdir.mkdir()
         attempt = alter_under_churn(
-            custom, core, namespace, fault_workers, fault_operator, workdir, f"{unique}-{index}", f"fault-{index}"
+            custom, core, namespace, fault_workers, operator, workdir, f"{unique}-{index}", f"fault-{index}"
         )
         attempts.append(attempt)
         if attempt.rebalance_errors:
@@ -455,7 +446,7 @@ def test_worker_killed_mid_change(
     core: Any,
     namespace: str,
     one_worker: dict[str, Any],
-    fault_operator: OperatorProcess,
+    operator: OperatorProcess,
     tmp_path: Path,
     unique: str,
 ) -> None:
@@ -469,7 +460,7 @@ def test_worker_killed_mid_change(
     try:
         annotate(custom, namespace, scenario.name, connector_offsets="alter", stop_connector="true")
         pending = wait_pending(custom, namespace, scenario.name)
-        log_mark = len(fault_operator.log())
+        log_mark = len(operator.log())
         kill_worker(stack, WORKER)
         killed = time.monotonic()
         assert pending["step"] in ("Stopping", "Changing"), pending
@@ -481,7 +472,7 @@ def test_worker_killed_mid_change(
         time.sleep(max(0.0, 6 - (time.monotonic() - killed)))  # down for a few seconds
         stack_tool("up", WORKER)
         outage = time.monotonic() - killed
-        during = retries(fault_operator.log()[log_mark:], scenario.name)
+        during = retries(operator.log()[log_mark:], scenario.name)
         assert_done_exactly_once(custom, core, namespace, stack, scenario, log, mark)
         assert_backs_off(during, "retries while the worker was dead")
         # Without back-off a refused connection fails in microseconds: thousands of attempts in this time.
@@ -499,7 +490,7 @@ def test_worker_frozen_requests_time_out(
     core: Any,
     namespace: str,
     one_worker: dict[str, Any],
-    fault_operator: OperatorProcess,
+    operator: OperatorProcess,
     tmp_path: Path,
     unique: str,
 ) -> None:
@@ -514,7 +505,7 @@ def test_worker_frozen_requests_time_out(
     try:
         annotate(custom, namespace, scenario.name, connector_offsets="alter", stop_connector="true")
         pending = wait_pending(custom, namespace, scenario.name)
-        log_mark = len(fault_operator.log())
+        log_mark = len(operator.log())
         with frozen(stack, WORKER):
             frozen_at = time.monotonic()
             frozen_mark = log.mark()
@@ -527,7 +518,7 @@ def test_worker_frozen_requests_time_out(
             time.sleep(max(0.0, freeze_s - (time.monotonic() - frozen_at)))
             thaw_mark = log.mark()
             assert thaw_mark == frozen_mark, "a frozen worker cannot log anything"
-            timeouts = retries(fault_operator.log()[log_mark:], scenario.name)
+            timeouts = retries(operator.log()[log_mark:], scenario.name)
         time.sleep(1.0)  # the worker now serves the requests that queued up in its accept backlog
         queued = log.operator_requests(thaw_mark, log.mark())
         assert all("Timeout" in r.why for r in timeouts), timeouts
@@ -551,7 +542,7 @@ def test_api_server_restarted_mid_change(
     core: Any,
     namespace: str,
     one_worker: dict[str, Any],
-    fault_operator: OperatorProcess,
+    operator: OperatorProcess,
     tmp_path: Path,
     unique: str,
 ) -> None:
@@ -575,7 +566,7 @@ def test_api_server_restarted_mid_change(
             finally:
                 stack_tool("up", "apiserver")
             print(f"API server down for {time.monotonic() - down_at:.1f}s")
-        assert fault_operator.process is not None and fault_operator.process.poll() is None, "the operator died"
+        assert operator.process is not None and operator.process.poll() is None, "the operator died"
         # Watches resumed: a resource created now gets its daemon, and a changed annotation wakes ours.
         create_connector(
             custom,
@@ -588,7 +579,7 @@ def test_api_server_restarted_mid_change(
         assert_done_exactly_once(custom, core, namespace, stack, scenario, log, mark)
         wait_condition(custom, namespace, later, "Ready", reason="ConnectorRunning", timeout=90)
         assert connect_state(scenario.connect, later) == "RUNNING"
-        errors = [r.why for r in retries(fault_operator.log()) if "/connectors/" not in r.why and "GET /:" not in r.why]
+        errors = [r.why for r in retries(operator.log()) if "/connectors/" not in r.why and "GET /:" not in r.why]
         print(f"API server case: retried Kubernetes errors {errors[:3]}")
     finally:
         delete_quietly(scenario.connect, later)
