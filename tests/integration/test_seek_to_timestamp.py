@@ -37,7 +37,11 @@ def rfc3339(millis: int) -> str:
 
 def produce_timed(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=len(per_partition), replication_factor=1)])[topic].result(30)
+    # The records carry 2023 timestamps; under the broker's default 7-day retention the next retention
+    # check (every 5 minutes) would delete them mid-test and the sink would find nothing to re-deliver.
+    unbounded = {"retention.ms": "-1"}
+    new_topic = NewTopic(topic, num_partitions=len(per_partition), replication_factor=1, config=unbounded)
+    admin.create_topics([new_topic])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap})
     for partition, count in per_partition.items():
         for i in range(count):
