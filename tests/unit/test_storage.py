@@ -28,6 +28,8 @@ from connect_offsets.models.storage import (
     java_double_str,
     java_hashmap_order,
     java_string_hash,
+    last_per_key,
+    latest,
     murmur2,
     murmur2_partition,
     parse_import_document,
@@ -178,6 +180,22 @@ def _record(connector: str, partition: dict[str, object], offset: dict[str, obje
     key = decode_key(encode_key(connector, partition))  # type: ignore[arg-type]
     assert key is not None
     return StoredRecord(key, offset, KafkaPosition("connect-offsets", 3, at, 1700000000000 + at))
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 4), st.one_of(st.none(), st.integers(0, 99))),
+        max_size=60,
+    )
+)
+def test_last_per_key_is_what_compaction_leaves(writes: list[tuple[str, int, int | None]]) -> None:
+    """The streamed reduction keeps one record per key (tombstones too) and loses nothing ``latest`` needs."""
+    records = [_record(c, {"f": str(p)}, None if o is None else {"p": o}, i) for i, (c, p, o) in enumerate(writes)]
+    reduced = last_per_key(iter(records))
+    assert len(reduced) == len({r.key.raw for r in records})
+    assert latest(reduced) == latest(records)
+    for kept in reduced:
+        assert kept is [r for r in records if r.key.raw == kept.key.raw][-1]
 
 
 def test_latest_export_drops_tombstones_and_history_keeps_everything() -> None:

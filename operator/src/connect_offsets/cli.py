@@ -146,12 +146,16 @@ class _Store:
     own_topics: dict[str, tuple[str, str | None]]  # connector -> (its offsets topic, its bootstrap)
 
 
-def _read_store(config: WorkerConfig, names: list[str] | None, args: argparse.Namespace) -> _Store:
+def _read_store(
+    config: WorkerConfig, names: list[str] | None, args: argparse.Namespace, *, history: bool = False
+) -> _Store:
+    """Without ``history`` only the last record per key is kept while reading (what a compacted
+    topic holds), so a long history costs time, not memory."""
     settings = config.kafka_settings()
     connectors = read_config_topic(settings, config.config_topic, timeout=args.timeout)
     with _progress(f"reading {config.offsets_topic}", not args.quiet) as progress:
         records, stats = read_offsets_topic(
-            settings, config.offsets_topic, connectors=names, timeout=args.timeout, progress=progress
+            settings, config.offsets_topic, connectors=names, timeout=args.timeout, progress=progress, history=history
         )
     if stats.skipped_keys:
         _note(args, f"note: {stats.skipped_keys} record(s) with keys Connect ignores were skipped")
@@ -172,6 +176,7 @@ def _read_store(config: WorkerConfig, names: list[str] | None, args: argparse.Na
                 connectors=[name],
                 timeout=args.timeout,
                 progress=progress,
+                history=history,
             )
         records.extend(extra)
     return _Store(config, connectors, records, own_topics)
@@ -215,7 +220,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         document = render_export(records, connectors=chosen, history=False, kip875=args.format == "kip875")
         _note(args, f"standalone offsets file {config.offsets_file}: {len(records)} stored pair(s)")
     else:
-        store = _read_store(config, names, args)
+        store = _read_store(config, names, args, history=args.from_beginning)
         # Without --from-beginning, a connector whose pairs are all removed has nothing to show.
         shown = store.records if args.from_beginning else latest(store.records)
         present = sorted({r.key.connector for r in shown})

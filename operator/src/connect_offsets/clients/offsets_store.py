@@ -37,6 +37,7 @@ from connect_offsets.models.storage import (
     decode_offsets_file,
     decode_value,
     encode_offsets_file,
+    last_per_key,
 )
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "OffsetsStoreError",
     "PlannedWrite",
     "TopicReadStats",
+    "iter_offsets_topic",
     "read_config_topic",
     "read_offsets_file",
     "read_offsets_file_raw",
@@ -164,18 +166,18 @@ def _read_raw(
         consumer.close()
 
 
-def read_offsets_topic(
+def iter_offsets_topic(
     settings: dict[str, Any],
     topic: str,
+    stats: TopicReadStats,
     *,
     connectors: Iterable[str] | None = None,
     timeout: float = 30.0,
     progress: Progress | None = None,
-) -> tuple[list[StoredRecord], TopicReadStats]:
-    """All offsets records of ``topic`` (of ``connectors`` if given), in log order per partition."""
+) -> Iterator[StoredRecord]:
+    """The offsets records of ``topic`` (of ``connectors`` if given), streamed in log order per
+    partition; ``stats`` fills in as they go."""
     wanted = None if connectors is None else set(connectors)
-    stats = TopicReadStats(topic)
-    records: list[StoredRecord] = []
     for message in _read_raw(settings, topic, timeout=timeout, progress=progress, stats=stats):
         key = decode_key(message.key())
         if key is None:
@@ -190,7 +192,26 @@ def read_offsets_topic(
             continue
         _, timestamp = message.timestamp()
         position = KafkaPosition(topic, message.partition(), message.offset(), timestamp if timestamp >= 0 else None)
-        records.append(StoredRecord(key, offset, position))
+        yield StoredRecord(key, offset, position)
+
+
+def read_offsets_topic(
+    settings: dict[str, Any],
+    topic: str,
+    *,
+    connectors: Iterable[str] | None = None,
+    timeout: float = 30.0,
+    progress: Progress | None = None,
+    history: bool = True,
+) -> tuple[list[StoredRecord], TopicReadStats]:
+    """The offsets records of ``topic`` (of ``connectors`` if given), in log order per partition.
+
+    ``history=False`` keeps only the last record per key (tombstones included) while reading, so
+    memory follows the number of source partitions, not the length of the topic's history.
+    """
+    stats = TopicReadStats(topic)
+    stream = iter_offsets_topic(settings, topic, stats, connectors=connectors, timeout=timeout, progress=progress)
+    records = list(stream) if history else last_per_key(stream)
     return records, stats
 
 

@@ -71,6 +71,7 @@ __all__ = [
     "java_double_str",
     "java_hashmap_order",
     "java_string_hash",
+    "last_per_key",
     "latest",
     "murmur2",
     "murmur2_partition",
@@ -359,16 +360,26 @@ class StoredRecord:
         return entry
 
 
-def latest(records: Iterable[StoredRecord]) -> list[StoredRecord]:
-    """The last record per (connector, exact key bytes), tombstones dropped; first-seen order.
+def last_per_key(records: Iterable[StoredRecord]) -> list[StoredRecord]:
+    """The last record per exact key bytes, tombstones kept, in the order of those last writes.
 
-    Records must be in log order per Kafka partition (a key always lands on one partition).
+    What compaction would leave: reducing a stream with it holds one record per key, not the whole
+    history, and ``latest`` of its result equals ``latest`` of the stream. Records must be in log
+    order per Kafka partition (a key always lands on one partition).
     """
     last: dict[bytes, StoredRecord] = {}
     for record in records:
         last.pop(record.key.raw, None)  # re-insert: order of the latest write
         last[record.key.raw] = record
-    return [r for r in last.values() if r.offset is not None]
+    return list(last.values())
+
+
+def latest(records: Iterable[StoredRecord]) -> list[StoredRecord]:
+    """The last record per (connector, exact key bytes), tombstones dropped; first-seen order.
+
+    Records must be in log order per Kafka partition (a key always lands on one partition).
+    """
+    return [r for r in last_per_key(records) if r.offset is not None]
 
 
 def render_export(
