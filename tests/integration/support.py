@@ -149,9 +149,15 @@ def wait_connect_state(connect: httpx.Client, name: str, state: str, timeout: fl
 
 
 def connect_offsets(connect: httpx.Client, name: str) -> list[dict[str, Any]]:
+    """The connector's offsets as Connect lists them, without ``"offset": null`` entries.
+
+    Right after a reset (or a null PATCH) Connect 4.1 can still list a source partition with a null
+    offset: it takes the partition set before ``offsets()`` reads the tombstone back from the topic.
+    Null means "no offset" to Connect, so the tests compare what is really stored.
+    """
     response = connect.get(f"/connectors/{name}/offsets")
     response.raise_for_status()
-    offsets: list[dict[str, Any]] = response.json()["offsets"]
+    offsets: list[dict[str, Any]] = [e for e in response.json()["offsets"] if e.get("offset") is not None]
     return offsets
 
 
