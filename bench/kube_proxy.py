@@ -108,7 +108,7 @@ class KubeProxy:
 
     def stop(self) -> None:
         if self._loop is not None and self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
@@ -152,9 +152,9 @@ class KubeProxy:
                 try:
                     async for chunk in upstream.content.iter_any():
                         await response.write(chunk)
+                    await response.write_eof()
                 except (ConnectionResetError, aiohttp.ClientError):
                     pass  # the operator closed a watch, or the API server ended it
-                await response.write_eof()
                 return response
 
         async def close_session(_: Any) -> None:
@@ -163,7 +163,8 @@ class KubeProxy:
         app = web.Application(client_max_size=64 * 2**20)
         app.router.add_route("*", "/{tail:.*}", handle)
         app.on_cleanup.append(close_session)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Watches stay open until the operator goes away: don't wait the default 60 s for them on stop.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -295,6 +295,92 @@ def test_stop_change_resume_survives_sigkill(
         connect.delete(f"/connectors/{name}")
 
 
+@pytest.mark.local_stack  # kills the operator at fault points; counts offsets requests in the worker log
+@pytest.mark.parametrize("operation", ["alter", "reset", "restore"])
+def test_change_on_a_stopped_connector_survives_sigkill(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+    operation: str,
+) -> None:
+    """A change on a connector that is already STOPPED (no stop -> resume around it): the operator dies
+    after the backup, then a fresh one dies after the change; the third finishes. The change reaches
+    Connect once, the one backup holds the offsets from before it (a restore still undoes it), the
+    annotation is removed and the connector stays STOPPED."""
+    source = source_file(tmp_path / "stopped.txt")
+    name, cm, topic = f"stopped-{unique}", "stopped-offsets", f"stopped-{unique}"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, topic, cm))
+    operators: list[OperatorProcess] = []
+    method = "DELETE" if operation == "reset" else "PATCH"
+    try:
+        plain = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-0.log")
+        plain.start()
+        operators.append(plain)
+        running_with_offsets(custom, connect, namespace, name, 10 * LINE)
+        patch_connector(custom, namespace, name, {"spec": {"state": "stopped"}})
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        if operation == "restore":
+            # something to restore from: an alter to 4 lines (its backup holds 10 lines)
+            put_configmap(core, namespace, cm, {"offsets.json": position_doc(source, 4 * LINE)})
+            annotate(custom, namespace, name, connector_offsets="alter")
+            restore_from = wait_annotation_removed(custom, namespace, name)["status"]["lastOffsetsOperation"]["backup"]
+            annotate(custom, namespace, name, restore_from=restore_from)
+        plain.stop()
+        put_configmap(core, namespace, cm, {"offsets.json": position_doc(source, 8 * LINE)})
+        before = connect_offsets(connect, name)
+        requests_before = patch_count(stack, name, method)
+        annotate(custom, namespace, name, connector_offsets=operation)
+        for index, point in enumerate(("after-backup", "after-patch"), start=1):
+            op = OperatorProcess(
+                stack["kubeconfig"],
+                namespace,
+                tmp_path / f"op-{index}.log",
+                extra_env={"CONNECT_OFFSETS_FAULT_POINTS": point},
+            )
+            op.start()
+            operators.append(op)
+            assert op.process is not None
+            process = op.process
+            wait_for(f"operator killed at {point}", lambda p=process: p.poll() is not None, timeout=90)
+            assert process.returncode == -9, op.log()[-2000:]
+            assert f"fault point {point} reached" in op.log()
+            progress = status_of(custom, namespace, name).get("offsetsProgress")
+            assert progress and progress.get("backup"), f"after {point}: the backup must be recorded"
+            assert annotation(get_connector(custom, namespace, name), "connector-offsets") == operation
+        final = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-final.log")
+        final.start()
+        operators.append(final)
+        body = wait_annotation_removed(custom, namespace, name, timeout=120)
+        last = body["status"]["lastOffsetsOperation"]
+        assert last["result"] == "Succeeded", last
+        assert "already in Connect (applied before the operator restarted); not sent again" in last["message"]
+        assert not body["status"].get("offsetsProgress")
+        assert patch_count(stack, name, method) == requests_before + 1, f"the {method} must be sent exactly once"
+        expected = {
+            "alter": [{"partition": {"filename": str(source)}, "offset": {"position": 8 * LINE}}],
+            "reset": [],
+            "restore": [{"partition": {"filename": str(source)}, "offset": {"position": 10 * LINE}}],
+        }[operation]
+        assert connect_offsets(connect, name) == expected
+        # one backup for this change, holding the offsets from before it
+        selector = f"connect-offsets.io/backup-of={name}"
+        backups = core.list_namespaced_config_map(namespace, label_selector=selector).items
+        assert len(backups) == (2 if operation == "restore" else 1), [b.metadata.name for b in backups]
+        saved = json.loads(core.read_namespaced_config_map(last["backup"], namespace).data["offsets.json"])
+        assert saved["offsets"] == before
+        assert connect_state(connect, name) == "STOPPED"
+    finally:
+        for op in operators:
+            op.stop()
+        connect.delete(f"/connectors/{name}")
+
+
 @pytest.mark.local_stack
 def test_request_id_makes_reapplied_requests_a_no_op(
     custom: Any,

@@ -6,7 +6,9 @@ steps. Tests prove that by killing it at named points: with ``CONNECT_OFFSETS_FA
 status write, exactly like the OOM killer. Unset (always, outside tests) it costs one dict lookup.
 
 Points: ``after-intent``, ``after-stop``, ``after-backup``, ``mid-patch``, ``after-patch``,
-``before-resume``, ``initial-after-create``, ``initial-after-patch``.
+``before-resume``, ``initial-after-create``, ``initial-after-patch``. ``after-backup`` and
+``after-patch`` are reached both inside stop -> change -> resume and by a change on a connector that
+is already STOPPED.
 """
 
 from __future__ import annotations

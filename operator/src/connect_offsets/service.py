@@ -74,6 +74,7 @@ from connect_offsets.models.crds import (
     parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
+    OffsetsDocument,
     diff_offsets,
     parse_offsets_document,
     parse_offsets_obj,
@@ -700,28 +701,48 @@ class TargetRunner:
         started = time.monotonic()
         backup: str | None = None
         progress = target.chunk_progress or {}
+        applied = False
         try:
             if action.kind != "list_offsets":
                 if progress.get("request") == plan.offsets_request and progress.get("backup"):
-                    # A chunked alter of this request was cut short: its backup holds the offsets
-                    # from before it; a new one would hold half-changed offsets.
+                    # This request was cut short after its backup (the operator died, or Connect
+                    # failed mid-way): that backup holds the offsets from before it; a new one
+                    # would hold changed or half-changed offsets.
                     backup = str(progress["backup"])
+                    # The connector is STOPPED, so its offsets cannot move on their own: a change
+                    # already in Connect is not sent again. Chunked alters resume from their
+                    # progress instead.
+                    applied = "fingerprint" not in progress and await self._already_applied_small(
+                        target, client, action
+                    )
                 else:
                     # Nothing is lost: the current offsets are saved first, or nothing changes.
                     backup = await self._backup(target, body, client, operation, now)
-            prefix = await before_offsets(action) if before_offsets is not None else ""
+                    # Recorded before the change, so a restart from here on reuses this backup.
+                    await step.fields({"offsetsProgress": {"request": plan.offsets_request, "backup": backup}})
+                    fault_point("after-backup")
+            prefix = await before_offsets(action) if before_offsets is not None and not applied else ""
             request = {"request": plan.offsets_request, "backup": backup}
-            message = prefix + await self._offsets_action(target, body, client, action, step, request)
+            if applied:
+                message = f"{operation}: already in Connect (applied before the operator restarted); not sent again"
+            else:
+                message = prefix + await self._offsets_action(target, body, client, action, step, request)
+                if backup is not None:
+                    fault_point("after-patch")
         except ConnectHTTPError as error:
             if error.retryable:
                 raise
             text = f"{operation} failed: Connect answered {error.status_code}: {error.message}"
             metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
+            if backup is not None and error.chunk_failure is None:
+                result.status["offsetsProgress"] = None  # a chunked failure keeps its report of applied chunks
             self._failed(result, operation, "ConnectRejected", text, now)
             self._handled(target, result, plan.request_id)
             await self.event(body, "Warning", "OffsetsOperationFailed", f"{target.name}: {text}")
             return False
         except OffsetsRequestInvalid as error:
+            if backup is not None:
+                result.status["offsetsProgress"] = None
             text = f"{operation} refused: {error}"
             metrics.OPERATIONS.labels(kind, operation, "Failed").inc()
             self._failed(result, operation, error.reason, text, now)
@@ -730,6 +751,8 @@ class TargetRunner:
             return False
         metrics.OPERATION_SECONDS.labels(kind, operation).observe(time.monotonic() - started)
         metrics.OPERATIONS.labels(kind, operation, "Succeeded").inc()
+        if backup is not None:
+            result.status["offsetsProgress"] = None  # done: nothing left to resume
         result.status["lastOffsetsOperation"] = _op_status(operation, "Succeeded", message, plan, now, backup=backup)
         self._handled(target, result, plan.request_id)
         await self.event(body, "Normal", "OffsetsOperationSucceeded", f"{target.name}: {message}")
@@ -792,10 +815,28 @@ class TargetRunner:
         metrics.OPERATION_SECONDS.labels(str(body.get("kind", "")), operation).observe(time.monotonic() - started)
         await step.pending(done)
 
+    async def _already_applied_small(self, target: ConnectorTarget, client: ConnectClient, action: Action) -> bool:
+        """``_already_applied`` when both documents fit one PATCH; False (send it again: a STOPPED
+        connector ends in the same offsets) when deciding would parse a large document whole."""
+        limit = patch_limits().max_bytes
+        if action.offsets_json is not None and len(action.offsets_json) > limit:
+            return False
+        raw = await client.get_offsets_raw(target.name)
+        if len(raw) > limit:
+            return False
+        current = parse_offsets_obj(json.loads(raw), allow_empty=True)
+        del raw
+        return self._matches(current, action)
+
     async def _already_applied(self, target: ConnectorTarget, client: ConnectClient, action: Action) -> bool:
         current = parse_offsets_obj(await client.get_offsets(target.name), allow_empty=True)
+        return self._matches(current, action)
+
+    @staticmethod
+    def _matches(current: OffsetsDocument, action: Action) -> bool:
+        """Connect already holds what ``action`` would write (null offsets count as absent)."""
         if action.kind == "reset_offsets":
-            return len(current) == 0
+            return all(entry.offset is None for entry in current.entries)
         assert action.offsets_json is not None
         return not diff_offsets(current, parse_offsets_document(action.offsets_json)).has_changes
 

@@ -402,7 +402,8 @@ class KafkaConnectorStatus(StatusModel):
     initial_offsets: InitialOffsetsStatus | None = None
     offsets_progress: dict[str, Any] | None = Field(
         None,
-        description="Progress of a chunked alter (chunks applied of total); a retry continues from here.",
+        description="Progress of an offsets change on a STOPPED connector: its request and backup, and for a "
+        "chunked alter the chunks applied of total; a retry or a restarted operator continues from here.",
         json_schema_extra=PRESERVE_UNKNOWN,
     )
 
