@@ -463,8 +463,12 @@ class TargetRunner:
         now: datetime,
         kafka: KafkaConfig | None = None,
     ) -> Observed:
-        config = await client.get_connector_config(target.name)
-        status = await client.get_connector_status(target.name) if config is not None else None
+        # One round trip instead of two: every pass (and so every request's latency) pays for it.
+        config, status = await asyncio.gather(
+            client.get_connector_config(target.name), client.get_connector_status(target.name)
+        )
+        if config is None:
+            status = None  # created between the two calls: the next pass sees both
         pending = target.pending
         operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
         configmap: OffsetsConfigMap | None = None
