@@ -774,3 +774,27 @@ def test_property_objects_parse_or_raise_validation_error(value: Any) -> None:
         assert e.problems
         return
     _run_all_validators(doc)
+
+
+def test_compact_json_is_json_dumps_of_the_document_written_entry_by_entry() -> None:
+    text = json.dumps(
+        {
+            "offsets": [
+                {"partition": {"filename": "/data/ü/a.log", "n": 1.5, "flag": True}, "offset": {"position": 10}},
+                {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": None},
+                {"partition": {"b": 2, "a": 'x"y'}, "offset": {"s": None, "big": 2**62}},
+            ]
+        }
+    )
+    doc = parse_offsets_document(text)
+    assert doc.to_compact_json() == json.dumps(doc.to_json_obj(), separators=(",", ":"), ensure_ascii=False)
+    assert json.loads(doc.to_compact_json()) == json.loads(text)
+    assert OffsetsDocument(entries=()).to_compact_json() == '{"offsets":[]}'
+
+
+def test_parsed_entries_share_the_decoded_dicts() -> None:
+    """Validation keeps the decoded maps instead of copying them (a million entries would double)."""
+    raw = {"offsets": [{"partition": {"file": "a"}, "offset": {"line": 1}}]}
+    doc = parse_offsets_obj(raw)
+    assert doc.entries[0].partition is raw["offsets"][0]["partition"]
+    assert doc.entries[0].offset is raw["offsets"][0]["offset"]
