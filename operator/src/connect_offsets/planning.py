@@ -1005,12 +1005,15 @@ def _restore_document(target: ConnectorTarget, source: RestoreSource | None) -> 
         document = parse_offsets_document(source.backup_json, allow_empty=True)
     except OffsetsValidationError as error:
         return _Refusal("InvalidBackup", f"backup {source.name} is unreadable:\n{error}")
-    entries = [entry.to_json_obj() for entry in document.entries]
+    # Written entry by entry (the same text as json.dumps of the whole list): a million-partition
+    # restore must not build a second tree of dicts next to the parsed backup.
+    encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    parts = [encode({"partition": entry.partition, "offset": entry.offset}) for entry in document.entries]
     kept = {OffsetsDocument.partition_key(entry) for entry in document.entries}
-    entries += [{"partition": partition, "offset": None} for key, partition in source.current if key not in kept]
-    if not entries:
+    parts += [encode({"partition": partition, "offset": None}) for key, partition in source.current if key not in kept]
+    if not parts:
         return _Refusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
-    return json.dumps({"offsets": entries}, separators=(",", ":"), ensure_ascii=False)
+    return '{"offsets":[' + ",".join(parts) + "]}"
 
 
 def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:

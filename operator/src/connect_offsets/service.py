@@ -583,7 +583,10 @@ class TargetRunner:
                     entry["partition"],
                 )
                 for entry in current
-                if isinstance(entry, dict) and isinstance(entry.get("partition"), dict)
+                # a partition Connect lists with a null offset has none: nothing to null
+                if isinstance(entry, dict)
+                and isinstance(entry.get("partition"), dict)
+                and entry.get("offset") is not None
             ),
         )
 
