@@ -678,3 +678,11 @@ def test_client_cert_with_key_in_same_pem_and_bad_inputs(client_pair: tuple[str,
     with pytest.raises(ValueError) as info:
         build_ssl_context(ConnectEndpoint(url="https://c:8443", client_cert_pem=cert, client_key_pem="junk"))
     assert "junk" not in str(info.value)
+
+
+async def test_waiting_for_a_pooled_connection_has_no_deadline() -> None:
+    """Every resource of a cluster shares one client: queueing for a connection is not an outage."""
+    async with ConnectClient(ConnectEndpoint(url=URL, timeout_seconds=7)) as c:
+        timeout = c._client.timeout
+    assert timeout.pool is None
+    assert (timeout.connect, timeout.read, timeout.write) == (7, 7, 7)

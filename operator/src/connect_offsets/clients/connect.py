@@ -518,7 +518,11 @@ class ConnectClient:
         self._secrets = _secrets_of(endpoint)
         self._client = httpx.AsyncClient(
             base_url=endpoint.url,
-            timeout=httpx.Timeout(endpoint.timeout_seconds),
+            # No deadline for waiting on a pooled connection: the pool is this operator's own queue
+            # (one client serves every resource of the cluster). With a deadline, a thousand
+            # resources on a busy worker turned queueing into PoolTimeouts, reported as an outage
+            # with back-off. Connecting, reading and writing keep the request timeout.
+            timeout=httpx.Timeout(endpoint.timeout_seconds, pool=None),
             auth=_httpx_auth(endpoint.auth),
             verify=build_ssl_context(endpoint),
             transport=transport,
