@@ -243,6 +243,11 @@ was compared with what was asked (entry count and an order-independent digest su
 
 The operator's RSS when idle with this resource: {facts.get("rss_idle") or 0:.0f} MiB. Connect worker peak RSS
 (VmHWM): {facts.get("worker_rss") or 0:.0f} MiB.
+
+`list`, the backups and the chunked PATCHes stream; `alter` and `restore` still hold the whole parsed
+document for validation (one tree of a million dicts; restore also the parsed GET), which is what
+their peaks show. Streamed validation, as `models/chunking.py` already streams PATCH and restore
+documents, is the open fix.
 """
     if PARTITIONS == 1_000_000:
         write_section("operator_large_offsets", body)
