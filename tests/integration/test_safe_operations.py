@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,28 @@ def patch_count(stack: dict[str, Any], connector: str, method: str = "PATCH") ->
 
 def status_of(custom: Any, namespace: str, name: str) -> dict[str, Any]:
     return dict(get_connector(custom, namespace, name).get("status") or {})
+
+
+def die_at_each(
+    points: tuple[str, ...], stack: dict[str, Any], namespace: str, tmp_path: Path, operators: list[OperatorProcess]
+) -> Iterator[str]:
+    """Start one operator per fault point, each killed (SIGKILL) when it reaches its point; yields the
+    point after the kill so the caller can check what the dead operator left behind."""
+    for index, point in enumerate(points, start=1):
+        op = OperatorProcess(
+            stack["kubeconfig"],
+            namespace,
+            tmp_path / f"op-{index}.log",
+            extra_env={"CONNECT_OFFSETS_FAULT_POINTS": point},
+        )
+        op.start()
+        operators.append(op)
+        assert op.process is not None
+        process = op.process
+        wait_for(f"operator killed at {point}", lambda p=process: p.poll() is not None, timeout=90)
+        assert process.returncode == -9, op.log()[-2000:]
+        assert f"fault point {point} reached" in op.log()
+        yield point
 
 
 def running_with_offsets(custom: Any, connect: httpx.Client, namespace: str, name: str, size: int) -> None:
@@ -256,20 +279,7 @@ def test_stop_change_resume_survives_sigkill(
         plain.stop()
         put_configmap(core, namespace, cm, {"offsets.json": position_doc(source, 8 * LINE)})
         annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
-        for index, point in enumerate(points, start=1):
-            op = OperatorProcess(
-                stack["kubeconfig"],
-                namespace,
-                tmp_path / f"op-{index}.log",
-                extra_env={"CONNECT_OFFSETS_FAULT_POINTS": point},
-            )
-            op.start()
-            operators.append(op)
-            assert op.process is not None
-            process = op.process
-            wait_for(f"operator killed at {point}", lambda p=process: p.poll() is not None, timeout=90)
-            assert process.returncode == -9, op.log()[-2000:]
-            assert f"fault point {point} reached" in op.log()
+        for point in die_at_each(points, stack, namespace, tmp_path, operators):
             pending = status_of(custom, namespace, name).get("pendingOffsetsOperation")
             assert pending is not None, f"after {point}: the intent must be recorded"
             assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "alter"
@@ -336,20 +346,7 @@ def test_change_on_a_stopped_connector_survives_sigkill(
         before = connect_offsets(connect, name)
         requests_before = patch_count(stack, name, method)
         annotate(custom, namespace, name, connector_offsets=operation)
-        for index, point in enumerate(("after-backup", "after-patch"), start=1):
-            op = OperatorProcess(
-                stack["kubeconfig"],
-                namespace,
-                tmp_path / f"op-{index}.log",
-                extra_env={"CONNECT_OFFSETS_FAULT_POINTS": point},
-            )
-            op.start()
-            operators.append(op)
-            assert op.process is not None
-            process = op.process
-            wait_for(f"operator killed at {point}", lambda p=process: p.poll() is not None, timeout=90)
-            assert process.returncode == -9, op.log()[-2000:]
-            assert f"fault point {point} reached" in op.log()
+        for point in die_at_each(("after-backup", "after-patch"), stack, namespace, tmp_path, operators):
             progress = status_of(custom, namespace, name).get("offsetsProgress")
             assert progress and progress.get("backup"), f"after {point}: the backup must be recorded"
             assert annotation(get_connector(custom, namespace, name), "connector-offsets") == operation
