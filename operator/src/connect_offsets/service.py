@@ -463,12 +463,11 @@ class TargetRunner:
         now: datetime,
         kafka: KafkaConfig | None = None,
     ) -> Observed:
-        # One round trip instead of two: every pass (and so every request's latency) pays for it.
-        config, status = await asyncio.gather(
-            client.get_connector_config(target.name), client.get_connector_status(target.name)
-        )
-        if config is None:
-            status = None  # created between the two calls: the next pass sees both
+        # One after the other, not concurrently: against a frozen or overloaded worker each retry
+        # must leave one request behind, not two (the fault tests bound the requests a frozen
+        # worker finds queued).
+        config = await client.get_connector_config(target.name)
+        status = await client.get_connector_status(target.name) if config is not None else None
         pending = target.pending
         operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
         configmap: OffsetsConfigMap | None = None
