@@ -13,11 +13,10 @@ request whose fingerprint already failed permanently waits until one of those in
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
@@ -33,8 +32,10 @@ from connect_offsets.models.crds import (
     parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
+    OffsetEntry,
     OffsetsDocument,
     OffsetsValidationError,
+    Primitive,
     parse_offsets_document,
     translate_replay_from,
     validate_for_connector,
@@ -1005,15 +1006,16 @@ def _restore_document(target: ConnectorTarget, source: RestoreSource | None) -> 
         document = parse_offsets_document(source.backup_json, allow_empty=True)
     except OffsetsValidationError as error:
         return _Refusal("InvalidBackup", f"backup {source.name} is unreadable:\n{error}")
-    # Written entry by entry (the same text as json.dumps of the whole list): a million-partition
-    # restore must not build a second tree of dicts next to the parsed backup.
-    encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-    parts = [encode({"partition": entry.partition, "offset": entry.offset}) for entry in document.entries]
     kept = {OffsetsDocument.partition_key(entry) for entry in document.entries}
-    parts += [encode({"partition": partition, "offset": None}) for key, partition in source.current if key not in kept]
-    if not parts:
+    nulls = tuple(
+        OffsetEntry(partition=cast(dict[str, Primitive], partition), offset=None)
+        for key, partition in source.current
+        if key not in kept
+    )
+    restored = OffsetsDocument(entries=document.entries + nulls)
+    if not restored.entries:
         return _Refusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
-    return '{"offsets":[' + ",".join(parts) + "]}"
+    return restored.to_compact_json()
 
 
 def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:

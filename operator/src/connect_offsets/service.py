@@ -727,11 +727,11 @@ class TargetRunner:
                     # Recorded before the change, so a restart from here on reuses this backup.
                     await step.fields({"offsetsProgress": {"request": plan.offsets_request, "backup": backup}})
                     fault_point("after-backup")
-            prefix = await before_offsets(action) if before_offsets is not None and not applied else ""
-            request = {"request": plan.offsets_request, "backup": backup}
             if applied:
                 message = f"{operation}: already in Connect (applied before the operator restarted); not sent again"
             else:
+                prefix = await before_offsets(action) if before_offsets is not None else ""
+                request = {"request": plan.offsets_request, "backup": backup}
                 message = prefix + await self._offsets_action(target, body, client, action, step, request)
                 if backup is not None:
                     fault_point("after-patch")
