@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -798,3 +799,199 @@ def test_parsed_entries_share_the_decoded_dicts() -> None:
     doc = parse_offsets_obj(raw)
     assert doc.entries[0].partition is raw["offsets"][0]["partition"]
     assert doc.entries[0].offset is raw["offsets"][0]["offset"]
+
+
+# --------------------------------------------------------------------------- streamed validation
+
+# The streamed path (alter and restore of documents of any size) must answer exactly what the
+# whole-document path answers: the same text for a valid document, the same problems otherwise.
+
+_CLASSES = [
+    (None, {}, None, False),
+    ("org.apache.kafka.connect.file.FileStreamSourceConnector", {"file": "f"}, None, False),
+    ("org.apache.kafka.connect.file.FileStreamSourceConnector", {}, None, False),
+    ("com.example.SomeSinkConnector", {"topics": "t,u"}, True, False),
+    ("com.example.Anything", {"topics.regex": "a.*"}, True, False),
+    ("MirrorSourceConnector", {"source.cluster.alias": "A"}, None, True),
+    ("MirrorCheckpointConnector", {}, None, False),
+    ("MirrorHeartbeatConnector", {}, None, False),
+    ("com.example.GenericSource", {}, False, False),
+]
+
+
+def _whole_path(text: str, cls: str | None, config: dict[str, str], is_sink: bool | None, translate: bool) -> str:
+    document = parse_offsets_document(text)
+    if translate:
+        document = offsets.translate_replay_from(document)
+    if cls is not None:
+        validate_for_connector(document, cls, config, is_sink=is_sink)
+    return document.to_compact_json()
+
+
+def _outcome(call: Callable[[], str]) -> tuple[str, Any]:
+    try:
+        return ("ok", call())
+    except OffsetsValidationError as error:
+        return ("error", [str(p) for p in error.problems])
+
+
+def _assert_same_as_whole(text: str) -> None:
+    for cls, config, is_sink, translate in _CLASSES:
+        streamed = _outcome(
+            partial(offsets.validated_compact_json, text, cls, config, is_sink=is_sink, translate_replay=translate)
+        )
+        assert streamed == _outcome(partial(_whole_path, text, cls, config, is_sink, translate)), (cls, text)
+
+
+_plausible_entries = st.fixed_dictionaries(
+    {
+        "partition": st.dictionaries(st.sampled_from(_KEYS), _primitives, min_size=1, max_size=3),
+        "offset": st.none() | st.dictionaries(st.sampled_from([*_KEYS, "replayFrom"]), _primitives, max_size=2),
+    }
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        _near_documents,
+        st.fixed_dictionaries({"offsets": st.lists(_plausible_entries, max_size=6)}),
+        _json_values,
+    ),
+    st.sampled_from([None, 0, 2]),
+    st.integers(min_value=1, max_value=3),
+)
+def test_property_streamed_validation_answers_as_the_whole_document(value: Any, indent: int | None, batch: int) -> None:
+    saved = offsets.ENTRIES_PER_BATCH
+    offsets.ENTRIES_PER_BATCH = batch  # several batches even for small documents
+    try:
+        _assert_same_as_whole(json.dumps(value, indent=indent, ensure_ascii=False))
+    finally:
+        offsets.ENTRIES_PER_BATCH = saved
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ' \n{ "offsets" :\t[ ] } \r\n',
+        '{"offsets":[{"partition":{"a":1},"offset":null},]}',
+        '{"offsets":[{"partition":{"a":1},"offset":null}]}}',
+        '{"offsets":[{"partition":{"a":NaN},"offset":null}]}',
+        '{"offsets":[{"partition":{"a":1e999},"offset":null}]}',
+        '{"offsets":[{"partition":{"a":"\\ud800"},"offset":null}]}',
+        '{"offsets":[{"partition":{"a":"\\ud83d\\ude00"},"offset":null}]}',
+        '{"offsets":[{"partition":{"a":1,"a":2},"offset":null}]}',
+        '{"offsets":[],"offsets":[{"partition":{"a":1},"offset":null}]}',
+        '{"\\u006ffsets":[{"partition":{"a":1},"offset":null}]}',
+        '\ufeff{"offsets":[{"partition":{"a":1},"offset":null}]}',
+        '{"offsets":[{"partition":{"b":1,"a":2},"offset":{"x":1}},{"partition":{"a":2,"b":1},"offset":null}]}',
+        '{"offsets":[{"partition":{"a":1},"offset":null}], "more": 1}',
+    ],
+)
+def test_streamed_validation_edge_cases_answer_as_the_whole_document(text: str) -> None:
+    _assert_same_as_whole(text)
+
+
+def test_valid_documents_are_never_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the streamed path: a valid document is checked in batches, not as one tree."""
+    entries = [
+        {"partition": {"kafka_topic": "t", "kafka_partition": p}, "offset": {"kafka_offset": p}} for p in range(25)
+    ]
+    text = json.dumps({"offsets": entries}, indent=1)
+    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 10)
+    seen: list[int] = []
+    real_validate = offsets.validate_for_connector
+
+    def spy(doc: OffsetsDocument, *args: Any, **kwargs: Any) -> None:
+        seen.append(len(doc))
+        real_validate(doc, *args, **kwargs)
+
+    def whole(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("parse_offsets_document was called for a valid document")
+
+    monkeypatch.setattr(offsets, "validate_for_connector", spy)
+    monkeypatch.setattr(offsets, "parse_offsets_document", whole)
+    result = offsets.validated_compact_json(text, "SomeSinkConnector", {"topics": "t"}, is_sink=True)
+    assert seen == [10, 10, 5]
+    assert json.loads(result) == {"offsets": entries}
+
+
+def test_a_problem_in_a_later_batch_is_reported_with_its_index_in_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    entries = [
+        {"partition": {"kafka_topic": "t", "kafka_partition": p}, "offset": {"kafka_offset": 1}} for p in range(5)
+    ]
+    entries[3]["offset"] = {"kafka_offset": -1}
+    entries.append({"partition": {"kafka_partition": 1, "kafka_topic": "t"}, "offset": None})  # duplicate of [1]
+    with pytest.raises(OffsetsValidationError) as raised:
+        offsets.validated_compact_json(json.dumps({"offsets": entries}), "SinkConnector", {}, is_sink=True)
+    # generic problems come first, alone, as with the whole document
+    assert [str(p) for p in raised.value.problems] == [
+        'offsets[5].partition: duplicate of offsets[1].partition ({"kafka_partition":1,"kafka_topic":"t"}); '
+        "list each partition once"
+    ]
+    del entries[5]
+    with pytest.raises(OffsetsValidationError) as raised:
+        offsets.validated_compact_json(json.dumps({"offsets": entries}), "SinkConnector", {}, is_sink=True)
+    assert [p.path for p in raised.value.problems] == ["offsets[3].offset.kafka_offset"]
+
+
+def _old_restore(backup_text: str, current: list[Any]) -> tuple[str, int]:
+    """The restore document as the planner built it before streaming: whole backup + nulls."""
+    document = parse_offsets_document(backup_text, allow_empty=True)
+    kept = {partition_key(entry) for entry in document.entries}
+    nulls = tuple(
+        OffsetEntry(partition=entry["partition"], offset=None)
+        for entry in current
+        if isinstance(entry, dict)
+        and isinstance(entry.get("partition"), dict)
+        and entry.get("offset") is not None
+        and partition_key(entry["partition"]) not in kept
+    )
+    restored = OffsetsDocument(entries=document.entries + nulls)
+    return restored.to_compact_json(), len(restored)
+
+
+_partitions = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]), st.integers(0, 3) | st.sampled_from([1.0, True, "1"]), min_size=1, max_size=2
+)
+_offset_maps = st.none() | st.fixed_dictionaries({"position": st.integers(0, 9)})
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.fixed_dictionaries({"partition": _partitions, "offset": _offset_maps}), max_size=6),
+    st.lists(st.fixed_dictionaries({"partition": _partitions, "offset": _offset_maps}), max_size=6),
+    st.sampled_from([None, 2]),
+    st.integers(min_value=1, max_value=3),
+)
+def test_property_streamed_restore_equals_backup_plus_nulls(
+    backup: list[Any], current: list[Any], indent: int | None, batch: int
+) -> None:
+    saved = offsets.ENTRIES_PER_BATCH
+    offsets.ENTRIES_PER_BATCH = batch
+    try:
+        backup_text = json.dumps({"offsets": backup}, indent=indent)
+        current_text = json.dumps({"offsets": current}, indent=indent)
+        try:
+            expected: Any = _old_restore(backup_text, current)
+        except OffsetsValidationError as error:
+            with pytest.raises(OffsetsValidationError) as raised:
+                offsets.restore_compact_json(backup_text, current_text)
+            assert raised.value.problems == error.problems
+            return
+        restored = offsets.restore_compact_json(backup_text, current_text)
+        assert (restored.json, restored.entries) == expected
+    finally:
+        offsets.ENTRIES_PER_BATCH = saved
+
+
+@pytest.mark.parametrize(
+    "current_text",
+    ["", "{}", '{"offsets": null}', "[1]", '{"offsets":[{"partition":{"a":1},"offset":{"x":1}}], "x": 1}'],
+)
+def test_restore_tolerates_unusual_get_answers(current_text: str) -> None:
+    restored = offsets.restore_compact_json('{"offsets":[{"partition":{"b":1},"offset":{"x":2}}]}', current_text)
+    nulls = 1 if '"a"' in current_text else 0
+    assert restored.entries == 1 + nulls
+    assert json.loads(restored.json)["offsets"][0] == {"partition": {"b": 1}, "offset": {"x": 2}}

@@ -412,7 +412,7 @@ def restore_sources(draw: st.DrawFn, focus: bool) -> RestoreSource | None:
         name=BACKUP,
         resource_version=draw(pick(["5", "6"])),
         backup_json=draw(pick(VALID_DOCS) if focus else VALID_OR_ANY_DOC),
-        current=tuple((json.dumps(p, sort_keys=True, separators=(",", ":")), p) for p in partitions),
+        current_json=json.dumps({"offsets": [{"partition": p, "offset": {"position": 1}} for p in partitions]}),
     )
 
 

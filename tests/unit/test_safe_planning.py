@@ -168,7 +168,13 @@ def backup_source(position: int = 12, current: tuple[int, ...] = (30,)) -> Resto
         name=BACKUP,
         resource_version="55",
         backup_json=doc(position),
-        current=tuple((json.dumps(p, sort_keys=True, separators=(",", ":")), p) for p in partitions),
+        current_json=json.dumps(
+            {
+                "offsets": [
+                    {"partition": p, "offset": {"position": at}} for p, at in zip(partitions, current, strict=False)
+                ]
+            }
+        ),
     )
 
 

@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
@@ -32,13 +32,9 @@ from connect_offsets.models.crds import (
     parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
-    OffsetEntry,
-    OffsetsDocument,
     OffsetsValidationError,
-    Primitive,
-    parse_offsets_document,
-    translate_replay_from,
-    validate_for_connector,
+    restore_compact_json,
+    validated_compact_json,
 )
 
 __all__ = [
@@ -125,7 +121,7 @@ class RestoreSource:
     name: str | None
     resource_version: str = ""
     backup_json: str = ""
-    current: tuple[tuple[str, dict[str, object]], ...] = ()  # (canonical partition key, partition)
+    current_json: str = ""  # the connector's GET offsets answer, as Connect sent it
 
 
 @dataclass(frozen=True)
@@ -647,15 +643,18 @@ def _requested_offsets(
         if isinstance(text, _Refusal):
             return text
         # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
+        # Streamed: a million-partition document is checked without holding it parsed.
+        is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
         try:
-            document = parse_offsets_document(text)
-            if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
-                document = translate_replay_from(document)
-            is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
-            validate_for_connector(document, target.class_name, _desired(target), is_sink=is_sink)
+            return validated_compact_json(
+                text,
+                target.class_name,
+                _desired(target),
+                is_sink=is_sink,
+                translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+            )
         except OffsetsValidationError as error:
             return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
-        return document.to_compact_json()
     if operation == "restore":
         return _restore_document(target, observed.restore)
     return None
@@ -689,11 +688,9 @@ def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> st
         reason = "KafkaUnavailable" if seek is not None and seek.transient else "SeekFailed"
         return _Refusal(reason, seek.error if seek is not None and seek.error else "no offsets for the time")
     try:
-        document = parse_offsets_document(seek.document_json)
-        validate_for_connector(document, target.class_name, _desired(target), is_sink=True)
+        return validated_compact_json(seek.document_json, target.class_name, _desired(target), is_sink=True)
     except OffsetsValidationError as error:
         return _Refusal("InvalidOffsets", f"offsets for {when} are invalid:\n{error}")
-    return document.to_compact_json()
 
 
 def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
@@ -917,11 +914,9 @@ def _initial_document(target: ConnectorTarget, observed: Observed) -> str | _Ref
     if isinstance(text, _Refusal):
         return text
     try:
-        document = parse_offsets_document(text)
-        validate_for_connector(document, target.class_name, _desired(target), is_sink=None)
+        return validated_compact_json(text, target.class_name, _desired(target), is_sink=None)
     except OffsetsValidationError as error:
         return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
-    return document.to_compact_json()
 
 
 def _plan_initial_create(target: ConnectorTarget, observed: Observed, desired: dict[str, str], plan: Plan) -> None:
@@ -1003,19 +998,12 @@ def _restore_document(target: ConnectorTarget, source: RestoreSource | None) -> 
         which = f"backup {wanted}" if wanted else "any backup"
         return _Refusal("BackupNotFound", f"{which} of connector {target.name} not found")
     try:
-        document = parse_offsets_document(source.backup_json, allow_empty=True)
+        restored = restore_compact_json(source.backup_json, source.current_json)
     except OffsetsValidationError as error:
         return _Refusal("InvalidBackup", f"backup {source.name} is unreadable:\n{error}")
-    kept = {OffsetsDocument.partition_key(entry) for entry in document.entries}
-    nulls = tuple(
-        OffsetEntry(partition=cast(dict[str, Primitive], partition), offset=None)
-        for key, partition in source.current
-        if key not in kept
-    )
-    restored = OffsetsDocument(entries=document.entries + nulls)
     if not restored.entries:
         return _Refusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
-    return restored.to_compact_json()
+    return restored.json
 
 
 def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:

@@ -571,22 +571,14 @@ class TargetRunner:
             backup_json = (await self.store.read_from(namespace, chosen, "offsets.json")).document.decode()
         except (OffsetsStoreError, UnicodeDecodeError) as error:
             backup_json = f"unreadable: {error}"  # the planner reports it as an unreadable backup
-        current = (await client.get_offsets(target.name)).get("offsets", [])
+        # The text, not the parsed answer: the planner streams it (a million partitions parsed
+        # whole would be a gigabyte of dicts).
+        current_json = (await client.get_offsets_raw(target.name)).decode()
         return RestoreSource(
             name=chosen.name,
             resource_version=chosen.resource_version,
             backup_json=backup_json,
-            current=tuple(
-                (
-                    json.dumps(entry["partition"], sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-                    entry["partition"],
-                )
-                for entry in current
-                # a partition Connect lists with a null offset has none: nothing to null
-                if isinstance(entry, dict)
-                and isinstance(entry.get("partition"), dict)
-                and entry.get("offset") is not None
-            ),
+            current_json=current_json,
         )
 
     async def run(

@@ -35,7 +35,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -652,6 +652,211 @@ def validate_for_connector(
         validate_mirror_heartbeat(doc)
 
 
+# --------------------------------------------------------------------------- streamed validation
+
+
+# Why a second path: ``parse_offsets_document`` builds the whole tree, which for a 1,000,000-partition
+# document (about 100 MB of JSON) is over a gigabyte of dicts. An alter or restore only needs "is it
+# valid?" and the compact text to send, so valid documents are checked entry by entry instead, in
+# batches that the ordinary validators see as small documents, and only digests are kept. Any
+# problem, or any shape the scanner does not expect, re-runs the whole-document path: it produces the
+# exact messages (paths, first index of a duplicate) and decides in the rare cases the fast path
+# cannot (a digest match, an escaped surrogate). Valid input gives the same text either way.
+
+#: Entries per batch handed to the family validators; bounds what is held besides the output text.
+ENTRIES_PER_BATCH = 10_000
+
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what the json module skips between tokens
+_OFFSETS_KEY = '"offsets"'
+
+
+def _skip_whitespace(text: str, at: int) -> int:
+    match = _JSON_WHITESPACE.match(text, at)
+    return match.end() if match else at
+
+
+class _NeedsWholeDocument(Exception):
+    """The streamed path cannot vouch for this document; the whole-document path decides."""
+
+
+def _scan_entries(text: str, decoder: json.JSONDecoder) -> Iterator[object]:
+    """The raw entries of exactly ``{"offsets": [ ... ]}`` (any JSON whitespace), decoded one at a
+    time with ``decoder``; anything else raises ``_NeedsWholeDocument``."""
+    skip = _skip_whitespace
+
+    def expect(token: str, at: int) -> int:
+        at = skip(text, at)
+        if not text.startswith(token, at):
+            raise _NeedsWholeDocument
+        return skip(text, at + len(token))
+
+    at = expect("[", expect(":", expect(_OFFSETS_KEY, expect("{", 0))))
+    if text.startswith("]", at):
+        at += 1
+    else:
+        while True:
+            try:
+                raw, at = decoder.raw_decode(text, at)
+            except (ValueError, RecursionError):  # bad JSON, NaN, 1e999, too deep: the whole path says which
+                raise _NeedsWholeDocument from None
+            yield raw
+            at = skip(text, at)
+            if text.startswith(",", at):
+                at = skip(text, at + 1)
+            elif text.startswith("]", at):
+                at += 1
+                break
+            else:
+                raise _NeedsWholeDocument
+    if skip(text, expect("}", at)) != len(text):
+        raise _NeedsWholeDocument
+
+
+def _partition_digest(partition: Mapping[str, Primitive]) -> int:
+    """128 bits of the canonical partition key: a million of them take tens of MB, not the keys' size."""
+    key = _canonical(partition).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "big")
+
+
+class _CompactWriter:
+    """``{"offsets":[...]}`` written a batch at a time; the same text as ``to_compact_json``."""
+
+    def __init__(self) -> None:
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        self.pieces: list[str] = []
+        self.entries = 0
+
+    def add(self, entries: Sequence[OffsetEntry]) -> None:
+        if entries:
+            encode = self._encode
+            self.pieces.append(",".join(encode({"partition": e.partition, "offset": e.offset}) for e in entries))
+            self.entries += len(entries)
+
+    def text(self, *more: _CompactWriter) -> str:
+        pieces = self.pieces + [piece for writer in more for piece in writer.pieces]
+        return '{"offsets":[' + ",".join(pieces) + "]}"
+
+
+def _streamed_entries(text: str, seen: set[int]) -> Iterator[OffsetEntry]:
+    """Generically valid entries of ``text``, each partition's digest added to ``seen``; raises
+    ``_NeedsWholeDocument`` at the first thing the whole-document path has to judge."""
+    if _SURROGATE_ESCAPE.search(text):
+        raise _NeedsWholeDocument  # paired escapes are fine, lone ones are not: the whole path tells
+    hook = _DuplicateKeys()
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float, object_pairs_hook=hook)
+    problems = _Problems()
+    for raw in _scan_entries(text, decoder):
+        entry = _build_entry(raw, "offsets", problems)
+        if entry is None or hook.duplicates:
+            raise _NeedsWholeDocument
+        digest = _partition_digest(entry.partition)
+        if digest in seen:
+            raise _NeedsWholeDocument  # a duplicate (or a digest collision): the whole path decides
+        seen.add(digest)
+        yield entry
+
+
+def _batches(entries: Iterator[OffsetEntry]) -> Iterator[OffsetsDocument]:
+    batch: list[OffsetEntry] = []
+    for entry in entries:
+        batch.append(entry)
+        if len(batch) == ENTRIES_PER_BATCH:
+            yield OffsetsDocument(tuple(batch))
+            batch = []
+    if batch:
+        yield OffsetsDocument(tuple(batch))
+
+
+def validated_compact_json(
+    text: str,
+    connector_class: str | None = None,
+    config: Mapping[str, str] | None = None,
+    *,
+    is_sink: bool | None = None,
+    translate_replay: bool = False,
+    allow_empty: bool = False,
+) -> str:
+    """``parse_offsets_document`` (+ ``translate_replay_from`` when asked, + ``validate_for_connector``
+    when a class is given), then ``to_compact_json``, without holding the parsed document.
+
+    Raises ``OffsetsValidationError`` exactly as those functions do.
+    """
+
+    def whole() -> str:
+        document = parse_offsets_document(text, allow_empty=allow_empty)
+        if translate_replay:
+            document = translate_replay_from(document)
+        if connector_class is not None:
+            validate_for_connector(document, connector_class, config or {}, is_sink=is_sink)
+        return document.to_compact_json()
+
+    writer = _CompactWriter()
+    try:
+        for batch in _batches(_streamed_entries(text, set())):
+            if translate_replay:
+                batch = translate_replay_from(batch)
+            if connector_class is not None:
+                validate_for_connector(batch, connector_class, config or {}, is_sink=is_sink)
+            writer.add(batch.entries)
+    except (_NeedsWholeDocument, OffsetsValidationError):
+        return whole()
+    if not writer.entries and not allow_empty:
+        return whole()  # raises: an empty list is refused
+    return writer.text()
+
+
+@dataclass(frozen=True)
+class RestoreDocument:
+    """The PATCH that puts a backup back exactly, and how many entries it has."""
+
+    json: str
+    entries: int
+
+
+def restore_compact_json(backup_text: str, current_text: str) -> RestoreDocument:
+    """The backup's entries, then ``"offset": null`` for every partition that has an offset in
+    ``current_text`` (the connector's GET) but is not in the backup: a PATCH of the backup alone
+    would leave those in place. Raises ``OffsetsValidationError`` for an invalid backup.
+
+    Streamed like ``validated_compact_json``: the backup's partitions are remembered as digests.
+    """
+    backup = _CompactWriter()
+    kept: set[int] = set()
+    try:
+        for batch in _batches(_streamed_entries(backup_text, kept)):
+            backup.add(batch.entries)
+    except (_NeedsWholeDocument, OffsetsValidationError):
+        document = parse_offsets_document(backup_text, allow_empty=True)  # raises for an invalid backup
+        backup = _CompactWriter()
+        backup.add(document.entries)
+        kept = {_partition_digest(entry.partition) for entry in document.entries}
+        del document
+    try:
+        nulls = _nulls(_scan_entries(current_text, json.JSONDecoder()), kept)
+    except _NeedsWholeDocument:  # not the usual shape (or empty): decide on the whole answer
+        whole = json.loads(current_text) if current_text.strip() else {}
+        listed = whole.get("offsets") if isinstance(whole, dict) else None
+        nulls = _nulls(iter(listed if isinstance(listed, list) else []), kept)
+    return RestoreDocument(backup.text(nulls), backup.entries + nulls.entries)
+
+
+def _nulls(current: Iterator[object], kept: set[int]) -> _CompactWriter:
+    writer = _CompactWriter()
+    batch: list[OffsetEntry] = []
+    for raw in current:
+        # a partition Connect lists with a null offset has none: nothing to null
+        if not isinstance(raw, dict) or not isinstance(raw.get("partition"), dict) or raw.get("offset") is None:
+            continue
+        partition = raw["partition"]
+        if _partition_digest(partition) not in kept:
+            batch.append(OffsetEntry(partition=partition, offset=None))
+            if len(batch) == ENTRIES_PER_BATCH:
+                writer.add(batch)
+                batch = []
+    writer.add(batch)
+    return writer
+
+
 # --------------------------------------------------------------------------- diffs
 
 
@@ -730,6 +935,7 @@ def reset_diff(current: OffsetsDocument) -> OffsetsDiff:
 
 
 __all__ = [
+    "ENTRIES_PER_BATCH",
     "FILE_STREAM_SINK_CLASS",
     "FILE_STREAM_SOURCE_CLASS",
     "MAX_LISTED_PROBLEMS",
@@ -743,11 +949,13 @@ __all__ = [
     "OffsetsProblem",
     "OffsetsValidationError",
     "Primitive",
+    "RestoreDocument",
     "diff_offsets",
     "parse_offsets_document",
     "parse_offsets_obj",
     "partition_key",
     "reset_diff",
+    "restore_compact_json",
     "translate_replay_from",
     "validate_file_stream_source",
     "validate_for_connector",
@@ -755,4 +963,5 @@ __all__ = [
     "validate_mirror_heartbeat",
     "validate_mirror_source",
     "validate_sink",
+    "validated_compact_json",
 ]
