@@ -407,3 +407,25 @@ async def test_raw_get_maps_errors_with_connects_message() -> None:
     async with raw_client(refuse) as client:
         with pytest.raises(ConnectUnavailable, match="GET /connectors/src/offsets: ConnectError: connection refused"):
             await client.get_offsets_raw("src")
+
+
+@pytest.mark.parametrize("read_size", [1, 3, 7, 256 * 1024])
+def test_text_documents_stream_like_their_bytes(monkeypatch: pytest.MonkeyPatch, read_size: int) -> None:
+    """A str document is encoded a slice at a time as ijson reads it (no bytes copy of the whole);
+    slices end between characters, so multi-byte characters are never split."""
+    from connect_offsets.models import chunking
+
+    monkeypatch.setattr(chunking, "_READ_SIZE", read_size)
+    text = json.dumps(
+        {
+            "offsets": [
+                {"partition": {"filename": f"/data/ü€😀/{i}.log", "n": 1.5}, "offset": {"position": i * 2**40}}
+                for i in range(20)
+            ]
+        },
+        ensure_ascii=False,
+    )
+    from_text = list(document_entries(text)())
+    assert from_text == list(document_entries(text.encode())())
+    assert [e["partition"]["filename"] for e in from_text] == [f"/data/ü€😀/{i}.log" for i in range(20)]
+    assert plan_chunks(document_entries(text)) == plan_chunks(document_entries(text.encode()))

@@ -1358,3 +1358,24 @@ def test_condition_messages_are_capped() -> None:
     assert "characters cut) ... xxx" in message and message.startswith("xxxx") and message.endswith("xxxx")
     short = merge_conditions([], [ConditionSpec("Ready", "True", "ConnectorRunning", "fine")], 1, "t")
     assert short[0]["message"] == "fine"
+
+
+def test_observed_without_documents_keeps_everything_but_the_texts() -> None:
+    """After planning the service drops the offsets texts (the plan carries what it sends)."""
+    configmap = OffsetsConfigMap("cm", True, "7", {"offsets.json": doc(5), "other": "x"})
+    observed = Observed(
+        NOW,
+        None,
+        True,
+        {"connector.class": "x"},
+        None,
+        alter_configmap=configmap,
+        restore=backup_source(),
+        initial_configmap=configmap,
+    )
+    slim = observed.without_documents()
+    assert slim.alter_configmap == OffsetsConfigMap("cm", True, "7", {"offsets.json": "", "other": ""})
+    assert slim.initial_configmap == slim.alter_configmap
+    assert slim.restore == RestoreSource(name=BACKUP, resource_version="55")
+    assert (slim.now, slim.config, slim.supports_initial_state) == (NOW, {"connector.class": "x"}, True)
+    assert observed.alter_configmap is configmap  # the original is not changed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -147,6 +147,21 @@ class Observed:
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
     seek: SeekOffsets | None = None
+
+    def without_documents(self) -> Observed:
+        """The same observation without the offsets texts, once the plan holds what it needs of them:
+        kept through a chunked PATCH, a million-partition restore would hold two more 100 MB texts."""
+        return replace(
+            self,
+            alter_configmap=_without_data(self.alter_configmap),
+            restore=None if self.restore is None else replace(self.restore, backup_json="", current_json=""),
+            initial_configmap=_without_data(self.initial_configmap),
+            seek=None if self.seek is None else replace(self.seek, document_json=None),
+        )
+
+
+def _without_data(configmap: OffsetsConfigMap | None) -> OffsetsConfigMap | None:
+    return None if configmap is None else replace(configmap, data=dict.fromkeys(configmap.data, ""))
 
 
 Kind = Literal[

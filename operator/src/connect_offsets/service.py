@@ -608,6 +608,7 @@ class TargetRunner:
             observed.status.state if observed.status else "ABSENT",
         )
         plan = plan_target(target, observed)
+        observed = observed.without_documents()  # the plan's actions carry the texts they send
         result = TargetResult(plan, observed, list(plan.conditions))
         step = _Steps(result, checkpoint)
         try:
@@ -1112,7 +1113,7 @@ class TargetRunner:
             if same and "fingerprint" in previous and "appliedChunks" in previous
             else None
         )
-        data = offsets_json.encode()
+        data = offsets_json  # parsed as it is encoded, a slice at a time: no bytes copy of it
         limits = patch_limits()
         chunk_plan = await asyncio.to_thread(plan_chunks, document_entries(data), limits)
         chunked = len(chunk_plan) > 1

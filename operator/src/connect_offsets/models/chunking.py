@@ -46,6 +46,7 @@ __all__ = [
     "ChunkProgress",
     "ChunkResume",
     "ChunkSpan",
+    "Document",
     "EntrySource",
     "OffsetsStreamError",
     "canonical_partition_digest",
@@ -238,12 +239,32 @@ def serialize_entry(entry: Any) -> bytes:
     ).encode()
 
 
-def _stream_items(document: bytes | bytearray | memoryview, prefix: str) -> Iterator[Any]:
+#: A document as bytes, or as text (encoded a slice at a time while it is read, never whole).
+Document = bytes | bytearray | memoryview | str
+
+
+class _EncodingReader:
+    """``read(n)`` over text: UTF-8 of the next ``n`` characters, so a 100 MB str is parsed
+    without a second 100 MB copy as bytes. Slicing by characters never splits an encoding."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._at = 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._text) if size < 0 else self._at + size
+        piece = self._text[self._at : end]
+        self._at += len(piece)
+        return piece.encode()
+
+
+def _stream_items(document: Document, prefix: str) -> Iterator[Any]:
     """Items at ``prefix`` (ijson syntax); errors become OffsetsStreamError.
 
     Not ``use_float``: with it yajl rejects integers beyond 64 bits ("integer overflow").
     """
-    buffer = io.BytesIO(document)  # reads slices of the caller's bytes
+    # reads slices of the caller's bytes, or encodes the caller's text a slice at a time
+    buffer = _EncodingReader(document) if isinstance(document, str) else io.BytesIO(document)
     try:
         yield from ijson.items(buffer, prefix, buf_size=_READ_SIZE)
     except ijson.JSONError as error:
@@ -259,12 +280,12 @@ def _first_line(error: Exception) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
-def document_entries(document: bytes | bytearray | memoryview) -> EntrySource:
+def document_entries(document: Document) -> EntrySource:
     """The entries of ``{"offsets": [...]}``, streamed; other top-level keys are ignored."""
     return lambda: _stream_items(document, "offsets.item")
 
 
-def count_entries(document: bytes | bytearray | memoryview) -> int:
+def count_entries(document: Document) -> int:
     """Number of entries in ``document["offsets"]`` without holding them all."""
     return sum(1 for _ in _stream_items(document, "offsets.item"))
 
