@@ -858,14 +858,19 @@ _plausible_entries = st.fixed_dictionaries(
         st.fixed_dictionaries({"offsets": st.lists(_plausible_entries, max_size=6)}),
         _json_values,
     ),
-    st.sampled_from([None, 0, 2]),
+    st.sampled_from([None, 0, 2, "compact"]),
     st.integers(min_value=1, max_value=3),
 )
-def test_property_streamed_validation_answers_as_the_whole_document(value: Any, indent: int | None, batch: int) -> None:
+def test_property_streamed_validation_answers_as_the_whole_document(
+    value: Any, indent: int | str | None, batch: int
+) -> None:
     saved = offsets.ENTRIES_PER_BATCH
     offsets.ENTRIES_PER_BATCH = batch  # several batches even for small documents
     try:
-        _assert_same_as_whole(json.dumps(value, indent=indent, ensure_ascii=False))
+        if indent == "compact":  # the text the streamed path returns as it is
+            _assert_same_as_whole(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        else:
+            _assert_same_as_whole(json.dumps(value, indent=indent, ensure_ascii=False))
     finally:
         offsets.ENTRIES_PER_BATCH = saved
 
@@ -962,17 +967,18 @@ _offset_maps = st.none() | st.fixed_dictionaries({"position": st.integers(0, 9)}
 @given(
     st.lists(st.fixed_dictionaries({"partition": _partitions, "offset": _offset_maps}), max_size=6),
     st.lists(st.fixed_dictionaries({"partition": _partitions, "offset": _offset_maps}), max_size=6),
-    st.sampled_from([None, 2]),
+    st.sampled_from([None, 2, "compact"]),
     st.integers(min_value=1, max_value=3),
 )
 def test_property_streamed_restore_equals_backup_plus_nulls(
-    backup: list[Any], current: list[Any], indent: int | None, batch: int
+    backup: list[Any], current: list[Any], indent: int | str | None, batch: int
 ) -> None:
     saved = offsets.ENTRIES_PER_BATCH
     offsets.ENTRIES_PER_BATCH = batch
+    style: dict[str, Any] = {"separators": (",", ":")} if indent == "compact" else {"indent": indent}
     try:
-        backup_text = json.dumps({"offsets": backup}, indent=indent)
-        current_text = json.dumps({"offsets": current}, indent=indent)
+        backup_text = json.dumps({"offsets": backup}, **style)
+        current_text = json.dumps({"offsets": current}, **style)
         try:
             expected: Any = _old_restore(backup_text, current)
         except OffsetsValidationError as error:
@@ -995,3 +1001,31 @@ def test_restore_tolerates_unusual_get_answers(current_text: str) -> None:
     nulls = 1 if '"a"' in current_text else 0
     assert restored.entries == 1 + nulls
     assert json.loads(restored.json)["offsets"][0] == {"partition": {"b": 1}, "offset": {"x": 2}}
+
+
+def test_a_compact_document_is_returned_as_it_is_not_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connect's answers and the operator's own lists are already compact: a 100 MB alter or
+    restore of one is sent without a second copy of the text."""
+    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    entries = [{"partition": {"filename": f"/f/{i}", "n": 1.5}, "offset": {"position": i}} for i in range(5)]
+    text = json.dumps({"offsets": entries}, separators=(",", ":"))
+    assert offsets.validated_compact_json(text, "com.example.GenericSource", {}) is text
+    assert offsets.validated_compact_json(text) is text
+    assert offsets.restore_compact_json(text, text).json is text
+    assert offsets.validated_compact_json('{"offsets":[]}', allow_empty=True) == '{"offsets":[]}'
+
+
+@pytest.mark.parametrize("odd", [0, 1, 2, 3, 4])
+def test_a_document_that_is_compact_only_in_part_is_written_where_it_differs(
+    monkeypatch: pytest.MonkeyPatch, odd: int
+) -> None:
+    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    parts = [json.dumps({"partition": {"p": i}, "offset": {"o": i}}, separators=(",", ":")) for i in range(5)]
+    parts[odd] = parts[odd].replace('"o":', '"o": ').replace(f"{odd}}}}}", f"{odd}.50}}}}")  # space and 1.50
+    text = '{"offsets":[' + ",".join(parts) + "]}"
+    expected = parse_offsets_document(text).to_compact_json()
+    assert expected != text
+    assert offsets.validated_compact_json(text) == expected
+    assert offsets.restore_compact_json(text, '{"offsets":[{"partition":{"q":1},"offset":{"o":1}}]}').json == (
+        expected[:-2] + ',{"partition":{"q":1},"offset":null}]}'
+    )

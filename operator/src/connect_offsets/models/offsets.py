@@ -679,9 +679,10 @@ class _NeedsWholeDocument(Exception):
     """The streamed path cannot vouch for this document; the whole-document path decides."""
 
 
-def _scan_entries(text: str, decoder: json.JSONDecoder) -> Iterator[object]:
+def _scan_entries(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[object, int, int]]:
     """The raw entries of exactly ``{"offsets": [ ... ]}`` (any JSON whitespace), decoded one at a
-    time with ``decoder``; anything else raises ``_NeedsWholeDocument``."""
+    time with ``decoder``, each with where its text starts and ends; anything else raises
+    ``_NeedsWholeDocument``."""
     skip = _skip_whitespace
 
     def expect(token: str, at: int) -> int:
@@ -695,11 +696,12 @@ def _scan_entries(text: str, decoder: json.JSONDecoder) -> Iterator[object]:
         at += 1
     else:
         while True:
+            start = at
             try:
                 raw, at = decoder.raw_decode(text, at)
             except (ValueError, RecursionError):  # bad JSON, NaN, 1e999, too deep: the whole path says which
                 raise _NeedsWholeDocument from None
-            yield raw
+            yield raw, start, at
             at = skip(text, at)
             if text.startswith(",", at):
                 at = skip(text, at + 1)
@@ -718,26 +720,67 @@ def _partition_digest(partition: Mapping[str, Primitive]) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "big")
 
 
-class _CompactWriter:
-    """``{"offsets":[...]}`` written a batch at a time; the same text as ``to_compact_json``."""
+_COMPACT_HEAD = '{"offsets":['
+_COMPACT_TAIL = "]}"
 
-    def __init__(self) -> None:
+
+class _CompactWriter:
+    """``{"offsets":[...]}`` written a batch at a time; the same text as ``to_compact_json``.
+
+    With ``source`` (the text the entries were read from, given with each batch's span), nothing
+    is written while the source already is that text, which is the usual case for large documents
+    (Connect's GET answers, the operator's own lists and backups): ``text()`` then returns the
+    source itself, and a 100 MB document is not copied at all.
+    """
+
+    def __init__(self, source: str | None = None) -> None:
         self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
         self.pieces: list[str] = []
         self.entries = 0
+        compact = source is not None and source.startswith(_COMPACT_HEAD) and source.endswith(_COMPACT_TAIL)
+        self._source = source if compact else None
+        self._same_until = len(_COMPACT_HEAD) - 1  # the source is the output up to here (before a ",")
 
-    def add(self, entries: Sequence[OffsetEntry]) -> None:
-        if entries:
-            encode = self._encode
-            self.pieces.append(",".join(encode({"partition": e.partition, "offset": e.offset}) for e in entries))
-            self.entries += len(entries)
+    def add(self, entries: Sequence[OffsetEntry], span: tuple[int, int] | None = None) -> None:
+        if not entries:
+            return
+        encode = self._encode
+        body = ",".join(encode({"partition": e.partition, "offset": e.offset}) for e in entries)
+        self.entries += len(entries)
+        source = self._source
+        # the next entries of the source, right after a "," (or the "["), and written as we would
+        if (
+            source is not None
+            and span is not None
+            and span[0] == self._same_until + 1
+            and source[span[0] : span[1]] == body
+        ):
+            self._same_until = span[1]
+            return
+        self._diverge()
+        self.pieces.append(body)
+
+    def _diverge(self) -> None:
+        """From here on the output differs from the source: keep the part that was the same."""
+        if self._source is not None:
+            if self._same_until > len(_COMPACT_HEAD):
+                self.pieces.append(self._source[len(_COMPACT_HEAD) : self._same_until])
+            self._source = None
 
     def text(self, *more: _CompactWriter) -> str:
+        source = self._source
+        whole_source = source is not None and (
+            self._same_until == len(source) - len(_COMPACT_TAIL)
+            or (not self.entries and source == _COMPACT_HEAD + _COMPACT_TAIL)
+        )
+        if whole_source and source is not None and not any(writer.pieces for writer in more):
+            return source
+        self._diverge()
         pieces = self.pieces + [piece for writer in more for piece in writer.pieces]
-        return '{"offsets":[' + ",".join(pieces) + "]}"
+        return _COMPACT_HEAD + ",".join(pieces) + _COMPACT_TAIL
 
 
-def _streamed_entries(text: str, seen: set[int]) -> Iterator[OffsetEntry]:
+def _streamed_entries(text: str, seen: set[int]) -> Iterator[tuple[OffsetEntry, int, int]]:
     """Generically valid entries of ``text``, each partition's digest added to ``seen``; raises
     ``_NeedsWholeDocument`` at the first thing the whole-document path has to judge."""
     if _SURROGATE_ESCAPE.search(text):
@@ -745,7 +788,7 @@ def _streamed_entries(text: str, seen: set[int]) -> Iterator[OffsetEntry]:
     hook = _DuplicateKeys()
     decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float, object_pairs_hook=hook)
     problems = _Problems()
-    for raw in _scan_entries(text, decoder):
+    for raw, start, end in _scan_entries(text, decoder):
         entry = _build_entry(raw, "offsets", problems)
         if entry is None or hook.duplicates:
             raise _NeedsWholeDocument
@@ -753,18 +796,23 @@ def _streamed_entries(text: str, seen: set[int]) -> Iterator[OffsetEntry]:
         if digest in seen:
             raise _NeedsWholeDocument  # a duplicate (or a digest collision): the whole path decides
         seen.add(digest)
-        yield entry
+        yield entry, start, end
 
 
-def _batches(entries: Iterator[OffsetEntry]) -> Iterator[OffsetsDocument]:
+def _batches(entries: Iterator[tuple[OffsetEntry, int, int]]) -> Iterator[tuple[OffsetsDocument, tuple[int, int]]]:
+    """Batches of ``ENTRIES_PER_BATCH`` entries, each with the span of its text in the source."""
     batch: list[OffsetEntry] = []
-    for entry in entries:
+    start = end = 0
+    for entry, entry_start, entry_end in entries:
+        if not batch:
+            start = entry_start
         batch.append(entry)
+        end = entry_end
         if len(batch) == ENTRIES_PER_BATCH:
-            yield OffsetsDocument(tuple(batch))
+            yield OffsetsDocument(tuple(batch)), (start, end)
             batch = []
     if batch:
-        yield OffsetsDocument(tuple(batch))
+        yield OffsetsDocument(tuple(batch)), (start, end)
 
 
 def validated_compact_json(
@@ -790,14 +838,14 @@ def validated_compact_json(
             validate_for_connector(document, connector_class, config or {}, is_sink=is_sink)
         return document.to_compact_json()
 
-    writer = _CompactWriter()
+    writer = _CompactWriter(text)
     try:
-        for batch in _batches(_streamed_entries(text, set())):
+        for batch, span in _batches(_streamed_entries(text, set())):
             if translate_replay:
                 batch = translate_replay_from(batch)
             if connector_class is not None:
                 validate_for_connector(batch, connector_class, config or {}, is_sink=is_sink)
-            writer.add(batch.entries)
+            writer.add(batch.entries, span)
     except (_NeedsWholeDocument, OffsetsValidationError):
         return whole()
     if not writer.entries and not allow_empty:
@@ -820,11 +868,11 @@ def restore_compact_json(backup_text: str, current_text: str) -> RestoreDocument
 
     Streamed like ``validated_compact_json``: the backup's partitions are remembered as digests.
     """
-    backup = _CompactWriter()
+    backup = _CompactWriter(backup_text)
     kept: set[int] = set()
     try:
-        for batch in _batches(_streamed_entries(backup_text, kept)):
-            backup.add(batch.entries)
+        for batch, span in _batches(_streamed_entries(backup_text, kept)):
+            backup.add(batch.entries, span)
     except (_NeedsWholeDocument, OffsetsValidationError):
         document = parse_offsets_document(backup_text, allow_empty=True)  # raises for an invalid backup
         backup = _CompactWriter()
@@ -832,7 +880,7 @@ def restore_compact_json(backup_text: str, current_text: str) -> RestoreDocument
         kept = {_partition_digest(entry.partition) for entry in document.entries}
         del document
     try:
-        nulls = _nulls(_scan_entries(current_text, json.JSONDecoder()), kept)
+        nulls = _nulls((raw for raw, _, _ in _scan_entries(current_text, json.JSONDecoder())), kept)
     except _NeedsWholeDocument:  # not the usual shape (or empty): decide on the whole answer
         whole = json.loads(current_text) if current_text.strip() else {}
         listed = whole.get("offsets") if isinstance(whole, dict) else None
