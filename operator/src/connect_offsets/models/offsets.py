@@ -773,8 +773,18 @@ class _CompactWriter:
             self._same_until == len(source) - len(_COMPACT_TAIL)
             or (not self.entries and source == _COMPACT_HEAD + _COMPACT_TAIL)
         )
-        if whole_source and source is not None and not any(writer.pieces for writer in more):
-            return source
+        if whole_source and source is not None:
+            extra = [piece for writer in more for piece in writer.pieces]
+            if not extra:
+                return source
+            # The source plus what follows (a restore's nulls). Grown in place: CPython extends a
+            # str held by one local name, so there is no third copy as a join of a slice would make.
+            out = source[: -len(_COMPACT_TAIL)] if self.entries else _COMPACT_HEAD
+            if self.entries:
+                out += ","
+            out += ",".join(extra)
+            out += _COMPACT_TAIL
+            return out
         self._diverge()
         pieces = self.pieces + [piece for writer in more for piece in writer.pieces]
         return _COMPACT_HEAD + ",".join(pieces) + _COMPACT_TAIL
