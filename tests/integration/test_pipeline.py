@@ -23,7 +23,14 @@ import httpx
 import pytest
 
 from connect_offsets.pipeline.command import main as pipeline_main
-from connect_offsets.pipeline.jobs import KafkaSource, as_of, latest_documents, read_kafka
+from connect_offsets.pipeline.jobs import (
+    KafkaSource,
+    as_of,
+    decode_records,
+    latest_documents,
+    only_connectors,
+    read_kafka,
+)
 from connect_offsets.pipeline.session import SparkOptions, build_session
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
@@ -113,11 +120,11 @@ def test_history_as_of_latest_and_rewind_through_the_operator(
         p3, t3 = _advance(connect, name, source, lines[6:])
         assert len(read_topic(bootstrap, topic, 14)) == 14 and p1 < p2 < p3
 
-        records = read_kafka(spark, KafkaSource(bootstrap, offsets_topic)).where(f"connector = '{name}'").cache()
+        records = only_connectors(read_kafka(spark, KafkaSource(bootstrap, offsets_topic)), [name]).cache()
         # history: every commit, in order (a commit may repeat the previous position; collapse those)
         history = [
             (None if r["offset"] is None else json.loads(r["offset"])["position"])
-            for r in records.orderBy("timestamp", "kafka_offset").collect()
+            for r in decode_records(records).orderBy("timestamp", "kafka_offset").collect()
         ]
         collapsed = [v for i, v in enumerate(history) if i == 0 or v != history[i - 1]]
         assert collapsed == [p1, p2, None, p2, p3], history

@@ -28,9 +28,11 @@ from connect_offsets.pipeline.jobs import (
     PipelineError,
     as_of,
     decode_kafka,
+    decode_records,
     history_summary,
     latest,
     latest_documents,
+    only_connectors,
     parse_time,
     read_export,
     write_history,
@@ -99,7 +101,7 @@ def test_decoding_skips_what_connect_skips_and_canonicalises_partitions(spark: A
         (key("src", FILE_A), "null", 0, 7, 7),  # JSON null value: a tombstone, as JsonConverter reads it
         (key("src", FILE_A), None, 0, 8, 8),
     ]
-    rows = decode_kafka(raw_frame(spark, records)).orderBy("kafka_offset").collect()
+    rows = decode_records(decode_kafka(raw_frame(spark, records))).orderBy("kafka_offset").collect()
     assert [(r["connector"], r["partition"], r["offset"], r["tombstone"], r["kafka_offset"]) for r in rows] == [
         ("src", '{"a":"x","b":2}', '{"position":1}', False, 0),
         ("src", '{"a":"x","b":2}', '{"position":2}', False, 1),
@@ -198,6 +200,57 @@ def test_as_of_lists_partitions_whose_history_may_have_been_compacted(spark: Any
     assert result.documents["new"] == {"offsets": [{"partition": FILE_A, "offset": None}]}
 
 
+def test_reduction_per_stored_key_then_per_canonical_partition(spark: Any) -> None:
+    # The jobs reduce per stored key text first, then per canonical partition: the winner must be the
+    # record a single reduction would pick, with the stored text of *its* key.
+    records: list[Record] = [
+        ('["src",{"b":2,"a":"x"}]', '{"position":1}', 0, 0, 5),
+        ('["src", {"a":"x", "b":2}]', '{"position":2}', 1, 0, 5),  # same instant, same partition, later Kafka partition
+        ('["src",{"b":2,"a":"x"}]', '{"position":3}', 0, 1, 4),  # later offset but an earlier timestamp: loses
+        ('["src",{"n":1}]', '{"position":4}', 0, 2, 6),
+        ('["src",{"n":"1"}]', None, 0, 3, 7),  # "1" is another partition than 1 (a tombstone here)
+        ('["src",{"n":"1"}]', '{"position":5}', 1, 1, 3),
+        ("not json", '{"position":0}', 0, 4, 0),  # skipped keys count for nothing (not even as earliest time)
+        ('["src","{"]', '{"position":0}', 1, 2, 0),  # a string, not an object, though it starts with {
+        ('["src","{\\"n\\":1}"]', '{"position":0}', 1, 3, 0),
+    ]
+    frame = decode_kafka(raw_frame(spark, records))
+    rows = {r["partition"]: r for r in latest(frame).collect()}
+    assert sorted(rows) == ['{"a":"x","b":2}', '{"n":1}']
+    assert (rows['{"a":"x","b":2}']["partition_stored"], rows['{"a":"x","b":2}']["offset"]) == (
+        '{"a":"x","b":2}',  # from the winning key (from_json re-serialises the stored object compactly)
+        '{"position":2}',
+    )
+    result = as_of(frame, T0 + timedelta(seconds=5))
+    assert result.documents == {
+        "src": {
+            "offsets": [
+                {"partition": {"a": "x", "b": 2}, "offset": {"position": 2}},
+                {"partition": {"n": "1"}, "offset": {"position": 5}},  # canonical '{"n":"1"}' sorts first
+                {"partition": {"n": 1}, "offset": None},  # has an offset now, had none at T
+            ]
+        }
+    }
+    assert result.rows == 3
+    with pytest.raises(PipelineError, match=r"before the earliest retained record \(2026-11-01T12:00:03.000Z\)"):
+        as_of(frame, T0 + timedelta(seconds=2))
+    only = only_connectors(frame, ["other"])
+    assert latest(only).count() == 0
+    assert latest(only_connectors(frame, ["src"])).count() == 2
+
+
+def test_export_keys_round_trip_names_that_need_escaping(spark: Any, tmp_path: Path) -> None:
+    name = 'a "quoted" \\ name \u00e9'
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({name: [{"partition": {"b": 1, "a": "x"}, "offset": {"p": 1}}]}))
+    frame = read_export(spark, str(path))
+    assert latest_documents(frame) == {name: {"offsets": [{"partition": {"b": 1, "a": "x"}, "offset": {"p": 1}}]}}
+    decoded = decode_records(frame).collect()
+    assert [(r["connector"], r["partition"], r["partition_stored"]) for r in decoded] == [
+        (name, '{"a":"x","b":1}', '{"b":1,"a":"x"}')
+    ]
+
+
 def test_random_history_matches_a_plain_python_replay(spark: Any) -> None:
     rng = random.Random(875)
     partitions = [{"filename": f"/f/{i}", "shard": i % 3} for i in range(12)]
@@ -279,7 +332,7 @@ def test_history_parquet_and_summary(spark: Any, tmp_path: Path) -> None:
         (key("src", FILE_A), None, 0, 1, 5),
         (key("other", FILE_B), '{"position":2}', 1, 0, 9),
     ]
-    frame = decode_kafka(raw_frame(spark, records))
+    frame = decode_records(decode_kafka(raw_frame(spark, records)))
     write_history(frame, str(tmp_path / "history"))
     assert sorted(p.name for p in (tmp_path / "history").iterdir() if p.is_dir()) == [
         "connector=other",

@@ -26,6 +26,7 @@ from connect_offsets.pipeline.jobs import (
     KafkaSource,
     PipelineError,
     as_of,
+    decode_records,
     history_summary,
     latest_documents,
     only_connectors,
@@ -345,7 +346,7 @@ def _history(args: argparse.Namespace, progress: Progress) -> int:
     output.mkdir(parents=True, exist_ok=True)
     table = str((output / "history").resolve())
     progress.step(f"writing the history table to {table} (Parquet, partitioned by connector)")
-    records = loaded.records.persist()
+    records = decode_records(loaded.records).persist()  # decoded once for the table and the summary
     try:
         write_history(records, table)
         progress.step("summarising")

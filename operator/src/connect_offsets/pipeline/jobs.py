@@ -20,6 +20,15 @@ Semantics, matched to the worker (reference: connect-offsets-api.md §8.2):
   ``connectorPartitions``. The documents carry the partition exactly as it was stored (number types
   kept: ``1.0`` stays a double), so applying them addresses the same key.
 
+How the work is laid out (issue 8, bench/bench_pipeline.py): parsing JSON is what costs, so records
+are read with their key and value as undecoded text (``RECORD_COLUMNS``) and the reductions
+(``latest``, ``as_of``) first reduce per *stored key text*, which needs no parsing and leaves one row
+per key written (thousands, not millions). Only those rows are decoded (``from_json``), checked and
+canonicalised (``parse_json``), then combined per canonical partition. Both steps take the maximum
+(or minimum) of a struct that starts with the ordering fields, so the two-step reduction picks exactly
+the record a one-step one would. ``decode_records`` gives the per-record view (``DECODED_COLUMNS``)
+for the history table.
+
 Compaction cannot be seen record by record, but it leaves holes in the Kafka offsets. Each record
 carries ``removed_before``: how many offsets below it in its Kafka partition are missing (compacted,
 deleted by retention, aborted or transaction markers). A source partition whose first retained record is
@@ -43,6 +52,7 @@ __all__ = [
     "PipelineError",
     "as_of",
     "decode_kafka",
+    "decode_records",
     "history_summary",
     "latest",
     "read_export",
@@ -50,8 +60,21 @@ __all__ = [
     "write_history",
 ]
 
-#: Records as the jobs see them, whatever the source.
+#: Records as read, whatever the source: key and value still undecoded text (see decode_records).
 RECORD_COLUMNS = (
+    "key_text",  # the record key as stored: ``["<connector>", {partition}]`` when Connect would use it
+    "value_text",  # the record value as stored (null: a tombstone; so is the JSON text ``null``)
+    "kafka_topic",  # string (null for an export without Kafka positions)
+    "kafka_partition",  # int
+    "kafka_offset",  # long
+    "timestamp",  # timestamp (UTC), null when the source has none
+    "source_rank",  # int: position of the source in the list given
+    "seq",  # long: order within the source when it has no Kafka positions
+    "removed_before",  # long: missing Kafka offsets below this record in its Kafka partition (null: unknown)
+)
+
+#: One row per record with a key Connect would use, decoded (decode_records; the history table).
+DECODED_COLUMNS = (
     "connector",  # string
     "partition",  # canonical JSON text of the partition map
     "partition_stored",  # the partition map as stored (key order and number types of the writer)
@@ -85,6 +108,13 @@ _EXPORT_SCHEMA = (
 )
 
 
+#: ``fetch.max.wait.ms`` for the batch reads (see read_kafka); a source's own ``options`` win.
+FETCH_MAX_WAIT_MS = "10"
+
+#: Later records win: by timestamp, then source, Kafka partition and offset, then order in the file.
+_ORDER = ("timestamp", "source_rank", "kafka_partition", "kafka_offset", "seq")
+
+
 class PipelineError(Exception):
     """A job cannot produce a correct answer; the message names the source, connector or time."""
 
@@ -106,7 +136,7 @@ class KafkaSource:
 
 
 def read_kafka(spark: SparkSession, source: KafkaSource, rank: int = 0) -> DataFrame:
-    """Every record of ``source`` (batch, earliest to latest), decoded to RECORD_COLUMNS."""
+    """Every record of ``source`` (batch, earliest to latest), as RECORD_COLUMNS."""
     reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
@@ -116,6 +146,9 @@ def read_kafka(spark: SparkSession, source: KafkaSource, rank: int = 0) -> DataF
         .option("kafka.isolation.level", source.isolation_level)
         # Offsets vanish under compaction between planning and reading; that is expected here.
         .option("failOnDataLoss", "false")
+        # The read has a known end, so there is nothing to wait for at the broker: with Kafka's default
+        # (500 ms) every Kafka partition of the topic costs half a second of idle waiting.
+        .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
     )
     for key, value in source.options.items():
         reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
@@ -123,7 +156,7 @@ def read_kafka(spark: SparkSession, source: KafkaSource, rank: int = 0) -> DataF
 
 
 def decode_kafka(raw: DataFrame, rank: int = 0) -> DataFrame:
-    """Decode the Kafka source's rows (key/value binary, topic, partition, offset, timestamp).
+    """The Kafka source's rows (key/value binary, topic, partition, offset, timestamp) as RECORD_COLUMNS.
 
     Must be applied straight to the source: ``removed_before`` uses each row's position inside its
     Spark partition, which for Spark's Kafka batch source is exactly one Kafka partition's offset range
@@ -131,43 +164,72 @@ def decode_kafka(raw: DataFrame, rank: int = 0) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    positioned = raw.select(
+    return raw.select(
         F.col("key").cast("string").alias("key_text"),
         F.col("value").cast("string").alias("value_text"),
         F.col("topic").alias("kafka_topic"),
         F.col("partition").cast("int").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp"),
+        F.lit(rank).alias("source_rank"),
+        F.col("offset").alias("seq"),
         # row index inside the Spark partition = records of this Kafka partition read before this one
         (F.col("offset") - F.expr("monotonically_increasing_id() & 8589934591")).alias("removed_before"),
     )
-    return _decode(positioned, rank, seq=F.col("kafka_offset"))
 
 
-def _decode(frame: DataFrame, rank: int, seq: Column) -> DataFrame:
-    """key_text/value_text + positions -> RECORD_COLUMNS, dropping keys Connect would skip."""
+def _decode_key(frame: DataFrame) -> DataFrame:
+    """Add connector, partition_stored and partition (canonical) from ``key_text``.
+
+    All three are null for a key Connect would skip. Callers filter on them *after* their reduction
+    (see _per_key): a filter on the key alone would be pushed below a group-by on the key.
+    """
     from pyspark.sql import functions as F
 
-    parts = frame.withColumn("key_parts", F.expr("from_json(key_text, 'array<string>')"))
-    valid_key = (
-        F.col("key_text").rlike(r'^\s*\[\s*"')  # first element is a JSON string
-        & (F.size("key_parts") == 2)
-        & F.col("key_parts")[1].startswith("{")  # second is an object (from_json keeps its JSON text)
+    parts = F.col("_key_parts")
+    # JSON types of the elements: the array<string> parse below cannot tell {...} from "{...}".
+    types = F.expr("transform(from_json(key_text, 'array<variant>'), element -> schema_of_variant(element))")
+    valid_key = (F.size(types) == 2) & (types[0] == "STRING") & types[1].startswith("OBJECT")
+    return (
+        frame.withColumn("_key_parts", F.expr("from_json(key_text, 'array<string>')"))
+        .withColumn("connector", F.when(valid_key, parts[0]))
+        .withColumn("partition_stored", F.when(valid_key, parts[1]))
+        .withColumn("partition", F.expr("to_json(parse_json(partition_stored))"))
+        .drop("_key_parts")
     )
-    value = F.when(F.trim(F.col("value_text")) == "null", F.lit(None)).otherwise(F.col("value_text"))
-    return parts.where(valid_key).select(
-        F.col("key_parts")[0].alias("connector"),
-        F.expr("to_json(parse_json(key_parts[1]))").alias("partition"),
-        F.col("key_parts")[1].alias("partition_stored"),
-        value.alias("offset"),
-        value.isNull().alias("tombstone"),
-        "kafka_topic",
-        "kafka_partition",
-        "kafka_offset",
-        "timestamp",
-        F.lit(rank).alias("source_rank"),
-        seq.alias("seq"),
-        "removed_before",
+
+
+def _offset(value_text: Column) -> Column:
+    """The offset JSON text, null for a tombstone (a null value or the JSON text ``null``)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.trim(value_text) == "null", F.lit(None)).otherwise(value_text)
+
+
+def decode_records(records: DataFrame) -> DataFrame:
+    """RECORD_COLUMNS -> DECODED_COLUMNS: one row per record whose key Connect would use.
+
+    Parses every record's key, so it costs what the jobs avoid; the history table needs it.
+    """
+    from pyspark.sql import functions as F
+
+    return (
+        _decode_key(records)
+        .where(F.col("connector").isNotNull())
+        .select(
+            "connector",
+            "partition",
+            "partition_stored",
+            _offset(F.col("value_text")).alias("offset"),
+            _offset(F.col("value_text")).isNull().alias("tombstone"),
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
+            "timestamp",
+            "source_rank",
+            "seq",
+            "removed_before",
+        )
     )
 
 
@@ -188,7 +250,7 @@ def read_export(spark: SparkSession, path: str, rank: int = 0) -> DataFrame:
     frame = entries.select(
         "connector",
         stored.alias("stored"),
-        F.when(F.trim(offset) == "null", F.lit(None)).otherwise(offset).alias("offset"),
+        offset.alias("value_text"),
         F.col("entry.kafka.topic").alias("kafka_topic"),
         F.col("entry.kafka.partition").alias("kafka_partition"),
         F.col("entry.kafka.offset").alias("kafka_offset"),
@@ -197,12 +259,13 @@ def read_export(spark: SparkSession, path: str, rank: int = 0) -> DataFrame:
     ).where(stored.isNotNull() & F.col("entry.partition").startswith("{"))
     in_partition = Window.partitionBy("kafka_topic", "kafka_partition").orderBy("kafka_offset")
     removed = F.when(F.col("kafka_offset").isNotNull(), F.col("kafka_offset") - (F.row_number().over(in_partition) - 1))
+    # The key Connect would have written for the entry (to_json quotes and escapes the name), so the
+    # jobs decode exports and topics alike; from_json gives back ``stored`` as it is here.
+    named = F.to_json(F.array("connector"))  # ["<connector>"]
+    key_text = F.concat(F.regexp_replace(named, r"\]$", ","), F.col("stored"), F.lit("]"))
     return frame.select(
-        "connector",
-        F.expr("to_json(parse_json(stored))").alias("partition"),
-        F.col("stored").alias("partition_stored"),
-        "offset",
-        F.col("offset").isNull().alias("tombstone"),
+        key_text.alias("key_text"),
+        "value_text",
         "kafka_topic",
         "kafka_partition",
         "kafka_offset",
@@ -223,34 +286,67 @@ def union_sources(frames: Sequence[DataFrame]) -> DataFrame:
 
 
 def only_connectors(records: DataFrame, connectors: Sequence[str] | None) -> DataFrame:
+    """The records whose key names one of ``connectors`` (keys Connect would skip are dropped later)."""
     from pyspark.sql import functions as F
 
-    return records if not connectors else records.where(F.col("connector").isin(list(connectors)))
+    if not connectors:
+        return records
+    return records.where(F.expr("from_json(key_text, 'array<string>')")[0].isin(list(connectors)))
 
 
 # --------------------------------------------------------------------------- the jobs
 
 
-def _order() -> Column:
-    """Later records win: by timestamp, then source, Kafka partition and offset, then file order."""
+def _ranked(*payload: str | Column) -> Column:
+    """A struct of the ordering fields then ``payload``: its max is the latest record, its min the first."""
     from pyspark.sql import functions as F
 
-    return F.struct("timestamp", "source_rank", "kafka_partition", "kafka_offset", "seq")
+    return F.struct(*_ORDER, *payload)
 
 
-def _payload() -> Column:
+def _per_key(records: DataFrame, **aggregates: Column) -> DataFrame:
+    """Reduce to one row per stored key, then decode that key (_decode_key: null for keys Connect skips).
+
+    This is the pass over every record, so nothing in it parses JSON.
+    """
+    return _decode_key(records.groupBy("key_text").agg(*(c.alias(n) for n, c in aggregates.items())))
+
+
+def _valid(column: str) -> Column:
+    """``column`` of a per-key row whose key Connect uses, else null (so the aggregates leave it out)."""
     from pyspark.sql import functions as F
 
-    return F.struct("partition_stored", "offset", "tombstone", "timestamp")
+    return F.when(F.col("partition_stored").isNotNull(), F.col(column))
+
+
+def _combine(latest_of: str) -> Column:
+    """Latest of the per-key ``latest_of`` structs of one partition, with the stored text of its key.
+
+    Null when no valid key of the group has one: the group of skipped keys comes out null.
+    """
+    from pyspark.sql import functions as F
+
+    return F.max(
+        F.when(
+            F.col(latest_of).isNotNull() & F.col("partition_stored").isNotNull(),
+            F.struct(F.col(latest_of).alias("r"), F.col("partition_stored").alias("s")),
+        )
+    )
 
 
 def latest(records: DataFrame) -> DataFrame:
     """connector, partition, partition_stored, offset, timestamp: the current offsets (tombstones honoured)."""
     from pyspark.sql import functions as F
 
-    last = records.groupBy("connector", "partition").agg(F.max_by(_payload(), _order()).alias("last"))
-    return last.where(~F.col("last.tombstone")).select(
-        "connector", "partition", "last.partition_stored", "last.offset", "last.timestamp"
+    keys = _per_key(records, last=F.max(_ranked("value_text")))
+    last = keys.groupBy("connector", "partition").agg(_combine("last").alias("last"))
+    offset = _offset(F.col("last.r.value_text"))
+    return last.where(F.col("last").isNotNull() & offset.isNotNull()).select(
+        "connector",
+        "partition",
+        F.col("last.s").alias("partition_stored"),
+        offset.alias("offset"),
+        F.col("last.r.timestamp").alias("timestamp"),
     )
 
 
@@ -275,25 +371,35 @@ def as_of(records: DataFrame, at: datetime) -> AsOfResult:
     at_utc = _utc(at)
     cutoff = F.timestamp_millis(F.lit(_millis(at_utc)))
     before = F.col("timestamp") <= cutoff
-    order = _order()
-    per_partition = records.groupBy("connector", "partition").agg(
-        F.max_by(_payload(), order).alias("now"),
-        F.max_by(_payload(), F.when(before, order)).alias("then"),
-        F.min_by(F.struct("timestamp", "removed_before"), order).alias("first"),
-        F.min("timestamp").alias("earliest"),
+    keys = _per_key(
+        records,
+        now=F.max(_ranked("value_text")),
+        then=F.max(F.when(before, _ranked("value_text"))),
+        first=F.min(_ranked("removed_before")),
+        earliest=F.min("timestamp"),
+    )
+    per_partition = keys.groupBy("connector", "partition").agg(
+        _combine("now").alias("now"),
+        _combine("then").alias("then"),
+        F.min(_valid("first")).alias("first"),
+        F.min(_valid("earliest")).alias("earliest"),
     )
     # One pass over the records: the earliest time comes back with the (small) per-partition rows.
-    rows = per_partition.select(
-        "connector",
-        "partition",
-        F.col("now.partition_stored").alias("stored_now"),
-        (~F.col("now.tombstone")).alias("has_now"),
-        F.col("then.partition_stored").alias("stored_then"),
-        F.col("then.offset").alias("offset_then"),
-        F.unix_millis("first.timestamp").alias("first_time"),
-        F.col("first.removed_before").alias("removed_before"),
-        F.unix_millis("earliest").alias("earliest"),
-    ).collect()
+    rows = (
+        per_partition.where(F.col("now").isNotNull())
+        .select(
+            "connector",
+            "partition",
+            F.col("now.s").alias("stored_now"),
+            _offset(F.col("now.r.value_text")).isNotNull().alias("has_now"),
+            F.col("then.s").alias("stored_then"),
+            _offset(F.col("then.r.value_text")).alias("offset_then"),
+            F.unix_millis("first.timestamp").alias("first_time"),
+            F.col("first.removed_before").alias("removed_before"),
+            F.unix_millis("earliest").alias("earliest"),
+        )
+        .collect()
+    )
     if not rows:
         raise PipelineError("the sources hold no offsets records for the selected connectors")
     earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
@@ -357,14 +463,14 @@ def latest_documents(records: DataFrame) -> dict[str, dict[str, Any]]:
     return {c: {"offsets": [e for _, e in sorted(entries, key=lambda x: x[0])]} for c, entries in sorted(found.items())}
 
 
-def history_table(records: DataFrame) -> DataFrame:
-    return records.select(*HISTORY_COLUMNS)
+def history_table(decoded: DataFrame) -> DataFrame:
+    return decoded.select(*HISTORY_COLUMNS)
 
 
-def write_history(records: DataFrame, path: str, mode: str = "overwrite") -> None:
-    """The history as Parquet, partitioned by connector (the usual filter), sorted in log order."""
+def write_history(decoded: DataFrame, path: str, mode: str = "overwrite") -> None:
+    """The history (DECODED_COLUMNS) as Parquet, partitioned by connector, sorted in log order."""
     (
-        history_table(records)
+        history_table(decoded)
         .repartition("connector")
         .sortWithinPartitions("connector", "partition", "timestamp", "kafka_offset")
         .write.mode(mode)
@@ -373,12 +479,12 @@ def write_history(records: DataFrame, path: str, mode: str = "overwrite") -> Non
     )
 
 
-def history_summary(records: DataFrame) -> list[dict[str, Any]]:
-    """Per connector: records, tombstones, source partitions, first/last record time, topics."""
+def history_summary(decoded: DataFrame) -> list[dict[str, Any]]:
+    """Per connector (DECODED_COLUMNS): records, tombstones, source partitions, first/last time, topics."""
     from pyspark.sql import functions as F
 
     rows = (
-        records.groupBy("connector")
+        decoded.groupBy("connector")
         .agg(
             F.count(F.lit(1)).alias("records"),
             F.sum(F.col("tombstone").cast("long")).alias("tombstones"),

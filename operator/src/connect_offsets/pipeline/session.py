@@ -12,6 +12,7 @@ nothing is overridden there.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,10 @@ REQUIRED_JAR_PREFIXES = (
     "kafka-clients-",
     "commons-pool2-",
 )
+
+
+#: Driver JVM options of an embedded (local) session; see build_session.
+EMBEDDED_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
 class SparkSetupError(Exception):
@@ -72,6 +77,15 @@ def find_kafka_jars(explicit: list[str] | None = None) -> list[str]:
     return jars
 
 
+def local_slots(master: str) -> int | None:
+    """Task slots of an embedded ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master, else None."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if match is None:
+        return None
+    slots = match.group(1) or "1"
+    return (os.cpu_count() or 1) if slots == "*" else max(1, int(slots))
+
+
 @dataclass
 class SparkOptions:
     master: str | None = None  # None: local[*] embedded, or whatever spark-submit chose
@@ -102,8 +116,20 @@ def build_session(options: SparkOptions, app_name: str = "connect-offsets-pipeli
                 .config("spark.driver.bindAddress", "127.0.0.1")
                 .config("spark.ui.enabled", "false")
             )
-    if options.shuffle_partitions is not None:
-        builder = builder.config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
+            # The throughput collector: the driver is the only JVM and runs short batch jobs, where G1's
+            # concurrent work and write barriers cost more than its pauses save (bench_pipeline.py: less
+            # CPU both for the first job in a fresh JVM and for the later ones). ``--conf`` still wins.
+            builder = builder.config("spark.driver.extraJavaOptions", EMBEDDED_JAVA_OPTIONS)
+    shuffle_partitions = options.shuffle_partitions
+    slots = None if under_spark_submit() else local_slots(options.master or "local[*]")
+    if shuffle_partitions is None and slots is not None:
+        # Embedded: one shuffle partition per task slot (``--conf`` still wins). Spark's default (200) is
+        # sized for clusters; here each map task (one per Kafka partition) would write 200 shuffle blocks
+        # and the reduce side run up to 200 tasks on one or two cores, for results of a few thousand rows
+        # (the jobs reduce per stored key before anything else).
+        shuffle_partitions = slots
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     builder = builder.config("spark.ui.showConsoleProgress", "true" if options.progress else "false")
     for key, value in options.conf.items():
         builder = builder.config(key, value)
