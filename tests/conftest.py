@@ -9,6 +9,7 @@ Tests isolate themselves by namespace and unique connector/topic names, never by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -179,13 +180,39 @@ def custom(kube: Any) -> Any:
 
 
 @pytest.fixture
-def namespace(core: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+def namespace(core: Any, custom: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"t-{request.node.name[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:6]}"
     name = "".join(c for c in name if c.isalnum() or c == "-")
     core.create_namespace({"metadata": {"name": name}})
     yield name
+    # The test's operator has stopped by now, so nothing would remove its finalizers: the namespace
+    # would stay Terminating for the rest of the session, and the namespace controller retrying it
+    # (dozens of them by the end of a run) keeps the API server busy under every later test.
+    release_finalizers(custom, name)
     # Namespace deletion is asynchronous (the controller-manager finishes it); don't wait.
     core.delete_namespace(name)
+
+
+def release_finalizers(custom: Any, namespace: str) -> None:
+    """Drop the finalizers of the project's resources left in ``namespace`` (cleanup only)."""
+    from kubernetes.client.exceptions import ApiException
+
+    for plural in ("kafkaconnectors", "kafkamirrormaker2s", "connectclusters"):
+        try:
+            items = custom.list_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, plural)["items"]
+        except ApiException:
+            continue
+        for item in items:
+            if item["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiException):
+                    custom.patch_namespaced_custom_object(
+                        "connect-offsets.io",
+                        "v1alpha1",
+                        namespace,
+                        plural,
+                        item["metadata"]["name"],
+                        {"metadata": {"finalizers": None}},
+                    )
 
 
 @pytest.fixture
