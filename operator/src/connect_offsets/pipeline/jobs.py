@@ -60,10 +60,8 @@ __all__ = [
     "write_history",
 ]
 
-#: Records as read, whatever the source: key and value still undecoded text (see decode_records).
-RECORD_COLUMNS = (
-    "key_text",  # the record key as stored: ``["<connector>", {partition}]`` when Connect would use it
-    "value_text",  # the record value as stored (null: a tombstone; so is the JSON text ``null``)
+#: Where a record was, in every record layout.
+_POSITION_COLUMNS = (
     "kafka_topic",  # string (null for an export without Kafka positions)
     "kafka_partition",  # int
     "kafka_offset",  # long
@@ -73,6 +71,13 @@ RECORD_COLUMNS = (
     "removed_before",  # long: missing Kafka offsets below this record in its Kafka partition (null: unknown)
 )
 
+#: Records as read, whatever the source: key and value still undecoded text (see decode_records).
+RECORD_COLUMNS = (
+    "key_text",  # the record key as stored: ``["<connector>", {partition}]`` when Connect would use it
+    "value_text",  # the record value as stored (null: a tombstone; so is the JSON text ``null``)
+    *_POSITION_COLUMNS,
+)
+
 #: One row per record with a key Connect would use, decoded (decode_records; the history table).
 DECODED_COLUMNS = (
     "connector",  # string
@@ -80,13 +85,7 @@ DECODED_COLUMNS = (
     "partition_stored",  # the partition map as stored (key order and number types of the writer)
     "offset",  # offset map JSON text as stored; null for a tombstone
     "tombstone",  # boolean
-    "kafka_topic",  # string (null for an export without Kafka positions)
-    "kafka_partition",  # int
-    "kafka_offset",  # long
-    "timestamp",  # timestamp (UTC), null when the source has none
-    "source_rank",  # int: position of the source in the list given
-    "seq",  # long: order within the source when it has no Kafka positions
-    "removed_before",  # long: missing Kafka offsets below this record in its Kafka partition (null: unknown)
+    *_POSITION_COLUMNS,
 )
 
 #: What ``history`` writes (the internal ordering helpers are left out).
