@@ -105,13 +105,29 @@ def kill_worker(stack: dict[str, Any], component: str) -> None:
 
 @contextlib.contextmanager
 def frozen(stack: dict[str, Any], component: str) -> Iterator[None]:
-    """SIGSTOP the worker's process group: connections are still accepted by the kernel, nothing answers."""
+    """SIGSTOP the worker's process group: connections are still accepted by the kernel, nothing answers.
+
+    Yields once every thread of the worker is stopped: killpg returns when the signal is sent, and a
+    thread running on the other core can still finish a write (a log line) just after it.
+    """
     pid = worker_pid(stack, component)
     os.killpg(pid, signal.SIGSTOP)
     try:
+        wait_for(f"every thread of {component} stopped", lambda: all_threads_stopped(pid), timeout=10, interval=0.02)
         yield
     finally:
         os.killpg(pid, signal.SIGCONT)
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` in state T (stopped), per /proc."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 @dataclass(frozen=True)
