@@ -1113,9 +1113,9 @@ class TargetRunner:
             if same and "fingerprint" in previous and "appliedChunks" in previous
             else None
         )
-        data = offsets_json  # parsed as it is encoded, a slice at a time: no bytes copy of it
         limits = patch_limits()
-        chunk_plan = await asyncio.to_thread(plan_chunks, document_entries(data), limits)
+        # The text is parsed as it is encoded, a slice at a time: no bytes copy of it.
+        chunk_plan = await asyncio.to_thread(plan_chunks, document_entries(offsets_json), limits)
         chunked = len(chunk_plan) > 1
         if chunked and checkpoint is not None and resume is None:
             # Before the first chunk: from here on a restart must resume, not back up again.
@@ -1131,7 +1131,7 @@ class TargetRunner:
 
         try:
             result = await client.alter_offsets_chunked(
-                target.name, data, limits=limits, plan=chunk_plan, resume=resume, on_chunk_done=done
+                target.name, offsets_json, limits=limits, plan=chunk_plan, resume=resume, on_chunk_done=done
             )
         except ConnectError as error:
             if checkpoint is not None and chunked and error.chunk_failure is not None:

@@ -37,7 +37,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 Primitive = str | int | float | bool | None
 
@@ -145,6 +145,16 @@ def _canonical(value: Mapping[str, Primitive] | None) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+_COMPACT_HEAD = '{"offsets":['
+_COMPACT_TAIL = "]}"
+_encode_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _compact_entries(entries: Iterable[OffsetEntry]) -> str:
+    """The entries as compact JSON, comma-separated: the inside of ``{"offsets":[...]}``."""
+    return ",".join(_encode_compact({"partition": e.partition, "offset": e.offset}) for e in entries)
+
+
 @dataclass(frozen=True)
 class OffsetsDocument:
     """A validated offsets document; entries keep their order, dicts keep their key order."""
@@ -163,9 +173,7 @@ class OffsetsDocument:
     def to_compact_json(self) -> str:
         """The same text as ``json.dumps(self.to_json_obj(), separators=(",", ":"))``, entry by entry:
         no second tree of a million dicts at once."""
-        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-        body = ",".join(encode({"partition": e.partition, "offset": e.offset}) for e in self.entries)
-        return '{"offsets":[' + body + "]}"
+        return _COMPACT_HEAD + _compact_entries(self.entries) + _COMPACT_TAIL
 
     @staticmethod
     def partition_key(entry: OffsetEntry) -> str:
@@ -325,17 +333,16 @@ def _build_document(obj: object, *, allow_empty: bool, problems: _Problems) -> O
         problems.add("offsets", _EMPTY_OFFSETS_MESSAGE)
 
     entries: list[OffsetEntry] = []
-    seen: dict[bytes, int] = {}  # digests of the canonical partition keys: a million fit in tens of MB
+    seen: dict[int, int] = {}  # digests of the canonical partition keys: a million fit in tens of MB
     for index, raw in enumerate(raw_entries):
         entry = _build_entry(raw, f"offsets[{index}]", problems)
         if entry is None:
             continue
-        key = partition_key(entry)
-        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        digest = _partition_digest(entry.partition)
         if digest in seen:
             problems.add(
                 f"offsets[{index}].partition",
-                f"duplicate of offsets[{seen[digest]}].partition ({key}); list each partition once",
+                f"duplicate of offsets[{seen[digest]}].partition ({partition_key(entry)}); list each partition once",
             )
         else:
             seen[digest] = index
@@ -666,6 +673,8 @@ def validate_for_connector(
 #: Entries per batch handed to the family validators; bounds what is held besides the output text.
 ENTRIES_PER_BATCH = 10_000
 
+_Item = TypeVar("_Item")
+
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what the json module skips between tokens
 _OFFSETS_KEY = '"offsets"'
 
@@ -720,10 +729,6 @@ def _partition_digest(partition: Mapping[str, Primitive]) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "big")
 
 
-_COMPACT_HEAD = '{"offsets":['
-_COMPACT_TAIL = "]}"
-
-
 class _CompactWriter:
     """``{"offsets":[...]}`` written a batch at a time; the same text as ``to_compact_json``.
 
@@ -734,7 +739,6 @@ class _CompactWriter:
     """
 
     def __init__(self, source: str | None = None) -> None:
-        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
         self.pieces: list[str] = []
         self.entries = 0
         compact = source is not None and source.startswith(_COMPACT_HEAD) and source.endswith(_COMPACT_TAIL)
@@ -744,8 +748,7 @@ class _CompactWriter:
     def add(self, entries: Sequence[OffsetEntry], span: tuple[int, int] | None = None) -> None:
         if not entries:
             return
-        encode = self._encode
-        body = ",".join(encode({"partition": e.partition, "offset": e.offset}) for e in entries)
+        body = _compact_entries(entries)
         self.entries += len(entries)
         source = self._source
         # the next entries of the source, right after a "," (or the "["), and written as we would
@@ -768,26 +771,20 @@ class _CompactWriter:
             self._source = None
 
     def text(self, *more: _CompactWriter) -> str:
+        extra = [piece for writer in more for piece in writer.pieces]
         source = self._source
-        whole_source = source is not None and (
-            self._same_until == len(source) - len(_COMPACT_TAIL)
-            or (not self.entries and source == _COMPACT_HEAD + _COMPACT_TAIL)
-        )
-        if whole_source and source is not None:
-            extra = [piece for writer in more for piece in writer.pieces]
+        if source is not None and self._same_until == len(source) - len(_COMPACT_TAIL):  # all of it matched
             if not extra:
                 return source
             # The source plus what follows (a restore's nulls). Grown in place: CPython extends a
             # str held by one local name, so there is no third copy as a join of a slice would make.
-            out = source[: -len(_COMPACT_TAIL)] if self.entries else _COMPACT_HEAD
-            if self.entries:
-                out += ","
+            out = source[: -len(_COMPACT_TAIL)]
+            out += ","
             out += ",".join(extra)
             out += _COMPACT_TAIL
             return out
         self._diverge()
-        pieces = self.pieces + [piece for writer in more for piece in writer.pieces]
-        return _COMPACT_HEAD + ",".join(pieces) + _COMPACT_TAIL
+        return _COMPACT_HEAD + ",".join(self.pieces + extra) + _COMPACT_TAIL
 
 
 def _streamed_entries(text: str, seen: set[int]) -> Iterator[tuple[OffsetEntry, int, int]]:
@@ -809,20 +806,22 @@ def _streamed_entries(text: str, seen: set[int]) -> Iterator[tuple[OffsetEntry, 
         yield entry, start, end
 
 
-def _batches(entries: Iterator[tuple[OffsetEntry, int, int]]) -> Iterator[tuple[OffsetsDocument, tuple[int, int]]]:
-    """Batches of ``ENTRIES_PER_BATCH`` entries, each with the span of its text in the source."""
-    batch: list[OffsetEntry] = []
-    start = end = 0
-    for entry, entry_start, entry_end in entries:
-        if not batch:
-            start = entry_start
-        batch.append(entry)
-        end = entry_end
+def _in_batches(items: Iterable[_Item]) -> Iterator[list[_Item]]:
+    """``items`` in lists of ``ENTRIES_PER_BATCH`` (the last one shorter)."""
+    batch: list[_Item] = []
+    for item in items:
+        batch.append(item)
         if len(batch) == ENTRIES_PER_BATCH:
-            yield OffsetsDocument(tuple(batch)), (start, end)
+            yield batch
             batch = []
     if batch:
-        yield OffsetsDocument(tuple(batch)), (start, end)
+        yield batch
+
+
+def _batches(entries: Iterable[tuple[OffsetEntry, int, int]]) -> Iterator[tuple[OffsetsDocument, tuple[int, int]]]:
+    """Entries with their spans as small documents, each with the span of its text in the source."""
+    for batch in _in_batches(entries):
+        yield OffsetsDocument(tuple(entry for entry, _, _ in batch)), (batch[0][1], batch[-1][2])
 
 
 def validated_compact_json(
@@ -899,19 +898,19 @@ def restore_compact_json(backup_text: str, current_text: str) -> RestoreDocument
 
 
 def _nulls(current: Iterator[object], kept: set[int]) -> _CompactWriter:
-    writer = _CompactWriter()
-    batch: list[OffsetEntry] = []
-    for raw in current:
+    """``"offset": null`` for each partition in ``current`` (GET entries) with an offset but not kept."""
+    nulls = (
+        OffsetEntry(partition=raw["partition"], offset=None)
+        for raw in current
         # a partition Connect lists with a null offset has none: nothing to null
-        if not isinstance(raw, dict) or not isinstance(raw.get("partition"), dict) or raw.get("offset") is None:
-            continue
-        partition = raw["partition"]
-        if _partition_digest(partition) not in kept:
-            batch.append(OffsetEntry(partition=partition, offset=None))
-            if len(batch) == ENTRIES_PER_BATCH:
-                writer.add(batch)
-                batch = []
-    writer.add(batch)
+        if isinstance(raw, dict)
+        and isinstance(raw.get("partition"), dict)
+        and raw.get("offset") is not None
+        and _partition_digest(raw["partition"]) not in kept
+    )
+    writer = _CompactWriter()
+    for batch in _in_batches(nulls):
+        writer.add(batch)
     return writer
 
 

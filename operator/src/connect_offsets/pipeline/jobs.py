@@ -221,13 +221,7 @@ def decode_records(records: DataFrame) -> DataFrame:
             "partition_stored",
             _offset(F.col("value_text")).alias("offset"),
             _offset(F.col("value_text")).isNull().alias("tombstone"),
-            "kafka_topic",
-            "kafka_partition",
-            "kafka_offset",
-            "timestamp",
-            "source_rank",
-            "seq",
-            "removed_before",
+            *_POSITION_COLUMNS,
         )
     )
 
