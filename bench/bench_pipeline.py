@@ -6,7 +6,10 @@ many source partitions, ~2 % tombstones, timestamps spread over time) to a real 
 stack's Kafka and times ``latest`` and ``as-of`` (T in the middle of the history) with
 
 - Spark ``local[1]`` and ``local[2]`` (the pipeline's jobs, each configuration in its own process;
-  JVM start-up is reported apart from the job time), and
+  JVM start-up is reported apart from the job time). Each job runs twice in that process: the first
+  run is what ``connect-offsets pipeline`` costs (one job in a fresh JVM, HotSpot still compiling
+  Spark's code and the job's generated classes), the second shows what the task slots do once the
+  JIT has caught up. The JVM's CPU is split by thread (tasks, JIT compiler, GC, the rest), and
 - the CLI exporter's reader (``connect_offsets.clients.offsets_store.iter_offsets_topic``, what
   ``connect-offsets export --from-beginning`` uses) followed by the same reductions in plain Python.
 
@@ -146,22 +149,50 @@ def broker_pids() -> list[int]:
     return found
 
 
-class CpuMeter:
-    """CPU seconds of the reader's processes and of the brokers between ``start`` and ``stop``."""
+def jvm_thread_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of JVM ``pid`` per kind of thread (task, jit, gc, other), from /proc/<pid>/task."""
+    found = dict.fromkeys(THREAD_KINDS, 0.0)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            raw = (task / "stat").read_text()
+        except OSError:  # the thread ended in between
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        kind = next((k for k, prefixes in THREAD_KINDS.items() if name.startswith(prefixes)), "other")
+        found[kind] += seconds
+    return found
 
-    def __init__(self, reader_pids: list[int]) -> None:
-        self.reader_pids = reader_pids
+
+#: Linux thread names (15 characters) of the driver JVM's threads, by what they do.
+THREAD_KINDS: dict[str, tuple[str, ...]] = {
+    "task": ("Executor task l",),  # Spark's task slots
+    "jit": ("C1 CompilerThre", "C2 CompilerThre"),  # HotSpot's compilers
+    "gc": ("GC Thread", "VM Thread"),  # ParallelGC workers and the safepoint thread
+    "other": (),  # py4j, scheduler, shuffle, listeners, ...
+}
+
+
+class CpuMeter:
+    """CPU seconds between ``start`` and ``stop``: the Python process, the JVM by thread kind, the brokers."""
+
+    def __init__(self, python_pid: int, jvm_pid: int | None = None) -> None:
+        self.python_pid = python_pid
+        self.jvm_pid = jvm_pid
         self.brokers = broker_pids()
 
-    def _now(self) -> tuple[float, float]:
-        return sum(cpu_seconds(p) for p in self.reader_pids), sum(cpu_seconds(p) for p in self.brokers)
+    def _now(self) -> dict[str, float]:
+        now = {"python": cpu_seconds(self.python_pid), "broker": sum(cpu_seconds(p) for p in self.brokers)}
+        if self.jvm_pid is not None:
+            now |= jvm_thread_seconds(self.jvm_pid)
+        return now
 
     def start(self) -> None:
         self._start = self._now()
 
     def stop(self) -> dict[str, float]:
-        reader, broker = self._now()
-        return {"reader": reader - self._start[0], "broker": broker - self._start[1]}
+        return {k: v - self._start[k] for k, v in self._now().items()}
 
 
 # --------------------------------------------------------------------------- workers (own processes)
@@ -175,28 +206,22 @@ def worker_spark(servers: str, topic: str, master: str, at: datetime) -> dict[st
     spark = build_session(SparkOptions(master=master, progress=False, conf={"spark.sql.session.timeZone": "UTC"}))
     startup = time.monotonic() - started
     records = read_kafka(spark, KafkaSource(servers, topic))
-    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]  # the driver JVM py4j started
-    meter = CpuMeter([os.getpid(), jvm])
-    meter.start()
-    started = time.monotonic()
-    latest_docs = latest_documents(records)
-    t_latest = time.monotonic() - started
-    cpu_latest = meter.stop()
-    meter.start()
-    started = time.monotonic()
-    result = as_of(records, at)
-    t_as_of = time.monotonic() - started
-    cpu_as_of = meter.stop()
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]  # the driver JVM py4j started
+    meter = CpuMeter(os.getpid(), jvm)
+    result: dict[str, Any] = {"startup": startup}
+    for run in ("first", "second"):
+        meter.start()
+        started = time.monotonic()
+        latest_docs = latest_documents(records)
+        result[f"latest_{run}"] = {"wall": time.monotonic() - started, "cpu": meter.stop()}
+        meter.start()
+        started = time.monotonic()
+        then = as_of(records, at)
+        result[f"as_of_{run}"] = {"wall": time.monotonic() - started, "cpu": meter.stop()}
     spark.stop()
-    return {
-        "startup": startup,
-        "latest": t_latest,
-        "as_of": t_as_of,
-        "cpu_latest": cpu_latest,
-        "cpu_as_of": cpu_as_of,
-        "latest_partitions": sum(len(d["offsets"]) for d in latest_docs.values()),
-        "as_of_offsets": sum(1 for d in result.documents.values() for e in d["offsets"] if e["offset"] is not None),
-    }
+    result["latest_partitions"] = sum(len(d["offsets"]) for d in latest_docs.values())
+    result["as_of_offsets"] = sum(1 for d in then.documents.values() for e in d["offsets"] if e["offset"] is not None)
+    return result
 
 
 def worker_python(servers: str, topic: str, at: datetime) -> dict[str, Any]:
@@ -205,26 +230,23 @@ def worker_python(servers: str, topic: str, at: datetime) -> dict[str, Any]:
     from connect_offsets.models.storage import last_per_key, latest
 
     settings = {"bootstrap.servers": servers}
-    meter = CpuMeter([os.getpid()])
+    meter = CpuMeter(os.getpid())
     meter.start()
     started = time.monotonic()
     current = latest(last_per_key(iter_offsets_topic(settings, topic, TopicReadStats(topic), timeout=60)))
-    t_latest = time.monotonic() - started
-    cpu_latest = meter.stop()
+    latest_run = {"wall": time.monotonic() - started, "cpu": meter.stop()}
     # as-of: the same read, then the last record <= T per key (tombstones honoured)
     meter.start()
     started = time.monotonic()
     cutoff = int(at.timestamp() * 1000)
     stream = iter_offsets_topic(settings, topic, TopicReadStats(topic), timeout=60)
     then = latest(r for r in stream if r.kafka is not None and (r.kafka.timestamp or 0) <= cutoff)
-    t_as_of = time.monotonic() - started
-    cpu_as_of = meter.stop()
+    as_of_run = {"wall": time.monotonic() - started, "cpu": meter.stop()}
     return {
         "startup": 0.0,
-        "latest": t_latest,
-        "as_of": t_as_of,
-        "cpu_latest": cpu_latest,
-        "cpu_as_of": cpu_as_of,
+        # one process, no JIT: a second run would repeat the first
+        "latest_first": latest_run,
+        "as_of_first": as_of_run,
         "latest_partitions": len(current),
         "as_of_offsets": len(then),
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -247,15 +269,42 @@ def run_worker(kind: str, servers: str, topic: str, size: int) -> dict[str, Any]
 # --------------------------------------------------------------------------- report
 
 
-def busy(result: dict[str, Any], job: str) -> float:
-    """Cores a job kept busy on average: reader and broker CPU seconds over wall time."""
-    cpu = result[f"cpu_{job}"]
-    return float(cpu["reader"] + cpu["broker"]) / float(result[job])
+def total_cpu(run: dict[str, Any]) -> float:
+    return float(sum(run["cpu"].values()))
 
 
-def cpu_cell(cpu: dict[str, float], wall: float) -> str:
-    total = cpu["reader"] + cpu["broker"]
-    return f"{cpu['reader']:.1f} + {cpu['broker']:.1f}, {total / wall:.2f}"
+def busy(run: dict[str, Any]) -> float:
+    """Cores a run kept busy on average: all its CPU seconds (reader, JVM, brokers) over wall time."""
+    return total_cpu(run) / float(run["wall"])
+
+
+CPU_LABELS = {"task": "tasks", "jit": "JIT", "gc": "GC", "other": "other JVM", "python": "Python", "broker": "broker"}
+
+
+def cpu_cell(run: dict[str, Any]) -> str:
+    parts = ", ".join(f"{label} {run['cpu'][k]:.1f}" for k, label in CPU_LABELS.items() if k in run["cpu"])
+    return f"{parts} = {total_cpu(run):.1f} ({busy(run):.2f} cores)"
+
+
+def ratio_lines(size: int, results: dict[str, dict[str, Any]]) -> list[str]:
+    one, two, py = results["local[1]"], results["local[2]"], results["python"]
+    lines = []
+    for job in ("latest", "as_of"):
+        name = job.replace("_", "-")
+        first, second = one[f"{job}_first"], one[f"{job}_second"]
+        scale = first["wall"] / two[f"{job}_first"]["wall"]
+        warm_scale = second["wall"] / two[f"{job}_second"]["wall"]
+        per_core = py[f"{job}_first"]["wall"] / first["wall"]  # >1: Spark on one core beats the Python reader
+        lines.append(
+            f"- {size:,} `{name}`: local[2] = **{scale:.2f} x** local[1] (target >= 1.6: "
+            f"{'met' if scale >= 1.6 else 'missed'}; second run in the same JVM: {warm_scale:.2f} x); Spark per "
+            f"core = **{per_core:.2f} x** the Python reader's speed (target >= 0.5: "
+            f"{'met' if per_core >= 0.5 else 'missed'}). local[1] already kept {busy(first):.2f} of the 2 cores "
+            f"busy ({first['cpu']['jit']:.1f} of its {total_cpu(first):.1f} CPU s were the JIT compiler), so a "
+            f"second task slot could make it at most {2 / busy(first):.2f} x faster ({2 / busy(second):.2f} x in "
+            "the second run)"
+        )
+    return lines
 
 
 def main() -> None:
@@ -304,40 +353,41 @@ def main() -> None:
         "Spark job times exclude JVM start-up (shown apart); the Python reader is the CLI exporter's "
         "(`offsets_store.iter_offsets_topic`, confluent-kafka, one process, streamed) plus `models.storage.latest`.",
         "",
-        "Load average is the machine's 1-minute load around each run (other work shares the 2 cores; above ~2 the "
-        "figures say more about the machine than about the readers).",
+        "Each Spark process runs `latest`, `as-of`, `latest`, `as-of`: run 1 is what one "
+        "`connect-offsets pipeline` command costs (a fresh JVM still compiling Spark's code and the job's "
+        "generated classes), run 2 the same jobs once HotSpot has caught up.",
         "",
-        "CPU columns: CPU seconds the job used in the reader's processes (Spark: the driver JVM with its "
-        "task threads, plus the Python driver; Python: the reader process) + in the Kafka brokers serving "
-        "the read, and the cores they kept busy on average (CPU / wall). The machine has 2 cores.",
+        "Load average is the machine's 1-minute load around each process (other work shares the 2 cores; above ~2 "
+        "the figures say more about the machine than about the readers).",
         "",
-        "| records | reader | start-up s | latest s | latest records/s | latest CPU s (reader + broker), cores "
-        "| as-of s | as-of records/s | as-of CPU s (reader + broker), cores | load avg |",
-        "|---:|---|---:|---:|---:|---|---:|---:|---|---:|",
+        "CPU columns: CPU seconds of the run, by who spent them: the driver JVM's task slots, its JIT compiler "
+        "threads, its GC threads, its other threads (py4j, scheduler, shuffle), the Python process, and the "
+        "Kafka brokers serving the read; then the total and the cores it kept busy on average (CPU / wall). "
+        "The machine has 2 cores.",
+        "",
+        "| records | reader | run | start-up s | latest s | latest records/s | latest CPU s "
+        "| as-of s | as-of records/s | as-of CPU s | load avg |",
+        "|---:|---|---:|---:|---:|---:|---|---:|---:|---|---:|",
     ]
     ratios = []
     for size, results in rows:
         for kind, r in results.items():
-            lines.append(
-                f"| {size:,} | {kind} | {r['startup']:.1f} | {r['latest']:.1f} | {size / r['latest']:,.0f} | "
-                f"{cpu_cell(r['cpu_latest'], r['latest'])} | {r['as_of']:.1f} | {size / r['as_of']:,.0f} | "
-                f"{cpu_cell(r['cpu_as_of'], r['as_of'])} | {r['load']:.0f} |"
-            )
-        one, two, py = results["local[1]"], results["local[2]"], results["python"]
-        for job in ("latest", "as_of"):
-            scale = one[job] / two[job]
-            per_core = py[job] / one[job]  # >1: Spark on one core is faster than the Python reader
-            ratios.append(
-                f"- {size:,} `{job.replace('_', '-')}`: local[2] = **{scale:.2f} x** local[1] (target >= 1.6: "
-                f"{'met' if scale >= 1.6 else 'missed'}); Spark per core = **{per_core:.2f} x** the Python reader's "
-                f"speed (target >= 0.5: {'met' if per_core >= 0.5 else 'missed'}); local[1] already kept "
-                f"{busy(one, job):.2f} of the 2 cores busy, so a second task slot could make it at most "
-                f"{2 / busy(one, job):.2f} x faster"
-            )
-        if "max_rss_mib" in py:
-            rss = py["max_rss_mib"]
+            for run in ("first", "second"):
+                if f"latest_{run}" not in r:
+                    continue
+                latest_run, as_of_run = r[f"latest_{run}"], r[f"as_of_{run}"]
+                lines.append(
+                    f"| {size:,} | {kind} | {1 if run == 'first' else 2} | {r['startup']:.1f} | "
+                    f"{latest_run['wall']:.1f} | {size / latest_run['wall']:,.0f} | {cpu_cell(latest_run)} | "
+                    f"{as_of_run['wall']:.1f} | {size / as_of_run['wall']:,.0f} | {cpu_cell(as_of_run)} | "
+                    f"{r['load']:.0f} |"
+                )
+        ratios += ratio_lines(size, results)
+        if "max_rss_mib" in results["python"]:
+            rss = results["python"]["max_rss_mib"]
             ratios.append(f"- {size:,}: Python reader peak RSS {rss:,.0f} MiB (streamed: one record per key)")
-    lines += ["", "Ratios:", "", *ratios, *(["", "Problems:", "", *(f"- {n}" for n in notes)] if notes else [])]
+    lines += ["", "Ratios (run 1 unless said):", "", *ratios]
+    lines += [*(["", "Problems:", "", *(f"- {n}" for n in notes)] if notes else [])]
     body = "\n".join(lines)
     write_section("pipeline", body)
     print(body)

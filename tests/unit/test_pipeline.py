@@ -239,6 +239,35 @@ def test_reduction_per_stored_key_then_per_canonical_partition(spark: Any) -> No
     assert latest(only_connectors(frame, ["src"])).count() == 2
 
 
+def test_numbers_identify_partitions_as_the_worker_reads_them(spark: Any) -> None:
+    # JsonConverter reads integers as Long and anything with a fraction or an exponent as Double, and
+    # Jackson keeps the last value of a key given twice: 1 and 1.0 are two partitions, 1.0 and 1e0 one.
+    records: list[Record] = [
+        ('["src",{"n":1}]', '{"position":1}', 0, 0, 1),
+        ('["src",{"n":1.0}]', '{"position":2}', 0, 1, 2),
+        ('["src",{"n":1e0}]', '{"position":3}', 1, 0, 3),  # the same Double 1.0: wins with its own text
+        ('["src",{"n":1.5E-7}]', '{"position":4}', 1, 1, 4),
+        ('["src",{"n":0.00000015}]', None, 0, 2, 5),  # the same Double again: a tombstone for it
+        ('["src",{"a":1,"a":2}]', '{"position":6}', 0, 3, 6),
+        ('["src",{"a":2.0}]', '{"position":7}', 1, 2, 7),  # a Double, not the Long 2 above
+        ('["src",{"a":2}]', '{"position":8}', 1, 3, 8),  # the Long 2: the same partition as {"a":1,"a":2}
+    ]
+    frame = decode_kafka(raw_frame(spark, records))
+    rows = {r["partition"]: (r["partition_stored"], r["offset"]) for r in latest(frame).collect()}
+    assert rows == {
+        '{"n":1}': ('{"n":1}', '{"position":1}'),
+        '{"n":1.0}': ('{"n":1.0}', '{"position":3}'),  # from_json re-serialises 1e0 as the double 1.0
+        '{"a":2.0}': ('{"a":2.0}', '{"position":7}'),
+        '{"a":2}': ('{"a":2}', '{"position":8}'),
+    }
+    documents = latest_documents(frame)
+    partitions = [entry["partition"] for entry in documents["src"]["offsets"]]
+    assert partitions == [{"a": 2.0}, {"a": 2}, {"n": 1.0}, {"n": 1}]  # sorted by canonical text
+    assert [type(next(iter(p.values()))) for p in partitions] == [float, int, float, int]
+    history = decode_records(frame).where("kafka_partition = 0 AND kafka_offset = 3").collect()
+    assert [(r["partition"], r["partition_stored"]) for r in history] == [('{"a":2}', '{"a":1,"a":2}')]
+
+
 def test_export_keys_round_trip_names_that_need_escaping(spark: Any, tmp_path: Path) -> None:
     name = 'a "quoted" \\ name \u00e9'
     path = tmp_path / "export.json"

@@ -15,16 +15,18 @@ Semantics, matched to the worker (reference: connect-offsets-api.md §8.2):
   sources were given, so a connector's own topic can be listed after the worker's), Kafka partition
   and offset. Within one Kafka partition that is log order whenever timestamps do not go backwards
   (Connect's producer stamps wall-clock CreateTime);
-- a source partition is identified by its canonical JSON text (sorted keys, compact: ``to_json`` of a
-  VARIANT), so ``{"a":1,"b":2}`` and ``{"b":2,"a":1}`` are one partition, as they are for Connect's
-  ``connectorPartitions``. The documents carry the partition exactly as it was stored (number types
-  kept: ``1.0`` stays a double), so applying them addresses the same key.
+- a source partition is identified by its canonical JSON text (sorted keys, compact; see
+  _CANONICAL_PARTITION), so ``{"a":1,"b":2}`` and ``{"b":2,"a":1}`` are one partition, as they are for
+  Connect's ``connectorPartitions``. Numbers compare as the worker's JsonConverter reads them: an
+  integer is a ``Long`` and anything with a fraction or an exponent a ``Double``, so ``1`` and ``1.0``
+  are two partitions while ``1.0``, ``1.00`` and ``1e0`` are one. The documents carry the partition
+  exactly as it was stored (``1.0`` stays a double), so applying them addresses the same key.
 
 How the work is laid out (issue 8, bench/bench_pipeline.py): parsing JSON is what costs, so records
 are read with their key and value as undecoded text (``RECORD_COLUMNS``) and the reductions
 (``latest``, ``as_of``) first reduce per *stored key text*, which needs no parsing and leaves one row
 per key written (thousands, not millions). Only those rows are decoded (``from_json``), checked and
-canonicalised (``parse_json``), then combined per canonical partition. Both steps take the maximum
+canonicalised, then combined per canonical partition. Both steps take the maximum
 (or minimum) of a struct that starts with the ordering fields, so the two-step reduction picks exactly
 the record a one-step one would. ``decode_records`` gives the per-record view (``DECODED_COLUMNS``)
 for the history table.
@@ -110,8 +112,32 @@ _EXPORT_SCHEMA = (
 #: ``fetch.max.wait.ms`` for the batch reads (see read_kafka); a source's own ``options`` win.
 FETCH_MAX_WAIT_MS = "10"
 
+#: ``max.poll.records`` for the batch reads (see read_kafka); a source's own ``options`` win.
+MAX_POLL_RECORDS = "10000"
+
 #: Later records win: by timestamp, then source, Kafka partition and offset, then order in the file.
 _ORDER = ("timestamp", "source_rank", "kafka_partition", "kafka_offset", "seq")
+
+
+#: The canonical text of a (valid) stored partition object, from ``_entries`` (its key/value pairs as
+#: ``map_entries(from_json(partition_stored, 'map<string, variant>'))``): keys sorted, compact, each
+#: number written as the Java type JsonConverter gives it. VARIANT alone will not do: it reads ``1.0``
+#: as the decimal 1 (printed ``1``, equal to the integer 1) but ``1e0`` as a double (``1.0``), where
+#: Connect has ``Double`` 1.0 for both and ``Long`` 1 for ``1``. So each value is typed first: decimals
+#: and doubles are printed as doubles, everything else as VARIANT prints it. A key given twice keeps
+#: its last value, as Jackson does. Source partitions are flat maps of primitives (Connect's
+#: ``OffsetUtils.validateFormat``); a nested value written by some other tool is compared by VARIANT's rules.
+_CANONICAL_PARTITION = """
+concat('{', array_join(transform(
+    array_sort(array_distinct(transform(_entries, e -> e.key))),
+    k -> concat(
+        substr(to_json(array(k)), 2, length(to_json(array(k))) - 2), ':',
+        CASE WHEN schema_of_variant(element_at(filter(_entries, e -> e.key = k), -1).value)
+                  RLIKE '^(DOUBLE|FLOAT|DECIMAL)'
+             THEN string(cast(element_at(filter(_entries, e -> e.key = k), -1).value AS double))
+             ELSE to_json(element_at(filter(_entries, e -> e.key = k), -1).value) END)),
+  ','), '}')
+"""
 
 
 class PipelineError(Exception):
@@ -148,6 +174,12 @@ def read_kafka(spark: SparkSession, source: KafkaSource, rank: int = 0) -> DataF
         # The read has a known end, so there is nothing to wait for at the broker: with Kafka's default
         # (500 ms) every Kafka partition of the topic costs half a second of idle waiting.
         .option("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
+        # Spark's reader asks the broker for the partition's earliest and latest offsets (two ListOffsets
+        # round trips, which the task waits for) after every poll, and a poll returns at most
+        # max.poll.records: with Kafka's 500 that is 40,000 round trips for 10 M records, a third of a
+        # task's time. Spark keeps a task's last poll cached after it ends, so this is not unbounded:
+        # 10,000 records are a few MB per Kafka partition (bench_pipeline.py).
+        .option("kafka.max.poll.records", MAX_POLL_RECORDS)
     )
     for key, value in source.options.items():
         reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
@@ -193,8 +225,9 @@ def _decode_key(frame: DataFrame) -> DataFrame:
         frame.withColumn("_key_parts", F.expr("from_json(key_text, 'array<string>')"))
         .withColumn("connector", F.when(valid_key, parts[0]))
         .withColumn("partition_stored", F.when(valid_key, parts[1]))
-        .withColumn("partition", F.expr("to_json(parse_json(partition_stored))"))
-        .drop("_key_parts")
+        .withColumn("_entries", F.expr("map_entries(from_json(partition_stored, 'map<string, variant>'))"))
+        .withColumn("partition", F.expr(_CANONICAL_PARTITION))
+        .drop("_key_parts", "_entries")
     )
 
 

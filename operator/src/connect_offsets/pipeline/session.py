@@ -130,6 +130,9 @@ def build_session(options: SparkOptions, app_name: str = "connect-offsets-pipeli
         shuffle_partitions = slots
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    # The worker's Jackson reads a partition object that gives a key twice with the last value winning;
+    # VARIANT refuses such an object (and the key with it) unless told to do the same (jobs._decode_key).
+    builder = builder.config("spark.sql.variant.allowDuplicateKeys", "true")
     builder = builder.config("spark.ui.showConsoleProgress", "true" if options.progress else "false")
     for key, value in options.conf.items():
         builder = builder.config(key, value)
