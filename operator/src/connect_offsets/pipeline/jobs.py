@@ -119,24 +119,26 @@ MAX_POLL_RECORDS = "10000"
 _ORDER = ("timestamp", "source_rank", "kafka_partition", "kafka_offset", "seq")
 
 
-#: The canonical text of a (valid) stored partition object, from ``_entries`` (its key/value pairs as
-#: ``map_entries(from_json(partition_stored, 'map<string, variant>'))``): keys sorted, compact, each
-#: number written as the Java type JsonConverter gives it. VARIANT alone will not do: it reads ``1.0``
-#: as the decimal 1 (printed ``1``, equal to the integer 1) but ``1e0`` as a double (``1.0``), where
-#: Connect has ``Double`` 1.0 for both and ``Long`` 1 for ``1``. So each value is typed first: decimals
-#: and doubles are printed as doubles, everything else as VARIANT prints it. A key given twice keeps
-#: its last value, as Jackson does. Source partitions are flat maps of primitives (Connect's
-#: ``OffsetUtils.validateFormat``); a nested value written by some other tool is compared by VARIANT's rules.
+#: The canonical text of a (valid) stored partition object: keys sorted, compact, each number written
+#: as the Java type JsonConverter gives it. VARIANT alone will not do: it reads ``1.0`` as the decimal 1
+#: (printed ``1``, equal to the integer 1) but ``1e0`` as a double (``1.0``), where Connect has
+#: ``Double`` 1.0 for both and ``Long`` 1 for ``1``. So each value is typed first: decimals and doubles
+#: are printed as doubles, everything else as VARIANT prints it. Source partitions are flat maps of
+#: primitives (Connect's ``OffsetUtils.validateFormat``); a nested value written by some other tool is
+#: compared by VARIANT's rules. Two steps, as columns, so each field's value is looked up once:
+#: ``_fields`` are the sorted keys with their values (a key given twice keeps its last value, as
+#: Jackson does), and _CANONICAL_PARTITION prints them.
+_PARTITION_FIELDS = """
+transform(
+    array_sort(array_distinct(map_keys(from_json(partition_stored, 'map<string, variant>')))),
+    k -> named_struct('k', k, 'v', element_at(
+        filter(map_entries(from_json(partition_stored, 'map<string, variant>')), e -> e.key = k), -1).value))
+"""
 _CANONICAL_PARTITION = """
-concat('{', array_join(transform(
-    array_sort(array_distinct(transform(_entries, e -> e.key))),
-    k -> concat(
-        substr(to_json(array(k)), 2, length(to_json(array(k))) - 2), ':',
-        CASE WHEN schema_of_variant(element_at(filter(_entries, e -> e.key = k), -1).value)
-                  RLIKE '^(DOUBLE|FLOAT|DECIMAL)'
-             THEN string(cast(element_at(filter(_entries, e -> e.key = k), -1).value AS double))
-             ELSE to_json(element_at(filter(_entries, e -> e.key = k), -1).value) END)),
-  ','), '}')
+concat('{', array_join(transform(_fields, f -> concat(
+    substr(to_json(array(f.k)), 2, length(to_json(array(f.k))) - 2), ':',
+    CASE WHEN schema_of_variant(f.v) RLIKE '^(DOUBLE|FLOAT|DECIMAL)' THEN string(cast(f.v AS double))
+         ELSE to_json(f.v) END)), ','), '}')
 """
 
 
@@ -225,9 +227,9 @@ def _decode_key(frame: DataFrame) -> DataFrame:
         frame.withColumn("_key_parts", F.expr("from_json(key_text, 'array<string>')"))
         .withColumn("connector", F.when(valid_key, parts[0]))
         .withColumn("partition_stored", F.when(valid_key, parts[1]))
-        .withColumn("_entries", F.expr("map_entries(from_json(partition_stored, 'map<string, variant>'))"))
+        .withColumn("_fields", F.expr(_PARTITION_FIELDS))
         .withColumn("partition", F.expr(_CANONICAL_PARTITION))
-        .drop("_key_parts", "_entries")
+        .drop("_key_parts", "_fields")
     )
 
 
