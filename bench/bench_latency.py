@@ -44,7 +44,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, release_finalizers, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
     VERSION,
@@ -266,8 +266,7 @@ def main() -> int:
         finally:
             op.stop()
             connect.delete(f"/connectors/{name}")
-            release_finalizers(custom, namespace)
-            core.delete_namespace(namespace)
+            delete_namespace(core, custom, namespace)
     proxy.stop()
     report(results)
     return 0

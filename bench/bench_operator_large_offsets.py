@@ -45,7 +45,7 @@ from kubernetes import config as kube_config
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, release_finalizers, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
@@ -219,8 +219,7 @@ def main() -> int:
             print(f"(cleanup: {error})")
         op.stop()
         worker.stop()
-        release_finalizers(custom, namespace)
-        core.delete_namespace(namespace)
+        delete_namespace(core, custom, namespace)
     report(rows, facts)
     return 0
 

@@ -127,13 +127,19 @@ def as_of_time(size: int) -> datetime:
 
 # Why: on this 2-core machine the Kafka broker serving the reads, the JVM's JIT and GC threads and
 # the Python driver share the cores with the Spark tasks, so "local[1]" already keeps more than one
-# core busy. CPU seconds per job (reader and brokers) show how much room a second task slot has.
+# core busy. CPU seconds per run (the reader, the driver JVM by kind of thread, the brokers) show how
+# much room a second task slot has.
+
+
+def read_stat(path: Path) -> tuple[str, float]:
+    """Name and utime + stime (seconds) from a /proc ``stat`` file: a process's covers all its threads."""
+    raw = path.read_text()
+    fields = raw.rsplit(")", 1)[1].split()
+    return raw[raw.index("(") + 1 : raw.rindex(")")], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads) from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return read_stat(Path(f"/proc/{pid}/stat"))[1]
 
 
 def broker_pids() -> list[int]:
@@ -149,22 +155,6 @@ def broker_pids() -> list[int]:
     return found
 
 
-def jvm_thread_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds of JVM ``pid`` per kind of thread (task, jit, gc, other), from /proc/<pid>/task."""
-    found = dict.fromkeys(THREAD_KINDS, 0.0)
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            raw = (task / "stat").read_text()
-        except OSError:  # the thread ended in between
-            continue
-        name = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw.rsplit(")", 1)[1].split()
-        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        kind = next((k for k, prefixes in THREAD_KINDS.items() if name.startswith(prefixes)), "other")
-        found[kind] += seconds
-    return found
-
-
 #: Linux thread names (15 characters) of the driver JVM's threads, by what they do.
 THREAD_KINDS: dict[str, tuple[str, ...]] = {
     "task": ("Executor task l",),  # Spark's task slots
@@ -172,6 +162,18 @@ THREAD_KINDS: dict[str, tuple[str, ...]] = {
     "gc": ("GC Thread", "VM Thread"),  # ParallelGC workers and the safepoint thread
     "other": (),  # py4j, scheduler, shuffle, listeners, ...
 }
+
+
+def jvm_thread_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of JVM ``pid`` per kind of thread (THREAD_KINDS), from /proc/<pid>/task."""
+    found = dict.fromkeys(THREAD_KINDS, 0.0)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name, seconds = read_stat(task / "stat")
+        except OSError:  # the thread ended in between
+            continue
+        found[next((k for k, prefixes in THREAD_KINDS.items() if name.startswith(prefixes)), "other")] += seconds
+    return found
 
 
 class CpuMeter:

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, release_finalizers, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import GROUP, VERSION, condition, create_cluster, file_source_spec  # noqa: E402
 
@@ -194,8 +194,7 @@ def main() -> int:
                     ),
                     range(len(items)),
                 )
-                release_finalizers(custom, namespace)
-                core.delete_namespace(namespace)
+                delete_namespace(core, custom, namespace)
             except client.ApiException as error:
                 print(f"cleanup of {namespace}: {error.status} {error.reason}")
         worker_peak = worker.rss_mib()

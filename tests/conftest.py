@@ -185,16 +185,17 @@ def namespace(core: Any, custom: Any, request: pytest.FixtureRequest) -> Iterato
     name = "".join(c for c in name if c.isalnum() or c == "-")
     core.create_namespace({"metadata": {"name": name}})
     yield name
-    # The test's operator has stopped by now, so nothing would remove its finalizers: the namespace
-    # would stay Terminating for the rest of the session, and the namespace controller retrying it
-    # (dozens of them by the end of a run) keeps the API server busy under every later test.
-    release_finalizers(custom, name)
-    # Namespace deletion is asynchronous (the controller-manager finishes it); don't wait.
-    core.delete_namespace(name)
+    delete_namespace(core, custom, name)
 
 
-def release_finalizers(custom: Any, namespace: str) -> None:
-    """Drop the finalizers of the project's resources left in ``namespace`` (cleanup only)."""
+def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
+    """Delete a test's namespace once its operator has stopped, finalizers of the project's resources first.
+
+    Nothing else would remove those finalizers now: the namespace would stay Terminating for the rest
+    of the session, and the namespace controller retrying it (dozens of them by the end of a run)
+    keeps the API server busy under every later test. The deletion itself is asynchronous (the
+    controller-manager finishes it); nothing waits for it.
+    """
     from kubernetes.client.exceptions import ApiException
 
     for plural in ("kafkaconnectors", "kafkamirrormaker2s", "connectclusters"):
@@ -213,6 +214,7 @@ def release_finalizers(custom: Any, namespace: str) -> None:
                         item["metadata"]["name"],
                         {"metadata": {"finalizers": None}},
                     )
+    core.delete_namespace(namespace)
 
 
 @pytest.fixture

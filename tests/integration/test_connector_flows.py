@@ -18,7 +18,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import REPO, OperatorProcess, release_finalizers, wait_for
+from tests.conftest import REPO, OperatorProcess, delete_namespace, wait_for
 from tests.integration.support import (
     FILE_SINK,
     annotate,
@@ -386,8 +386,7 @@ def test_lifecycle_config_drift_and_deletion(
             finally:
                 second.stop()
         finally:
-            release_finalizers(custom, other_ns)
-            core.delete_namespace(other_ns)
+            delete_namespace(core, custom, other_ns)
 
         custom.delete_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors", name)
         wait_for("connector deleted in Connect", lambda: connect_state(connect, name) is None)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from kubernetes import client, config
 
-from tests.conftest import REPO, OperatorProcess, release_finalizers, wait_for
+from tests.conftest import REPO, OperatorProcess, delete_namespace, wait_for
 from tests.integration.support import (
     annotate,
     configmap_offsets,
@@ -132,8 +132,7 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
     finally:
         subprocess.run([stack["helm"], "uninstall", release, "-n", release_ns], env=env, capture_output=True)
         for leftover in (other_ns, release_ns):
-            release_finalizers(custom, leftover)
-            core.delete_namespace(leftover)
+            delete_namespace(core, custom, leftover)
 
 
 def test_rendered_chart_applies_server_side(stack: dict[str, Any], namespace: str, unique: str) -> None:
