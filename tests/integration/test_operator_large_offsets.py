@@ -90,6 +90,16 @@ def test_large_offsets_through_the_operator(
                 f"/connectors/{name}/offsets", json={"offsets": seed[start : start + 10_000]}, timeout=120
             )
             assert seeded.status_code == 200, seeded.text
+        # A PATCH returns once the records are written, but the worker's GET takes the partition set
+        # from its offsets-topic reader, which may not have read the last of them yet (CI: 24,377 of
+        # 30,000 listed right after the PATCHes). The list below is about the operator: start from a
+        # worker that shows all of them.
+        wait_for(
+            "the worker lists every seeded partition",
+            lambda: len(connect.get(f"/connectors/{name}/offsets", timeout=120).json()["offsets"]) == PARTITIONS,
+            timeout=120,
+            interval=1,
+        )
 
         # list: too large for plain offsets.json (about 2 MB), so the gzip form
         annotate(custom, namespace, name, connector_offsets="list")
