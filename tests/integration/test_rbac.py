@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.conftest import REPO, OperatorProcess, delete_namespace, wait_for
+from tests.integration.chart_install import run, sa_kubeconfig
 from tests.integration.support import (
     annotate,
     configmap_offsets,
@@ -30,12 +31,6 @@ from tests.integration.support import (
     wait_annotation_removed,
     wait_condition,
 )
-
-
-def run(cmd: list[str], env: dict[str, str]) -> str:
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
 
 
 def test_chart_service_account_runs_the_flows_and_nothing_more(
@@ -73,21 +68,7 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
         token = run(
             [stack["kubectl"], "create", "token", service_account, "-n", release_ns, "--duration", "1h"], env
         ).strip()
-        kubeconfig = tmp_path / "sa-kubeconfig"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "sa",
-                    "clusters": [
-                        {"name": "stack", "cluster": {"server": stack["apiserver"], "insecure-skip-tls-verify": True}}
-                    ],
-                    "users": [{"name": "sa", "user": {"token": token}}],
-                    "contexts": [{"name": "sa", "context": {"cluster": "stack", "user": "sa"}}],
-                }
-            )
-        )
+        kubeconfig = sa_kubeconfig(tmp_path / "sa-kubeconfig", stack["apiserver"], token)
 
         # What it must not do.
         sa_api = config.new_client_from_config(config_file=str(kubeconfig))
