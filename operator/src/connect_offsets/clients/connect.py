@@ -72,6 +72,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from connect_offsets import __version__
+from connect_offsets.clients.credentials import reflect
 from connect_offsets.models.chunking import (
     ChunkFailure,
     ChunkLimits,
@@ -361,6 +362,8 @@ def _secrets_of(endpoint: ConnectEndpoint) -> tuple[str, ...]:
             secrets.append(base64.b64encode(basic).decode("ascii"))
         if auth.token:
             secrets.append(auth.token)
+    if endpoint.client_key_pem:
+        secrets.append(endpoint.client_key_pem.strip())
     try:
         url_password = urlsplit(endpoint.url).password
     except ValueError:
@@ -533,6 +536,11 @@ class ConnectClient:
     @property
     def endpoint(self) -> ConnectEndpoint:
         return self._endpoint
+
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """The credential values this client holds, for :func:`credentials.reflect` by its callers."""
+        return self._secrets
 
     def __repr__(self) -> str:
         return f"ConnectClient({self._endpoint!r})"
@@ -832,6 +840,6 @@ class ConnectClient:
             raise ConnectError(f"unexpected response: {problems}", method=method, path=path) from None
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, _MASK)
-        return text
+        """Text from (or about) the Connect URL, as it may appear in status and Events: capped, and
+        redacted of this client's credentials and of URL user info (one helper for every writer)."""
+        return reflect(text, self._secrets)
