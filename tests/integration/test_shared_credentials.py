@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
-from tests.integration.support import GROUP, VERSION, condition, create_cluster
+from tests.integration.support import GROUP, VERSION, condition, create_cluster, create_connector, wait_condition
 
 LABEL = {"connect-offsets.io/credentials": "true"}
 
@@ -201,6 +201,16 @@ def test_credentials_go_only_where_their_owner_meant(
         ready = wait_cluster(custom, tenant, "grab", "False", "SecretNotOptedIn")
         assert "not-for-you" in ready["message"] and "connect-offsets.io/credentials=true" in ready["message"]
         assert plain.requests == []  # refused before any connection, let alone an Authorization header
+        # The tenant's connectors on that cluster say why, too.
+        create_connector(custom, tenant, "sink", {"class": "org.example.Sink", "config": {}}, cluster="grab")
+        ready = wait_condition(custom, tenant, "sink", "Ready", "False", reason="SecretNotOptedIn")
+        assert "not-for-you" in ready["message"]
+        custom.delete_namespaced_custom_object(GROUP, VERSION, tenant, "kafkaconnectors", "sink")
+        wait_for(
+            "connector deleted",
+            lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, tenant, "kafkaconnectors")["items"],
+        )
+        assert plain.requests == []
         core.patch_namespaced_secret("not-for-you", tenant, {"metadata": {"labels": LABEL}})
         wait_cluster(custom, tenant, "grab", "True", "Reachable")
         assert plain.authorizations() and set(plain.authorizations()) == {f"Bearer {token}"}

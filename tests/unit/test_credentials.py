@@ -11,6 +11,7 @@ In-memory fakes only (no API server, no network).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from typing import Any
@@ -20,7 +21,13 @@ import pytest
 from kubernetes import client
 from pydantic import ValidationError
 
-from connect_offsets.clients.connect import ConnectAuth, ConnectClient, ConnectEndpoint, ConnectServerError
+from connect_offsets.clients.connect import (
+    ConnectAuth,
+    ConnectBadRequest,
+    ConnectClient,
+    ConnectEndpoint,
+    ConnectServerError,
+)
 from connect_offsets.clients.credentials import (
     CREDENTIALS_LABEL,
     MAX_REFLECTED_BYTES,
@@ -167,11 +174,27 @@ def test_connect_errors_are_reflected_through_the_helper() -> None:
             assert connect.known_secrets == (TOKEN,)
             return caught.value
 
-    import asyncio
-
     error = asyncio.run(run())
     assert error.message.startswith("you sent Bearer ***") and TOKEN not in str(error)
     assert len(error.message.encode()) <= MAX_REFLECTED_BYTES
+
+
+def test_values_sent_inside_configs_are_redacted_too() -> None:
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required password="s3cr3t-value";'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error_code": 400, "message": f"Invalid value {jaas} for sasl.jaas.config"})
+
+    async def run() -> str:
+        async with ConnectClient(ConnectEndpoint(url="https://c"), transport=httpx.MockTransport(handler)) as connect:
+            connect.also_redact([jaas, "ab"])
+            assert connect.known_secrets == (jaas,)
+            with pytest.raises(ConnectBadRequest) as caught:
+                await connect.put_connector_config("m", {"source.cluster.sasl.jaas.config": jaas})
+            return str(caught.value)
+
+    text = asyncio.run(run())
+    assert "s3cr3t-value" not in text and "Invalid value *** for sasl.jaas.config" in text
 
 
 # --- Secrets -------------------------------------------------------------------------------------

@@ -1584,6 +1584,7 @@ class MirrorMaker2Service:
                     )
                 except CredentialsRefused as error:
                     raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
+                client.also_redact(secrets.values())
         except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
             if isinstance(error, KubernetesRejected):
                 reason = "SecretUnreadable"

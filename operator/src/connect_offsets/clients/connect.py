@@ -61,7 +61,7 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
@@ -541,6 +541,14 @@ class ConnectClient:
     def known_secrets(self) -> tuple[str, ...]:
         """The credential values this client holds, for :func:`credentials.reflect` by its callers."""
         return self._secrets
+
+    def also_redact(self, values: Iterable[str]) -> None:
+        """Mask these values too in this client's messages: credentials sent inside request bodies
+        (MirrorMaker 2 ``secretConfig`` values in connector configs) that Connect may echo in errors.
+        Over-masking is harmless, so values are only ever added."""
+        merged = set(self._secrets) | {v for v in values if len(v) >= _MIN_SCRUB_LEN}
+        if len(merged) != len(self._secrets):
+            self._secrets = tuple(sorted(merged, key=len, reverse=True))
 
     def __repr__(self) -> str:
         return f"ConnectClient({self._endpoint!r})"
