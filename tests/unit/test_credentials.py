@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 from typing import Any
 
@@ -42,7 +43,13 @@ from connect_offsets.clients.credentials import (
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected
 from connect_offsets.lag import mirror_secrets
 from connect_offsets.models.crds import ConnectClusterResource, ConnectClusterSpec, KafkaMirrorMaker2Resource
-from connect_offsets.service import ClusterRegistry, ClusterUnusable
+from connect_offsets.service import (
+    MAX_PLUGINS_SHOWN,
+    MAX_SERVER_FIELD,
+    ClusterRegistry,
+    ClusterService,
+    ClusterUnusable,
+)
 
 TOKEN = "tok-7f3a9c2e51d04b8e"
 OPTED_IN = {CREDENTIALS_LABEL: "true"}
@@ -388,3 +395,50 @@ def test_url_with_userinfo_is_refused_without_echo(url: str) -> None:
 def test_url_with_at_in_the_path_is_fine() -> None:
     spec = cluster_spec("https://connect:8443/api/@v1")
     assert spec.url == "https://connect:8443/api/@v1"
+
+
+# --- the ConnectCluster probe ----------------------------------------------------------------------
+
+
+class StatusKube:
+    """get_resource + patch_status: what ClusterService.reconcile touches."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.patches: list[dict[str, Any]] = []
+
+    async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.body
+
+    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.patches.append(status)
+
+
+class ProbeRegistry:
+    """ClusterRegistry.refresh with a client on a MockTransport that answers like a hostile worker."""
+
+    def __init__(self, handler: Any) -> None:
+        self.client = ConnectClient(
+            ConnectEndpoint(url="https://c", auth=ConnectAuth.basic("admin", TOKEN)),
+            transport=httpx.MockTransport(handler),
+        )
+
+    async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, Any]:
+        return self.client, await self.client.server_info()
+
+
+async def test_cluster_status_reflects_server_info_capped_and_redacted() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/":
+            return httpx.Response(200, json={"version": f"4.1.1 {TOKEN} " + "v" * 5000, "commit": "x" * 9000})
+        plugins = [{"class": f"org.example.P{i}", "type": "sink"} for i in range(MAX_PLUGINS_SHOWN + 50)]
+        return httpx.Response(200, json=plugins)
+
+    body = {"metadata": {"name": "c", "namespace": "ns", "generation": 1}, "spec": {"url": "https://c"}}
+    kube = StatusKube(body)
+    await ClusterService(kube, ProbeRegistry(handler)).reconcile("ns", "c")  # type: ignore[arg-type]
+    (status,) = kube.patches
+    assert TOKEN not in json.dumps(status) and status["version"].startswith("4.1.1 ***")
+    assert len(status["version"].encode()) <= MAX_SERVER_FIELD and len(status["commit"].encode()) <= MAX_SERVER_FIELD
+    assert len(status["connectorPlugins"]) == MAX_PLUGINS_SHOWN
+    assert len(status["conditions"][0]["message"].encode()) < 2 * MAX_SERVER_FIELD
