@@ -204,6 +204,25 @@ def test_values_sent_inside_configs_are_redacted_too() -> None:
     assert "s3cr3t-value" not in text and "Invalid value *** for sasl.jaas.config" in text
 
 
+def test_status_traces_are_redacted() -> None:
+    trace = f"org.apache.kafka.connect.errors.ConnectException: login as admin:{TOKEN} failed\n\tat x.y(Z.java:1)"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        failed = {"state": "FAILED", "worker_id": "w", "trace": trace}
+        return httpx.Response(200, json={"name": "c", "connector": failed, "tasks": [{**failed, "id": 0}]})
+
+    async def run(auth: ConnectAuth | None) -> Any:
+        endpoint = ConnectEndpoint(url="https://c", auth=auth)
+        async with ConnectClient(endpoint, transport=httpx.MockTransport(handler)) as connect:
+            return await connect.get_connector_status("c")
+
+    status = asyncio.run(run(ConnectAuth.basic("admin", TOKEN)))
+    assert status.connector.trace == trace.replace(TOKEN, "***")
+    assert status.tasks[0].trace == trace.replace(TOKEN, "***") and status.tasks[0].id == 0
+    assert status.first_trace() == "org.apache.kafka.connect.errors.ConnectException: login as admin:*** failed"
+    assert asyncio.run(run(None)).connector.trace == trace  # nothing to redact: untouched
+
+
 # --- Secrets -------------------------------------------------------------------------------------
 
 

@@ -128,6 +128,10 @@ _NOT_CONNECT_404: Final = (
 )
 
 _T = TypeVar("_T")
+_StateT = TypeVar("_StateT", bound=ConnectorState)
+#: Traces are redacted, not shortened, here (status size is bounded where status is built); this
+#: only bounds the redaction work on a hostile body.
+_MAX_TRACE_BYTES: Final = 256 * 1024
 
 
 # --------------------------------------------------------------------------------------------------
@@ -606,8 +610,22 @@ class ConnectClient:
         return await self._get_model_or_none(_connector_path(name, "config"), _CONFIG)
 
     async def get_connector_status(self, name: str) -> ConnectorStatus | None:
-        """The connector's status, or ``None`` if it does not exist."""
-        return await self._get_model_or_none(_connector_path(name, "status"), _STATUS)
+        """The connector's status, or ``None`` if it does not exist. Failure traces are redacted of
+        this client's credentials (they go into status); their size is the caller's to bound."""
+        status = await self._get_model_or_none(_connector_path(name, "status"), _STATUS)
+        if status is None or not self._secrets:
+            return status
+        return status.model_copy(
+            update={
+                "connector": self._redact_trace(status.connector),
+                "tasks": [self._redact_trace(task) for task in status.tasks],
+            }
+        )
+
+    def _redact_trace(self, state: _StateT) -> _StateT:
+        if not state.trace:
+            return state
+        return state.model_copy(update={"trace": reflect(state.trace, self._secrets, _MAX_TRACE_BYTES)})
 
     async def create_connector(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         """``POST /connectors``. A taken name raises :class:`ConnectConflict` (``already_exists``).
