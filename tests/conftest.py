@@ -257,6 +257,9 @@ class OperatorProcess:
             **os.environ,
             "KUBECONFIG": self.kubeconfig,
             "CONNECT_OFFSETS_DRIFT_INTERVAL": "5",
+            # The local stack has no TLS: its Connect takes basic auth over http, as a user who
+            # allowed it would run the operator (tests of the refusal set it to false).
+            "CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS": "true",
             **self.extra_env,
         }
         log = self.log_path.open("ab")

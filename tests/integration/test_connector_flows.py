@@ -418,12 +418,20 @@ def test_basic_auth_cluster_never_leaks_the_password(
     user, password = auth_worker["connect_auth_user"], auth_worker["connect_auth_password"]
     url = auth_worker["connect_auth_url"]
     assert httpx.get(f"{url}/connectors").status_code == 401  # the worker really demands auth
+    opted_in = {"connect-offsets.io/credentials": "true"}
     core.create_namespaced_secret(
-        namespace, {"metadata": {"name": "connect-creds"}, "stringData": {"username": user, "password": password}}
+        namespace,
+        {
+            "metadata": {"name": "connect-creds", "labels": opted_in},
+            "stringData": {"username": user, "password": password},
+        },
     )
     core.create_namespaced_secret(
         namespace,
-        {"metadata": {"name": "wrong-creds"}, "stringData": {"username": user, "password": "wrong-" + password}},
+        {
+            "metadata": {"name": "wrong-creds", "labels": opted_in},
+            "stringData": {"username": user, "password": "wrong-" + password},
+        },
     )
     create_cluster(
         custom, namespace, url, name="secured", authentication={"type": "basic", "secretName": "connect-creds"}

@@ -435,6 +435,15 @@ def test_drift_interval_and_extra_env() -> None:
     assert {"name": "FOO", "value": "bar"} in main["env"]
 
 
+def test_credentials_settings_reach_the_env() -> None:
+    defaults = container(render())["env"]
+    assert {"name": "CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS", "value": "false"} in defaults
+    assert {"name": "CONNECT_OFFSETS_ALLOWED_HOSTS", "value": ""} in defaults
+    main = container(render("credentials.allowPlaintext=true", "allowedHosts={connect.svc:8083,*.kafka.svc,[::1]}"))
+    assert {"name": "CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS", "value": "true"} in main["env"]
+    assert {"name": "CONNECT_OFFSETS_ALLOWED_HOSTS", "value": "connect.svc:8083,*.kafka.svc,[::1]"} in main["env"]
+
+
 # --- values.schema.json --------------------------------------------------------------------------
 
 
@@ -447,6 +456,10 @@ def test_drift_interval_and_extra_env() -> None:
         ("replicaCount=-1", "replicaCount"),
         ("driftIntervalSeconds=0", "driftIntervalSeconds"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
+        ("credentials.allowPlaintext=maybe", "allowPlaintext"),
+        ("credentials.other=true", "additional properties 'other' not allowed"),
+        ("allowedHosts={https://connect.svc}", "allowedHosts"),
+        ("allowedHosts={a*b.svc}", "allowedHosts"),
     ],
 )
 def test_schema_rejects_bad_values(value: str, message: str) -> None:

@@ -216,7 +216,7 @@ def test_cluster_spec_schema_fields() -> None:
     schema = structural_schema(ConnectClusterSpec)
     props = schema["properties"]
     assert schema["required"] == ["url"]
-    assert props["url"]["pattern"] == r"^https?://[^\s/]+(/.*)?$"
+    assert props["url"]["pattern"] == r"^https?://[^\s/@]+(/.*)?$"
     assert props["requestTimeoutSeconds"]["minimum"] == 1
     assert props["requestTimeoutSeconds"]["maximum"] == 600
     assert props["authentication"]["properties"]["type"]["enum"] == ["basic", "bearer"]

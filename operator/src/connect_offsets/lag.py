@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectNotFound
+from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused
 from connect_offsets.clients.kafka import KafkaAdminError, librdkafka_config, log_offsets
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
@@ -539,6 +540,36 @@ class _MeasureFailed(Exception):
     pass
 
 
+async def mirror_secrets(
+    kube: KubernetesApi, resource: KafkaMirrorMaker2Resource, policy: CredentialsPolicy
+) -> dict[tuple[str, str], str]:
+    """The ``secretConfig`` values of every cluster, keyed by (Secret name, key), once the policy
+    allows each cluster: bootstrap servers in the allow-list, and a cluster with ``secretConfig``
+    on SSL or SASL_SSL. Every cluster is checked before any Secret is read.
+
+    The one reader for the MM2 service (which sends the values to Connect) and the lag monitor
+    (which connects to the source cluster with them). Raises CredentialsRefused, LookupError (a key
+    is missing) or KubernetesError (the Secret cannot be read).
+    """
+    for cluster in resource.spec.clusters:
+        policy.check_kafka(
+            f"clusters[{cluster.alias}]",
+            cluster.bootstrap_servers,
+            cluster.config,
+            credentials=bool(cluster.secret_config),
+        )
+    values: dict[tuple[str, str], str] = {}
+    for cluster in resource.spec.clusters:
+        for key, ref in cluster.secret_config.items():
+            data = await kube.get_secret_data(resource.metadata.namespace, ref.name, [ref.key])
+            if ref.key not in data:
+                raise LookupError(
+                    f"clusters[{cluster.alias}].secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
+                )
+            values[(ref.name, ref.key)] = data[ref.key]
+    return values
+
+
 #: Resolves a resource's ConnectCluster label into a Connect client (the service's ClusterRegistry).
 ConnectResolver = Callable[[str, dict[str, str]], Awaitable[ConnectClient]]
 
@@ -554,10 +585,17 @@ class LagTick:
 class LagMonitor:
     """Measures a KafkaMirrorMaker2's mirrors; the caller runs it every ``delay`` seconds."""
 
-    def __init__(self, kube: KubernetesApi, registry: LagRegistry, connect_for: ConnectResolver) -> None:
+    def __init__(
+        self,
+        kube: KubernetesApi,
+        registry: LagRegistry,
+        connect_for: ConnectResolver,
+        policy: CredentialsPolicy | None = None,
+    ) -> None:
         self.kube = kube
         self.registry = registry
         self.connect_for = connect_for
+        self.policy = policy if policy is not None else CredentialsPolicy.from_env()
 
     async def measure(self, body: Mapping[str, Any]) -> LagTick:
         """Measure every mirror of this resource once. Never raises (a failure is a result)."""
@@ -587,8 +625,8 @@ class LagMonitor:
         self, resource: KafkaMirrorMaker2Resource, namespace: str, name: str, spec: ReplicationLagSpec
     ) -> list[MirrorLag]:
         try:
-            secrets = await self._secrets(resource)
-        except (KubernetesError, LookupError) as error:
+            secrets = await mirror_secrets(self.kube, resource, self.policy)
+        except (KubernetesError, LookupError, CredentialsRefused) as error:
             return self._failed_all(resource, namespace, name, f"secretConfig: {error}")
         targets = [t for t in mirror_targets(resource, secrets).targets if t.class_name == SOURCE_CLASS]
         try:
@@ -616,18 +654,6 @@ class LagMonitor:
             previous = self.registry.get(namespace, name, connector) or MirrorLag(connector, source, target)
             result.append(replace(previous, attempted_at=now, error=error[:512], requests=0, seconds=0.0))
         return result
-
-    async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
-        values: dict[tuple[str, str], str] = {}
-        for cluster in resource.spec.clusters:
-            for key, ref in cluster.secret_config.items():
-                data = await self.kube.get_secret_data(resource.metadata.namespace, ref.name)
-                if ref.key not in data:
-                    raise LookupError(
-                        f"clusters[{cluster.alias}].secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
-                    )
-                values[(ref.name, ref.key)] = data[ref.key]
-        return values
 
     def _export(self, namespace: str, name: str, measured: list[MirrorLag]) -> None:
         keep = set()

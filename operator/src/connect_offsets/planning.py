@@ -147,6 +147,8 @@ class Observed:
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
     seek: SeekOffsets | None = None
+    #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed).
+    cluster_error_reason: str = "ConnectClusterUnavailable"
 
     def without_documents(self) -> Observed:
         """The same observation without the offsets texts, once the plan holds what it needs of them:
@@ -372,7 +374,7 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
     plan = Plan()
     annotations = target.annotations
     if observed.cluster_error is not None:
-        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectClusterUnavailable", observed.cluster_error))
+        plan.conditions.append(ConditionSpec("Ready", "False", observed.cluster_error_reason, observed.cluster_error))
         return plan
 
     desired = _desired(target)

@@ -42,6 +42,7 @@ from connect_offsets.clients.connect import (
     ConnectHTTPError,
     ConnectUnavailable,
 )
+from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
 from connect_offsets.clients.offsets_configmaps import (
@@ -52,7 +53,7 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsStoreError,
 )
 from connect_offsets.faults import fault_point
-from connect_offsets.lag import LagRegistry
+from connect_offsets.lag import LagRegistry, mirror_secrets
 from connect_offsets.models.chunking import (
     DEFAULT_MAX_ENTRIES,
     ChunkLimits,
@@ -167,7 +168,20 @@ class Outcome:
 
 
 class ClusterUnusable(Exception):
-    """The ConnectCluster is missing, invalid, or its credentials cannot be read."""
+    """The ConnectCluster is missing, invalid, or its credentials cannot be read or may not be sent.
+
+    ``reason``: set when a credentials rule refused (SecretNotOptedIn, PlaintextCredentials,
+    HostNotAllowed ...), the Ready reason on the ConnectCluster and on the resources that use it.
+    ``invalid_spec``: the ConnectCluster itself fails validation.
+    """
+
+    def __init__(self, message: str, reason: str | None = None, *, invalid_spec: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.invalid_spec = invalid_spec
+
+    def reason_or(self, default: str) -> str:
+        return self.reason or ("InvalidSpec" if self.invalid_spec else default)
 
 
 # --- Connect clients per ConnectCluster ---------------------------------------------------
@@ -183,18 +197,23 @@ class _Entry:
 class ClusterRegistry:
     """One long-lived ``ConnectClient`` per ConnectCluster, rebuilt when its spec or Secrets change."""
 
-    def __init__(self, kube: KubernetesApi) -> None:
+    def __init__(self, kube: KubernetesApi, policy: CredentialsPolicy | None = None) -> None:
         self._kube = kube
+        #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
+        self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._lock = asyncio.Lock()
 
     async def endpoint(self, namespace: str, spec: ConnectClusterSpec) -> ConnectEndpoint:
+        """The endpoint to reach, once the policy allows it: refused before any Secret is read or
+        anything is sent (ClusterUnusable with the policy's reason)."""
         auth: ConnectAuth | None = None
         try:
+            self.policy.check_connect_url(spec.url, credentials=spec.authentication is not None)
             if spec.authentication is not None:
                 a = spec.authentication
-                data = await self._kube.get_secret_data(namespace, a.secret_name)
                 wanted = [a.username_key, a.password_key] if a.type == "basic" else [a.token_key]
+                data = await self._kube.get_secret_data(namespace, a.secret_name, wanted)
                 missing = [k for k in wanted if k not in data]
                 if missing:
                     raise ClusterUnusable(f"Secret {a.secret_name} has no key(s) {', '.join(missing)}")
@@ -210,12 +229,14 @@ class ClusterRegistry:
                     ca_pem = await self._read_key_ref(namespace, spec.tls.ca.secret, spec.tls.ca.config_map)
                 if spec.tls.client_certificate is not None:
                     cc = spec.tls.client_certificate
-                    data = await self._kube.get_secret_data(namespace, cc.secret_name)
+                    data = await self._kube.get_secret_data(namespace, cc.secret_name, [cc.cert_key, cc.key_key])
                     if cc.cert_key not in data or cc.key_key not in data:
                         raise ClusterUnusable(f"Secret {cc.secret_name} needs keys {cc.cert_key} and {cc.key_key}")
                     cert_pem, key_pem = data[cc.cert_key], data[cc.key_key]
         except KubernetesRejected as error:
             raise ClusterUnusable(str(error)) from error
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
         return ConnectEndpoint(
             url=spec.url,
             auth=auth,
@@ -228,7 +249,7 @@ class ClusterRegistry:
 
     async def _read_key_ref(self, namespace: str, secret: Any, config_map: Any) -> str:
         if secret is not None:
-            data = await self._kube.get_secret_data(namespace, secret.name)
+            data = await self._kube.get_secret_data(namespace, secret.name, [secret.key])
             ref = secret
         else:
             cm = await self._kube.get_configmap(namespace, config_map.name)
@@ -248,7 +269,9 @@ class ClusterRegistry:
         try:
             cluster = ConnectClusterResource.model_validate(body)
         except ValidationError as error:
-            raise ClusterUnusable(f"ConnectCluster {name} is invalid: {_validation_text(error)}") from error
+            raise ClusterUnusable(
+                f"ConnectCluster {name} is invalid: {_validation_text(error)}", invalid_spec=True
+            ) from error
         endpoint = await self.endpoint(namespace, cluster.spec)
         fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
         async with self._lock:
@@ -274,13 +297,24 @@ class ClusterRegistry:
         if kafka is None:
             raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
         java = {k: _plain(v) for k, v in kafka.config.items() if v is not None}
-        for key, ref in kafka.secret_config.items():
-            data = await self._kube.get_secret_data(namespace, ref.name)
-            if ref.key not in data:
-                raise ClusterUnusable(
-                    f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
-                )
-            java[key] = data[ref.key]
+        try:
+            self.policy.check_kafka(
+                f"ConnectCluster {name} spec.kafka",
+                kafka.bootstrap_servers,
+                java,
+                credentials=bool(kafka.secret_config),
+            )
+            for key, ref in kafka.secret_config.items():
+                data = await self._kube.get_secret_data(namespace, ref.name, [ref.key])
+                if ref.key not in data:
+                    raise ClusterUnusable(
+                        f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
+                    )
+                java[key] = data[ref.key]
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
+        except KubernetesRejected as error:
+            raise ClusterUnusable(f"ConnectCluster {name} spec.kafka.secretConfig: {error}") from error
         return librdkafka_config(kafka.bootstrap_servers, java)
 
     async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
@@ -1321,7 +1355,8 @@ class ConnectorService:
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
         except (ClusterUnusable, ClusterUnreachable) as error:
-            plan = plan_target(target, Observed(now, str(error), False, None, None))
+            reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
+            plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
             await write_status(self.kube, CONNECTORS, body, plan.conditions, now, {})
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
@@ -1462,6 +1497,12 @@ async def write_status_fields(
 # --- ConnectCluster -----------------------------------------------------------------------
 
 
+#: Server info fields a Connect URL sends are echoed at most this long (a version is ~10 characters).
+MAX_SERVER_FIELD = 256
+#: Plugin classes listed in status (a real worker has a few dozen; a hostile URL may send millions).
+MAX_PLUGINS_SHOWN = 500
+
+
 class ClusterService:
     """Probe a ConnectCluster (``GET /``, plugins) and report it in status."""
 
@@ -1481,17 +1522,21 @@ class ClusterService:
             # A fresh probe every time: a worker upgraded behind our back must be noticed.
             client, info = await self.clusters.refresh(namespace, name)
             plugins = await client.connector_plugins()
+
+            def echoed(text: str | None) -> str | None:
+                # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
+                return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
+
             extra = {
-                "version": info.version,
-                "commit": info.commit,
-                "kafkaClusterId": info.kafka_cluster_id,
-                "connectorPlugins": sorted(plugins),
+                "version": echoed(info.version),
+                "commit": echoed(info.commit),
+                "kafkaClusterId": echoed(info.kafka_cluster_id),
+                "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
             }
-            conditions = [
-                ConditionSpec("Ready", "True", "Reachable", f"Connect {info.version} answers at {body['spec']['url']}")
-            ]
+            url = reflect(str(body["spec"].get("url", "")))
+            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
         except ClusterUnusable as error:
-            conditions = [ConditionSpec("Ready", "False", "InvalidConfiguration", str(error))]
+            conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
         except ConnectError as error:
             conditions = [ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])]
             outcome.transient_error = str(error)
@@ -1512,16 +1557,12 @@ class MirrorMaker2Service:
         self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
 
     async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
-        values: dict[tuple[str, str], str] = {}
-        for cluster in resource.spec.clusters:
-            for key, ref in cluster.secret_config.items():
-                data = await self.kube.get_secret_data(resource.metadata.namespace, ref.name)
-                if ref.key not in data:
-                    raise ClusterUnusable(
-                        f"clusters[{cluster.alias}].secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
-                    )
-                values[(ref.name, ref.key)] = data[ref.key]
-        return values
+        try:
+            return await mirror_secrets(self.kube, resource, self.clusters.policy)
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
+        except LookupError as error:
+            raise ClusterUnusable(str(error)) from error
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         now = now_utc()
@@ -1535,8 +1576,22 @@ class MirrorMaker2Service:
             mirror = mirror_targets(resource, secrets)
             outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+            if secrets:
+                # The values go to Connect inside the connectors' config: over https only, too.
+                try:
+                    self.clusters.policy.check_connect_url(
+                        client.endpoint.url, credentials=True, what="the ConnectCluster's spec.url"
+                    )
+                except CredentialsRefused as error:
+                    raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
+                client.also_redact(secrets.values())
         except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
-            reason = "ConnectClusterUnavailable" if not isinstance(error, KubernetesRejected) else "SecretUnreadable"
+            if isinstance(error, KubernetesRejected):
+                reason = "SecretUnreadable"
+            elif isinstance(error, ClusterUnusable):
+                reason = error.reason or "ConnectClusterUnavailable"
+            else:
+                reason = "ConnectClusterUnavailable"
             await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)

@@ -61,7 +61,7 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
@@ -72,6 +72,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from connect_offsets import __version__
+from connect_offsets.clients.credentials import reflect
 from connect_offsets.models.chunking import (
     ChunkFailure,
     ChunkLimits,
@@ -127,6 +128,10 @@ _NOT_CONNECT_404: Final = (
 )
 
 _T = TypeVar("_T")
+_StateT = TypeVar("_StateT", bound=ConnectorState)
+#: Traces are redacted, not shortened, here (status size is bounded where status is built); this
+#: only bounds the redaction work on a hostile body.
+_MAX_TRACE_BYTES: Final = 256 * 1024
 
 
 # --------------------------------------------------------------------------------------------------
@@ -361,6 +366,8 @@ def _secrets_of(endpoint: ConnectEndpoint) -> tuple[str, ...]:
             secrets.append(base64.b64encode(basic).decode("ascii"))
         if auth.token:
             secrets.append(auth.token)
+    if endpoint.client_key_pem:
+        secrets.append(endpoint.client_key_pem.strip())
     try:
         url_password = urlsplit(endpoint.url).password
     except ValueError:
@@ -534,6 +541,19 @@ class ConnectClient:
     def endpoint(self) -> ConnectEndpoint:
         return self._endpoint
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """The credential values this client holds, for :func:`credentials.reflect` by its callers."""
+        return self._secrets
+
+    def also_redact(self, values: Iterable[str]) -> None:
+        """Mask these values too in this client's messages: credentials sent inside request bodies
+        (MirrorMaker 2 ``secretConfig`` values in connector configs) that Connect may echo in errors.
+        Over-masking is harmless, so values are only ever added."""
+        merged = set(self._secrets) | {v for v in values if len(v) >= _MIN_SCRUB_LEN}
+        if len(merged) != len(self._secrets):
+            self._secrets = tuple(sorted(merged, key=len, reverse=True))
+
     def __repr__(self) -> str:
         return f"ConnectClient({self._endpoint!r})"
 
@@ -590,8 +610,22 @@ class ConnectClient:
         return await self._get_model_or_none(_connector_path(name, "config"), _CONFIG)
 
     async def get_connector_status(self, name: str) -> ConnectorStatus | None:
-        """The connector's status, or ``None`` if it does not exist."""
-        return await self._get_model_or_none(_connector_path(name, "status"), _STATUS)
+        """The connector's status, or ``None`` if it does not exist. Failure traces are redacted of
+        this client's credentials (they go into status); their size is the caller's to bound."""
+        status = await self._get_model_or_none(_connector_path(name, "status"), _STATUS)
+        if status is None or not self._secrets:
+            return status
+        return status.model_copy(
+            update={
+                "connector": self._redact_trace(status.connector),
+                "tasks": [self._redact_trace(task) for task in status.tasks],
+            }
+        )
+
+    def _redact_trace(self, state: _StateT) -> _StateT:
+        if not state.trace:
+            return state
+        return state.model_copy(update={"trace": reflect(state.trace, self._secrets, _MAX_TRACE_BYTES)})
 
     async def create_connector(self, name: str, config: dict[str, str], initial_state: str | None = None) -> None:
         """``POST /connectors``. A taken name raises :class:`ConnectConflict` (``already_exists``).
@@ -832,6 +866,6 @@ class ConnectClient:
             raise ConnectError(f"unexpected response: {problems}", method=method, path=path) from None
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, _MASK)
-        return text
+        """Text from (or about) the Connect URL, as it may appear in status and Events: capped, and
+        redacted of this client's credentials and of URL user info (one helper for every writer)."""
+        return reflect(text, self._secrets)

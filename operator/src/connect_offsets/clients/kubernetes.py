@@ -18,7 +18,7 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets import API_GROUP, API_VERSION
+from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
 
 __all__ = [
     "ConfigMapData",
@@ -302,10 +303,43 @@ class KubernetesApi:
 
     # --- Secrets ----------------------------------------------------------------------
 
-    async def get_secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        """Decoded Secret data. Raises KubernetesRejected(404) if the Secret is missing."""
+    async def get_secret_data(self, namespace: str, name: str, keys: Iterable[str]) -> dict[str, str]:
+        """The wanted ``keys`` of a Secret that opted in to be used as credentials, decoded as UTF-8.
+
+        Only Secrets labelled ``connect-offsets.io/credentials=true`` are used: the label is how the
+        Secret's owner says the operator may send it (whoever names it in a resource may not be
+        allowed to read it). Only the keys asked for are decoded, so a Secret that also holds binary
+        data (a Strimzi KafkaUser Secret has ``user.p12``) works. A wanted key the Secret lacks is
+        absent from the result (the caller says which setting needed it).
+
+        Raises KubernetesRejected(404) if the Secret is missing, CredentialsRefused (reason
+        ``SecretNotOptedIn`` or ``SecretKeyNotText``) otherwise.
+        """
         obj = await self._call(f"get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
-        return {k: base64.b64decode(v).decode() for k, v in (obj.data or {}).items()}
+        labels = (obj.metadata.labels if obj.metadata is not None else None) or {}
+        if labels.get(CREDENTIALS_LABEL) != "true":
+            raise CredentialsRefused(
+                "SecretNotOptedIn",
+                f"Secret {name} is not marked for use as credentials: nothing was read or sent. If its owner "
+                f"agrees, add the label {CREDENTIALS_LABEL}=true "
+                f"(kubectl label secret {name} -n {namespace} {CREDENTIALS_LABEL}=true)",
+            )
+        data = obj.data or {}
+        values: dict[str, str] = {}
+        for key in dict.fromkeys(keys):
+            if key not in data:
+                continue
+            raw = base64.b64decode(data[key])
+            try:
+                values[key] = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                # Position only: the offending bytes are part of the secret.
+                raise CredentialsRefused(
+                    "SecretKeyNotText",
+                    f"Secret {name} key {key} is not UTF-8 text (invalid byte at position {error.start}); "
+                    "this setting needs text (e.g. PEM or a password), not binary data",
+                ) from None
+        return values
 
     # --- our resources ----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import kopf
 
 from connect_offsets import API_GROUP
 from connect_offsets.clients.connect import ConnectClient
+from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry
 from connect_offsets.service import (
@@ -86,8 +87,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # With --peering, a standby takes over once the active operator's record is this old: short
     # enough for a quick failover, long enough that a busy event loop does not cause flapping.
     settings.peering.lifetime = int(_env_float("CONNECT_OFFSETS_PEERING_LIFETIME", 15.0))
+    try:
+        # Where credentials may go; a malformed setting stops the operator rather than being guessed.
+        policy = CredentialsPolicy.from_env()
+    except ValueError as error:
+        raise kopf.PermanentError(str(error)) from error
     kube = KubernetesApi(load_api_client())
-    clusters = ClusterRegistry(kube)
+    clusters = ClusterRegistry(kube, policy)
 
     async def connect_for(namespace: str, labels: dict[str, str]) -> ConnectClient:
         client, _ = await resolve_cluster(clusters, namespace, labels)
@@ -101,7 +107,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         connectors=ConnectorService(kube, clusters),
         cluster_service=ClusterService(kube, clusters),
         mirrors=MirrorMaker2Service(kube, clusters, lag),
-        lag=LagMonitor(kube, lag, connect_for),
+        lag=LagMonitor(kube, lag, connect_for, policy),
         drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
     )
 

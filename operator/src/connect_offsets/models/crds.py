@@ -226,8 +226,12 @@ class ConnectClusterSpec(Model):
     url: Annotated[
         str,
         Field(
-            pattern=r"^https?://[^\s/]+(/.*)?$",
-            description="Base URL of the Connect REST API, e.g. http://connect.kafka.svc:8083.",
+            # No "@" before the path: user info (user:password@) is refused, see _no_userinfo.
+            pattern=r"^https?://[^\s/@]+(/.*)?$",
+            description=(
+                "Base URL of the Connect REST API, e.g. https://connect.kafka.svc:8083. No user:password@ "
+                "(use authentication)."
+            ),
         ),
     ]
     authentication: AuthenticationSpec | None = Field(None, description="Credentials for the REST API.")
@@ -238,6 +242,16 @@ class ConnectClusterSpec(Model):
     kafka: KafkaAccessSpec | None = Field(
         None, description="Kafka access for sink seek-to-timestamp; not needed for anything else."
     )
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _no_userinfo(cls, url: Any) -> Any:
+        # Before the pattern, for a clear message; the URL itself is never repeated (it holds a password).
+        if isinstance(url, str) and "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError(
+                "must not contain user info (user:password@): put credentials in a Secret and use spec.authentication"
+            )
+        return url
 
 
 class Condition(StatusModel):
