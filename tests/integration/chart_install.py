@@ -92,12 +92,13 @@ def chart_operator(
     namespaces: list[str],
     *,
     values: list[str] | None = None,
+    string_values: list[str] | None = None,
     extra_env: dict[str, str] | None = None,
     start: bool = True,
 ) -> Iterator[ChartOperator]:
     """Install the chart watching ``namespaces`` and run the operator with its ServiceAccount token.
 
-    ``values`` are extra ``--set`` arguments; ``extra_env`` is added to (or overrides) the chart's
+    ``values`` are extra ``--set`` arguments (``string_values``: ``--set-string``, e.g. env values); ``extra_env`` is added to (or overrides) the chart's
     environment, for settings a test turns on. The drift interval is shortened to 5 s, as for every
     integration test's operator. The release and its
     namespace are removed afterwards; the tenant namespaces belong to the caller.
@@ -112,6 +113,8 @@ def chart_operator(
     args += ["--set", "credentials.allowPlaintext=true"]
     for value in values or []:
         args += ["--set", value]
+    for value in string_values or []:
+        args += ["--set-string", value]
     run(args, env)
     operator: OperatorProcess | None = None
     try:

@@ -60,7 +60,7 @@ EXPECTED_CLUSTER_RULES = {
     ("connect-offsets.io", "connectclusters/status"): {"get", "patch", "update"},
     ("connect-offsets.io", "kafkaconnectors/status"): {"get", "patch", "update"},
     ("connect-offsets.io", "kafkamirrormaker2s/status"): {"get", "patch", "update"},
-    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "secrets"): {"get"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},

@@ -217,6 +217,28 @@ async def test_overwrite_removes_stale_forms_and_shards(kube: FakeKube) -> None:
     assert fourth.form is StoredForm.PLAIN and "k.gz" not in kube.objects["cm"].get("binaryData", {})
 
 
+async def test_a_refused_shard_delete_is_reported_and_never_fails_the_write(kube: FakeKube) -> None:
+    """No RBAC ``delete`` (or a webhook refusing it): the document is written, the stale shards are
+    named in the result for a Warning, and the next write with ``delete`` allowed sweeps them."""
+    s = store(kube)
+    first = await s.write(NS, "cm", "k", document(300, 80), owner_references=[OWNER])
+
+    async def refuse(namespace: str, name: str) -> None:
+        raise KubernetesRejected(f"delete ConfigMap {namespace}/{name}: 403 forbidden", 403)
+
+    allowed = kube.delete_configmap
+    kube.delete_configmap = refuse  # type: ignore[method-assign]
+    second = await s.write(NS, "cm", "k", document(300, 81), owner_references=[OWNER])
+    assert second.form is StoredForm.SHARDED and second.removed_shards == ()
+    assert set(second.left_shards) == set(first.shards) and "403 forbidden" in second.cleanup_error
+    read = await s.read(NS, "cm", "k")
+    assert read is not None and read.document == document(300, 81)
+    kube.delete_configmap = allowed  # type: ignore[method-assign]
+    third = await s.write(NS, "cm", "k", document(300, 82), owner_references=[OWNER])
+    assert set(third.removed_shards) == set(first.shards) | set(second.shards) and third.left_shards == ()
+    assert kube.shards() == sorted(third.shards)
+
+
 async def test_shards_of_other_keys_and_configmaps_are_left_alone(kube: FakeKube) -> None:
     s = store(kube)
     a = await s.write(NS, "cm", "a.json", document(300, 80))

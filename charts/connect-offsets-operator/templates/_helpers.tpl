@@ -104,10 +104,14 @@ per watched namespace otherwise. Each rule says why it is needed.
   verbs: ["get", "patch", "update"]
 # ConfigMaps: `list` writes offsets.json into spec.listOffsets.toConfigMap (created if missing,
 # then patched/updated); `alter` reads spec.alterOffsets.fromConfigMap; the operator watches the
-# ConfigMaps its resources reference to retry when they change. No delete.
+# ConfigMaps its resources reference to retry when they change. `delete` is for what the operator
+# itself created: backups beyond the retention (CONNECT_OFFSETS_BACKUP_RETENTION) and the stale
+# shard ConfigMaps of a large document written again; both are found by the operator's own labels.
+# RBAC cannot scope a verb by label, so this is the narrowest rule that lets retention work
+# (without it every connector's 6th change left one backup too many, and shards leaked).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # Secrets: get only, by name, for ConnectCluster credentials/TLS material and KafkaMirrorMaker2
 # secretConfig. No list/watch: the operator never enumerates Secrets.
 - apiGroups: [""]

@@ -1118,11 +1118,37 @@ class TargetRunner:
             owner_references=[_owner_reference(body)],
         )
         del offsets
-        backups = await self.kube.list_configmaps(namespace, selector)
-        backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
-        for old, _ in backups[backup_retention() :]:
-            await self.kube.delete_configmap(namespace, old)
+        await self._prune_backups(body, target, selector)
         return name
+
+    async def _prune_backups(self, body: dict[str, Any], target: ConnectorTarget, selector: str) -> None:
+        """Keep the newest ``backup_retention()`` backups of this connector; delete the older ones.
+
+        A refusal (no RBAC ``delete``, a webhook) must neither block nor repeat the change this
+        backup protects: the change goes on, the backups that stay are named in a Warning Event,
+        and the next change prunes again.
+        """
+        namespace = body["metadata"]["namespace"]
+        left: list[str] = []
+        error_text = ""
+        try:
+            backups = await self.kube.list_configmaps(namespace, selector)
+            backups.sort(key=lambda item: (item[1].get(f"{API_GROUP}/time", ""), item[0]), reverse=True)
+            for old, _ in backups[backup_retention() :]:
+                try:
+                    await self.kube.delete_configmap(namespace, old)
+                except KubernetesError as error:
+                    left.append(old)
+                    error_text = error_text or str(error)
+        except KubernetesError as error:
+            error_text = f"listing the backups failed: {error}"
+        if error_text:
+            kept = f" {len(left)} backup(s) beyond the retention of {backup_retention()} kept" if left else ""
+            await self.cleanup_failed(body, f"{target.name}: old backups not pruned;{kept}: {error_text}")
+
+    async def cleanup_failed(self, body: dict[str, Any], message: str) -> None:
+        """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""
+        await self.event(body, "Warning", "CleanupFailed", _truncate(message, 1024))
 
     async def _chunked_alter(
         self,
@@ -1201,6 +1227,12 @@ class TargetRunner:
                 )
             except (KubernetesRejected, OffsetsStoreError) as error:
                 raise OffsetsRequestInvalid("ConfigMapWriteFailed", str(error)) from error
+            if written.left_shards:
+                await self.cleanup_failed(
+                    body,
+                    f"{target.name}: {len(written.left_shards)} stale shard ConfigMap(s) of {action.configmap} "
+                    f"not deleted (the next list removes them): {written.cleanup_error}",
+                )
             count = "" if written.partitions is None else f"{written.partitions} partition offset(s) "
             return f"list: wrote {count}to {written.describe()}"
         if action.kind in ("alter_offsets", "restore_offsets"):

@@ -248,6 +248,11 @@ class WriteResult:
     partitions: int | None
     shards: tuple[str, ...] = ()
     removed_shards: tuple[str, ...] = ()
+    #: Stale shards that could not be deleted (e.g. no RBAC ``delete``): the document itself was
+    #: written, and the next write of this key sweeps them again; the caller reports them.
+    left_shards: tuple[str, ...] = ()
+    #: Why the first of ``left_shards`` could not be deleted (the API server's answer).
+    cleanup_error: str = ""
 
     def describe(self) -> str:
         where = f"ConfigMap {self.configmap} key {self.key}"
@@ -259,6 +264,15 @@ class WriteResult:
             f"{where}{INDEX_SUFFIX} (gzip in {len(self.shards)} shard ConfigMaps, "
             f"{self.size} bytes compressed to {self.stored_bytes})"
         )
+
+
+@dataclass(frozen=True)
+class _Swept:
+    """What a clean-up of stale shards did: deleted, left in place, and the first refusal."""
+
+    removed: tuple[str, ...]
+    left: tuple[str, ...]
+    error: str
 
 
 def name_hash(configmap: str) -> str:
@@ -426,8 +440,8 @@ class OffsetsConfigMapStore:
                 body["binaryData"] = {gzip_key: base64.b64encode(compressed).decode()}
             try:
                 await self.kube.create_configmap_uid(namespace, body)
-                removed = await self._sweep(namespace, name, key, keep=())
-                return self._result(name, key, form, data, plain, compressed, partitions, (), removed)
+                swept = await self._sweep(namespace, name, key, keep=())
+                return self._result(name, key, form, data, plain, compressed, partitions, (), swept)
             except KubernetesUnavailable as error:
                 if ": 409 " not in str(error):
                     raise
@@ -452,8 +466,8 @@ class OffsetsConfigMapStore:
             if shard_names:
                 await self._delete_quietly(namespace, shard_names)
             raise
-        removed = await self._sweep(namespace, name, key, keep=shard_names)
-        return self._result(name, key, form, data, plain, compressed, partitions, shard_names, removed)
+        swept = await self._sweep(namespace, name, key, keep=shard_names)
+        return self._result(name, key, form, data, plain, compressed, partitions, shard_names, swept)
 
     @staticmethod
     def _result(
@@ -465,11 +479,13 @@ class OffsetsConfigMapStore:
         compressed: bytearray | None,
         partitions: int | None,
         shards: tuple[str, ...],
-        removed: tuple[str, ...],
+        swept: _Swept,
     ) -> WriteResult:
         size = len(plain) if plain is not None else len(data)
         stored = len(plain) if plain is not None else len(compressed or b"")
-        return WriteResult(name, key, form, size, stored, partitions, shards, removed)
+        return WriteResult(
+            name, key, form, size, stored, partitions, shards, swept.removed, swept.left, swept.error
+        )
 
     async def _ensure_main(
         self,
@@ -610,13 +626,13 @@ class OffsetsConfigMapStore:
                 raise
         raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
 
-    async def _sweep(self, namespace: str, name: str, key: str, keep: Sequence[str]) -> tuple[str, ...]:
+    async def _sweep(self, namespace: str, name: str, key: str, keep: Sequence[str]) -> _Swept:
         """Delete this key's shards that the current form does not use (stale or orphaned)."""
         try:
             found = await self.kube.list_configmap_metadata(namespace, f"{SHARD_LABEL}={name_hash(name)}")
         except KubernetesError as error:
             log.warning("could not list old offsets shards of %s/%s: %s", namespace, name, error)
-            return ()
+            return _Swept((), (), str(error))
         stale = [
             meta.name
             for meta in found
@@ -624,15 +640,22 @@ class OffsetsConfigMapStore:
             and meta.annotations.get(SHARD_KEY_ANNOTATION) == key
             and meta.name not in keep
         ]
-        await self._delete_quietly(namespace, stale)
-        return tuple(stale)
+        return await self._delete_quietly(namespace, stale)
 
-    async def _delete_quietly(self, namespace: str, names: Sequence[str]) -> None:
+    async def _delete_quietly(self, namespace: str, names: Sequence[str]) -> _Swept:
+        """Delete what can be deleted; a refusal never fails the write that made these shards stale."""
+        removed: list[str] = []
+        left: list[str] = []
+        first_error = ""
         for shard in names:
             try:
                 await self.kube.delete_configmap(namespace, shard)
+                removed.append(shard)
             except KubernetesError as error:  # swept by the next write of this key
                 log.warning("could not delete offsets shard %s/%s: %s", namespace, shard, error)
+                left.append(shard)
+                first_error = first_error or str(error)
+        return _Swept(tuple(removed), tuple(left), first_error)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -745,8 +768,7 @@ class OffsetsConfigMapStore:
             if meta.annotations.get(SHARD_CONFIGMAP_ANNOTATION) == name
             and (key is None or meta.annotations.get(SHARD_KEY_ANNOTATION) == key)
         ]
-        await self._delete_quietly(namespace, names)
-        return tuple(names)
+        return (await self._delete_quietly(namespace, names)).removed
 
 
 def _main_body(
