@@ -98,7 +98,8 @@ def chart_operator(
 ) -> Iterator[ChartOperator]:
     """Install the chart watching ``namespaces`` and run the operator with its ServiceAccount token.
 
-    ``values`` are extra ``--set`` arguments (``string_values``: ``--set-string``, e.g. env values); ``extra_env`` is added to (or overrides) the chart's
+    ``values`` are extra ``--set`` arguments (``string_values``: ``--set-string``, e.g. env values);
+    ``extra_env`` is added to (or overrides) the chart's
     environment, for settings a test turns on. The drift interval is shortened to 5 s, as for every
     integration test's operator. The release and its
     namespace are removed afterwards; the tenant namespaces belong to the caller.

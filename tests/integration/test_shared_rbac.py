@@ -203,7 +203,8 @@ def test_a_large_document_listed_three_times_leaves_one_set_of_shards(
             for _ in range(3):
                 last = run_request(custom, tenant, name, "list")
                 assert "shard ConfigMaps" in last["message"], last
-                index = ShardIndex.from_json(core.read_namespaced_config_map(cm, tenant).data["offsets.json.shards"], cm)
+                stored = core.read_namespaced_config_map(cm, tenant)
+                index = ShardIndex.from_json(stored.data["offsets.json.shards"], cm)
                 in_use = sorted(s.name for s in index.shards)
                 assert len(in_use) >= 2
                 found = sorted(
