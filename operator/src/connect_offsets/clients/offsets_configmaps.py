@@ -483,9 +483,7 @@ class OffsetsConfigMapStore:
     ) -> WriteResult:
         size = len(plain) if plain is not None else len(data)
         stored = len(plain) if plain is not None else len(compressed or b"")
-        return WriteResult(
-            name, key, form, size, stored, partitions, shards, swept.removed, swept.left, swept.error
-        )
+        return WriteResult(name, key, form, size, stored, partitions, shards, swept.removed, swept.left, swept.error)
 
     async def _ensure_main(
         self,
