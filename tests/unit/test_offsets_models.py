@@ -407,9 +407,12 @@ class TestSink:
         problems = validation_problems(validate_sink, bad, topics=None, topics_regex=r"orders-.*")
         assert_problem(problems, "offsets[0].partition.kafka_topic", 'topics.regex "orders-.*"')
 
-    def test_regex_python_cannot_compile_is_not_checked(self) -> None:
+    def test_regex_the_linear_engine_cannot_take_is_refused(self) -> None:
+        # Unchecked before (a pattern Python's re could not compile was skipped); now the
+        # document is refused with RE2's reason: a check that cannot run must not pass silently.
         doc = parse_offsets_document(doc_of(({"kafka_topic": "x", "kafka_partition": 0}, None)))
-        validate_sink(doc, topics=None, topics_regex="(?<name")
+        problems = validation_problems(validate_sink, doc, topics=None, topics_regex="(?<name")
+        assert_problem(problems, "config[topics.regex]", "the pattern '(?<name' cannot be evaluated in linear time")
 
     def test_collects_all_problems(self) -> None:
         doc = parse_offsets_document(

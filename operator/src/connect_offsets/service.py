@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -74,7 +73,9 @@ from connect_offsets.models.crds import (
     PendingOffsetsOperation,
     parse_rfc3339,
 )
+from connect_offsets.models.java_regex import PatternRefused, compile_java
 from connect_offsets.models.offsets import (
+    OffsetsDiff,
     OffsetsDocument,
     diff_offsets,
     parse_offsets_document,
@@ -548,10 +549,15 @@ class TargetRunner:
         except ClusterUnusable as error:
             return SeekOffsets(error=str(error))
         topics = {t.strip() for t in config.get("topics", "").split(",") if t.strip()}
-        pattern = re.compile(config["topics.regex"]) if config.get("topics.regex") else None
+        try:  # the tenant's pattern: linear time (RE2), or refused with the reason
+            pattern = (
+                compile_java(config["topics.regex"], "config[topics.regex]") if config.get("topics.regex") else None
+            )
+        except PatternRefused as error:
+            return SeekOffsets(error=str(error))
 
         def consumed(topic: str) -> bool:
-            return topic in topics or (pattern is not None and pattern.fullmatch(topic) is not None)
+            return topic in topics or (pattern is not None and pattern.full_match(topic))
 
         try:
             found = await offsets_for_timestamp(settings, consumed, int(moment.timestamp() * 1000))
@@ -641,7 +647,10 @@ class TargetRunner:
             target.name,
             observed.status.state if observed.status else "ABSENT",
         )
-        plan = plan_target(target, observed)
+        # In a worker thread: planning validates the tenant's documents (a million entries take
+        # seconds of pure Python). The GIL is handed back every few milliseconds, so the event
+        # loop (other tenants' reconciles, the health endpoint) keeps running meanwhile.
+        plan = await asyncio.to_thread(plan_target, target, observed)
         observed = observed.without_documents()  # the plan's actions carry the texts they send
         result = TargetResult(plan, observed, list(plan.conditions))
         step = _Steps(result, checkpoint)
@@ -930,11 +939,13 @@ class TargetRunner:
     ) -> None:
         """Compute what the change would do, publish it, change nothing."""
         operation = action.operation or "alter"
-        current = parse_offsets_obj(await client.get_offsets(target.name), allow_empty=True)
-        if action.offsets_json is None:
-            diff = reset_diff(current)
-        else:
-            diff = diff_offsets(current, parse_offsets_document(action.offsets_json))
+        wanted = action.offsets_json
+
+        def compute(raw: bytes) -> OffsetsDiff:  # parsing and diffing large documents: off the event loop
+            current = parse_offsets_obj(json.loads(raw), allow_empty=True)
+            return reset_diff(current) if wanted is None else diff_offsets(current, parse_offsets_document(wanted))
+
+        diff = await asyncio.to_thread(compute, await client.get_offsets_raw(target.name))
         document = {
             "operation": operation,
             "connector": target.name,

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP
+from connect_offsets import API_GROUP, metrics
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
@@ -110,10 +110,15 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         lag=LagMonitor(kube, lag, connect_for, policy),
         drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
     )
+    # Kept in memo: a task only referenced by the loop may be garbage-collected mid-run.
+    memo["event_loop_lag"] = asyncio.create_task(metrics.measure_event_loop_lag(), name="event-loop-lag")
 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    probe = memo.get("event_loop_lag")
+    if isinstance(probe, asyncio.Task):
+        probe.cancel()
     state = memo.get("state")
     if isinstance(state, OperatorState):
         await state.clusters.aclose()

@@ -39,6 +39,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
+from connect_offsets.models.java_regex import JavaPattern, PatternRefused, compile_java
+
 Primitive = str | int | float | bool | None
 
 #: How many problems ``str(OffsetsValidationError)`` lists before "... and N more".
@@ -455,13 +457,14 @@ def validate_sink(doc: OffsetsDocument, *, topics: list[str] | None, topics_rege
     (Connect does not check this; an offset for a foreign topic is silently stored in the group).
     """
     problems = _Problems()
-    pattern: re.Pattern[str] | None = None
+    pattern: JavaPattern | None = None
     if topics_regex:
         try:
-            pattern = re.compile(topics_regex)
-        except re.error:
-            # Java regex syntax the re module does not understand: we cannot check, so we don't.
-            pattern = None
+            pattern = compile_java(topics_regex, "config[topics.regex]")
+        except PatternRefused as error:
+            # Checked in linear time or not at all: a pattern RE2 refuses refuses the document,
+            # since whether its topics are consumed cannot be told the way Connect tells it.
+            problems.fail(error.field, error.detail)
     check_topics = bool(topics) or pattern is not None
     for index, entry in enumerate(doc.entries):
         path = f"offsets[{index}]"
@@ -473,7 +476,7 @@ def validate_sink(doc: OffsetsDocument, *, topics: list[str] | None, topics_rege
             if not isinstance(topic, str) or not topic:
                 problems.add(tpath, f"expected a non-empty string, got {_describe(topic)}")
             elif check_topics:
-                allowed = topic in (topics or []) or (pattern is not None and pattern.fullmatch(topic) is not None)
+                allowed = topic in (topics or []) or (pattern is not None and pattern.full_match(topic))
                 if not allowed:
                     consumed = []
                     if topics:
