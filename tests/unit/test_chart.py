@@ -250,10 +250,12 @@ def test_default_deployment() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"] == {"drop": ["ALL"]}
+    # Sized from bench/README.md: a restore of 1,000,000 partitions peaks at 737 MiB.
     assert main["resources"] == {
-        "requests": {"cpu": "50m", "memory": "128Mi"},
-        "limits": {"cpu": "500m", "memory": "256Mi"},
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
     }
+    assert {"name": "CONNECT_OFFSETS_MAX_DOCUMENT_BYTES", "value": "268435456"} in main["env"]
     ports = {port["name"]: port["containerPort"] for port in main["ports"]}
     assert ports == {"health": 8080, "metrics": 9090}
     for probe in ("livenessProbe", "readinessProbe"):

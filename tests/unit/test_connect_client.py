@@ -11,6 +11,7 @@ import ssl
 import stat
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,14 @@ from connect_offsets.clients.connect import (
     ConnectHTTPError,
     ConnectNotFound,
     ConnectorStatus,
+    ConnectResponseTooLarge,
     ConnectServerError,
     ConnectUnavailable,
     build_ssl_context,
     parse_version,
     supports_initial_state,
 )
+from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES
 
 pytestmark = pytest.mark.unit
 
@@ -686,3 +689,44 @@ async def test_waiting_for_a_pooled_connection_has_no_deadline() -> None:
         timeout = c._client.timeout
     assert timeout.pool is None
     assert (timeout.connect, timeout.read, timeout.write) == (7, 7, 7)
+
+
+# --- answers are read up to a cap (issue 18: a tenant's spec.url decides what comes back) ------
+
+
+def _gzip_zeros(size: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return packer.compress(bytes(size)) + packer.flush()
+
+
+async def test_a_huge_gzip_answer_to_get_root_is_refused_at_the_small_cap() -> None:
+    bomb = _gzip_zeros(64 << 20)  # ~64 KB on the wire
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=bomb, headers={"Content-Encoding": "gzip"})
+
+    async with client_for(handler) as client:
+        with pytest.raises(
+            ConnectResponseTooLarge, match=rf"GET /: the answer is larger than {MAX_SMALL_RESPONSE_BYTES}"
+        ):
+            await client.server_info()
+        with pytest.raises(ConnectResponseTooLarge) as refused:
+            await client.get_connector_status("c")
+    assert not refused.value.retryable
+
+
+async def test_offsets_answers_use_the_document_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    document = json.dumps({"offsets": [{"partition": {"p": i}, "offset": {"o": i}} for i in range(2000)]}).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=document)
+
+    async with client_for(handler) as client:
+        assert await client.get_offsets_raw("c") == document  # default cap: far larger
+        monkeypatch.setenv("CONNECT_OFFSETS_MAX_DOCUMENT_BYTES", str(len(document) - 1))
+        with pytest.raises(ConnectResponseTooLarge, match=r"GET /connectors/c/offsets"):
+            await client.get_offsets_raw("c")
+        with pytest.raises(ConnectResponseTooLarge):
+            await client.get_offsets("c")
+        monkeypatch.setenv("CONNECT_OFFSETS_MAX_DOCUMENT_BYTES", str(len(document)))
+        assert len((await client.get_offsets("c"))["offsets"]) == 2000

@@ -19,7 +19,9 @@ import copy
 import gzip
 import hashlib
 import json
+import tracemalloc
 import uuid
+import zlib
 from typing import Any
 
 import pytest
@@ -32,6 +34,7 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsConfigMapStore,
     OffsetsCorrupt,
     OffsetsKeyMissing,
+    OffsetsTooLarge,
     ShardIndex,
     StoredForm,
     name_hash,
@@ -366,8 +369,54 @@ async def test_gzip_bombs_are_refused(kube: FakeKube) -> None:
         await small.read(NS, "cm", "k")
     truncated = gzip.compress(b"{}")[:-4]
     kube.objects["cm"]["binaryData"]["k.gz"] = _b64(truncated)
+    kube.objects["cm"]["metadata"]["resourceVersion"] = kube._bump()  # a changed ConfigMap is read again
     with pytest.raises(OffsetsCorrupt, match=r"ConfigMap cm key k\.gz: the gzip stream ends early"):
         await small.read(NS, "cm", "k")
+
+
+def _bomb(inflated: int) -> bytes:
+    """gzip of ``inflated`` zero bytes, made a MiB at a time (about 1/1000 of the size)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    parts = [packer.compress(zeros) for _ in range(inflated >> 20)]
+    return b"".join([*parts, packer.flush()])
+
+
+async def test_a_gzip_bomb_is_refused_without_inflating_it_into_memory(kube: FakeKube) -> None:
+    """Issue 18: 200 KB that inflate to 200 MiB. Refused as DocumentTooLarge, counted in 1 MiB steps
+    and never kept (Python's allocations stay a few MiB); refused again without inflating until
+    the ConfigMap changes."""
+    bomb = _bomb(200 << 20)
+    assert len(bomb) < 300_000
+    await kube.create_configmap_uid(NS, {"metadata": {"name": "cm"}, "binaryData": {"k.gz": _b64(bomb)}})
+    capped = OffsetsConfigMapStore(kube, max_document_bytes=16 << 20)  # type: ignore[arg-type]
+    tracemalloc.start()
+    try:
+        with pytest.raises(OffsetsTooLarge, match=r"inflates beyond 16777216 bytes") as refused:
+            await capped.read(NS, "cm", "k")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+    assert refused.value.reason == "DocumentTooLarge"
+    inflations = 0
+    real = zlib.decompressobj
+
+    def counting(*args: Any) -> Any:
+        nonlocal inflations
+        inflations += 1
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(zlib, "decompressobj", counting)
+        with pytest.raises(OffsetsTooLarge):
+            await capped.read(NS, "cm", "k")
+        assert inflations == 0  # same resourceVersion: the refusal stands, nothing inflated
+        small = gzip.compress(b'{"offsets":[]}')
+        kube.objects["cm"]["binaryData"]["k.gz"] = _b64(small)
+        kube.objects["cm"]["metadata"]["resourceVersion"] = kube._bump()
+        read = await capped.read(NS, "cm", "k")
+        assert read is not None and read.document == b'{"offsets":[]}' and inflations == 2
 
 
 async def test_a_failed_shard_write_leaves_no_orphans_and_the_old_document(kube: FakeKube) -> None:

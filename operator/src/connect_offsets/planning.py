@@ -112,6 +112,7 @@ class OffsetsConfigMap:
     resource_version: str = ""
     data: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # the stored document is unreadable (a corrupt gzip or shard)
+    error_reason: str = "InvalidOffsets"  # or DocumentTooLarge: inflating past the operator's cap
 
 
 @dataclass(frozen=True)
@@ -682,7 +683,7 @@ def _configmap_text(configmap: OffsetsConfigMap | None, name: str, key: str) -> 
     if configmap is None or not configmap.exists:
         return _Refusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
     if configmap.error is not None:
-        return _Refusal("InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
+        return _Refusal(configmap.error_reason, f"ConfigMap {name}: {configmap.error}")
     if key not in configmap.data:
         keys = ", ".join(sorted(configmap.data)) or "none"
         return _Refusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
@@ -876,7 +877,7 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
         return
     if configmap is not None and configmap.error is not None:
         plan.conditions.append(
-            ConditionSpec("OffsetsApplied", "False", "InvalidOffsets", f"ConfigMap {name}: {configmap.error}")
+            ConditionSpec("OffsetsApplied", "False", configmap.error_reason, f"ConfigMap {name}: {configmap.error}")
         )
         return
     if configmap is None or not configmap.exists or key not in configmap.data:

@@ -50,6 +50,7 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsCorrupt,
     OffsetsKeyMissing,
     OffsetsStoreError,
+    OffsetsTooLarge,
 )
 from connect_offsets.faults import fault_point
 from connect_offsets.lag import LagRegistry, mirror_secrets
@@ -582,7 +583,10 @@ class TargetRunner:
         except OffsetsKeyMissing:
             return OffsetsConfigMap(name, True, cm.resource_version, {**cm.data, **dict.fromkeys(cm.binary_data, "")})
         except OffsetsCorrupt as error:
-            return OffsetsConfigMap(name, True, cm.resource_version, dict(cm.data), error=str(error))
+            reason = "DocumentTooLarge" if isinstance(error, OffsetsTooLarge) else "InvalidOffsets"
+            return OffsetsConfigMap(
+                name, True, cm.resource_version, dict(cm.data), error=str(error), error_reason=reason
+            )
         try:
             text = stored.document.decode()
         except UnicodeDecodeError as error:

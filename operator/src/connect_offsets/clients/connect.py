@@ -73,6 +73,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from connect_offsets import __version__
 from connect_offsets.clients.credentials import reflect
+from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES, max_document_bytes
 from connect_offsets.models.chunking import (
     ChunkFailure,
     ChunkLimits,
@@ -103,6 +104,7 @@ __all__ = [
     "ConnectError",
     "ConnectHTTPError",
     "ConnectNotFound",
+    "ConnectResponseTooLarge",
     "ConnectServerError",
     "ConnectUnavailable",
     "ConnectorState",
@@ -233,6 +235,22 @@ class ConnectNotFound(ConnectHTTPError):
 
 class ConnectBadRequest(ConnectHTTPError):
     """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
+
+
+class ConnectResponseTooLarge(ConnectError):
+    """The answer grew past its cap while being read (decoded): a hostile or broken server.
+
+    Not retryable: the same URL would send the same thing; the ConnectCluster must change.
+    """
+
+    def __init__(self, *, method: str, path: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"the answer is larger than {limit} bytes (decoded); refused before parsing "
+            "(is spec.url a Kafka Connect REST API?)",
+            method=method,
+            path=path,
+        )
 
 
 def _with_chunk_failure(error: ConnectError, failure: ChunkFailure) -> ConnectError:
@@ -517,6 +535,24 @@ def _bool_param(value: bool) -> str:
     return "true" if value else "false"
 
 
+async def _read_capped(response: httpx.Response, limit: int, method: str, path: str) -> None:
+    """Read a streamed answer into ``response.content``, at most ``limit`` decoded bytes.
+
+    httpx's own ``aread`` does the same join without a bound; setting ``_content`` is how it
+    stores the body, so ``.json()``, ``.text`` and ``.content`` then work as usual. A decoder turns
+    one network chunk (at most 64 KiB) into at most about 64 MiB, so the cap is overshot by no more
+    than one such chunk before the read stops.
+    """
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > limit:
+            raise ConnectResponseTooLarge(method=method, path=path, limit=limit)
+        parts.append(part)
+    response._content = b"".join(parts)
+
+
 class ConnectClient:
     """Async client for one Kafka Connect cluster. Create once, reuse, :meth:`aclose` at the end."""
 
@@ -675,7 +711,7 @@ class ConnectClient:
 
     async def get_offsets(self, name: str) -> dict[str, Any]:
         """``GET /connectors/{name}/offsets``, parsed but otherwise exactly as Connect returned it."""
-        return await self._get_model(_connector_path(name, "offsets"), _JSON_OBJECT)
+        return await self._get_model(_connector_path(name, "offsets"), _JSON_OBJECT, limit=max_document_bytes())
 
     async def get_offsets_raw(self, name: str) -> bytes:
         """``GET /connectors/{name}/offsets``, the raw response body.
@@ -688,12 +724,15 @@ class ConnectClient:
             async with self._client.stream("GET", path) as response:
                 _log.debug("GET %s -> %d", path, response.status_code)
                 if not response.is_success:
-                    await response.aread()
+                    await _read_capped(response, MAX_SMALL_RESPONSE_BYTES, "GET", path)
                     if response.status_code == httpx.codes.NOT_FOUND and not _is_connect_error_body(response):
                         raise ConnectUnavailable(_NOT_CONNECT_404, method="GET", path=path)
                     raise self._error_from_response("GET", path, response)
                 buffer = io.BytesIO()
+                limit = max_document_bytes()
                 async for part in response.aiter_bytes():
+                    if buffer.tell() + len(part) > limit:
+                        raise ConnectResponseTooLarge(method="GET", path=path, limit=limit)
                     buffer.write(part)
                 return buffer.getvalue()  # hands over the buffer without a copy
         except httpx.TransportError as e:
@@ -774,8 +813,15 @@ class ConnectClient:
             return ""
         return self._validate(_MESSAGE, self._parse_json(method, path, response), method, path).message
 
-    async def _get_model(self, path: str, adapter: TypeAdapter[_T], *, params: Mapping[str, str] | None = None) -> _T:
-        response = await self._request("GET", path, params=params)
+    async def _get_model(
+        self,
+        path: str,
+        adapter: TypeAdapter[_T],
+        *,
+        params: Mapping[str, str] | None = None,
+        limit: int = MAX_SMALL_RESPONSE_BYTES,
+    ) -> _T:
+        response = await self._request("GET", path, params=params, limit=limit)
         assert response is not None
         return self._validate(adapter, self._parse_json("GET", path, response), "GET", path)
 
@@ -794,16 +840,24 @@ class ConnectClient:
         json_body: Any = None,
         content: bytes | None = None,
         not_found_ok: bool = False,
+        limit: int = MAX_SMALL_RESPONSE_BYTES,
     ) -> httpx.Response | None:
         """Send one request. Returns the 2xx response, ``None`` for a tolerated 404, else raises.
 
-        ``content``: a body already serialised as JSON (chunks), sent as is.
+        ``content``: a body already serialised as JSON (chunks), sent as is. ``limit``: the most
+        bytes of the (decoded) answer read before ``ConnectResponseTooLarge``; whoever controls the
+        URL controls the answer, and a gzip body of 300 KB can decode to 300 MB.
         """
         headers = {"Content-Type": "application/json"} if content is not None else None
         try:
-            response = await self._client.request(
+            request = self._client.build_request(
                 method, path, params=params, json=json_body, content=content, headers=headers
             )
+            response = await self._client.send(request, stream=True)
+            try:
+                await _read_capped(response, limit, method, path)
+            finally:
+                await response.aclose()
         except httpx.TransportError as e:
             _log.debug("%s %s -> %s", method, path, type(e).__name__)
             raise ConnectUnavailable(self._describe(e), method=method, path=path) from e

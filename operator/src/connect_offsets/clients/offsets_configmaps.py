@@ -47,12 +47,13 @@ import json
 import logging
 import secrets
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
 from connect_offsets import API_GROUP
+from connect_offsets.clients import limits
 from connect_offsets.clients.kubernetes import (
     ConfigMapData,
     KubernetesApi,
@@ -90,8 +91,6 @@ CONFIGMAP_MAX_BYTES: Final = 1_048_576
 #: Room left for whatever we do not count (metadata, managedFields; etcd's request limit is
 #: 1.5 MiB by default): payloads stay at most this large, in the main ConfigMap and in every shard.
 MAX_PAYLOAD_BYTES: Final = CONFIGMAP_MAX_BYTES - 64 * 1024
-#: Documents read back larger than this are refused (a gzip bomb in a hand-made ConfigMap).
-MAX_DOCUMENT_BYTES: Final = 1024 * 1024 * 1024
 
 FORMAT: Final = f"{API_GROUP}/offsets-shards"
 FORMAT_VERSION: Final = 1
@@ -136,6 +135,19 @@ class OffsetsKeyMissing(OffsetsStoreError):
 
 class OffsetsCorrupt(OffsetsStoreError):
     """A stored form is unreadable: bad index, missing or altered shard, broken gzip."""
+
+
+class OffsetsTooLarge(OffsetsCorrupt):
+    """The stored document inflates past the operator's document cap (a gzip bomb, or too large)."""
+
+    reason = "DocumentTooLarge"
+
+    def __init__(self, where: str, limit: int) -> None:
+        super().__init__(
+            f"{where}: the document inflates beyond {limit} bytes; refused before parsing "
+            "(the operator's cap CONNECT_OFFSETS_MAX_DOCUMENT_BYTES, chart value maxDocumentBytes)"
+        )
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -321,6 +333,39 @@ def _is_utf8(document: bytes | bytearray | memoryview) -> bool:
     return True
 
 
+#: Output of one decompression step: a gzip bomb never inflates by more than this past the cap.
+_INFLATE_STEP: Final = 1 << 20
+
+
+def _inflate_steps(decompressor: Any, data: bytes, where: str, part: str) -> Iterator[bytes]:
+    """Decompress ``data`` in steps of at most ``_INFLATE_STEP`` output bytes.
+
+    One ``decompress(data)`` call would inflate a 200 KB bomb to 1 GiB before any size check.
+    """
+    pending = data
+    while pending and not decompressor.eof:
+        try:
+            out = decompressor.decompress(pending, _INFLATE_STEP)
+        except zlib.error as error:
+            raise OffsetsCorrupt(f"{where}: {part} is not valid gzip data ({error})") from error
+        pending = decompressor.unconsumed_tail
+        yield out
+
+
+def _inflated_size(data: bytes, limit: int, where: str) -> int:
+    """The size ``data`` inflates to, read without keeping it; ``OffsetsTooLarge`` past ``limit``.
+
+    A first pass in constant memory, so refusing a bomb costs CPU only (zlib releases the GIL, and
+    this runs in a thread): the tenant's ConfigMap is never inflated into the operator's memory.
+    """
+    size = 0
+    for out in _inflate_steps(zlib.decompressobj(31), data, where, "it"):
+        size += len(out)
+        if size > limit:
+            raise OffsetsTooLarge(where, limit)
+    return size
+
+
 class _Inflater:
     """Streaming gunzip with a running sha256 and size bound; one shard's input at a time."""
 
@@ -335,15 +380,12 @@ class _Inflater:
     def feed(self, data: bytes, part: str) -> None:
         if self.decompressor.eof:
             raise OffsetsCorrupt(f"{self.where}: data after the end of the gzip stream in {part}")
-        try:
-            out = self.decompressor.decompress(data)
-        except zlib.error as error:
-            raise OffsetsCorrupt(f"{self.where}: {part} is not valid gzip data ({error})") from error
-        self.size += len(out)
-        if self.size > self.limit:
-            raise OffsetsCorrupt(f"{self.where}: the document inflates beyond {self.limit} bytes; refusing it")
-        self.digest.update(out)
-        self.output.write(out)
+        for out in _inflate_steps(self.decompressor, data, self.where, part):
+            self.size += len(out)
+            if self.size > self.limit:
+                raise OffsetsTooLarge(self.where, self.limit)
+            self.digest.update(out)
+            self.output.write(out)
 
     def finish(self, part: str) -> bytes:
         if not self.decompressor.eof:
@@ -363,14 +405,19 @@ class OffsetsConfigMapStore:
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         compression_level: int = 6,
-        max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        max_document_bytes: int | None = None,
     ) -> None:
         if not 1024 <= max_payload_bytes <= CONFIGMAP_MAX_BYTES:
             raise ValueError(f"max_payload_bytes must be between 1024 and {CONFIGMAP_MAX_BYTES}")
         self.kube = kube
         self.max_payload_bytes = max_payload_bytes
         self.compression_level = compression_level
-        self.max_document_bytes = max_document_bytes
+        # (namespace, ConfigMap, key) -> (resourceVersion, refusal): a document refused for its
+        # size is refused again without inflating it again, until the ConfigMap changes
+        # (applyOnChange and a pending alter re-read it every drift interval).
+        self._too_large: dict[tuple[str, str, str], tuple[str, OffsetsTooLarge]] = {}
+        # Documents read back larger than this are refused (a gzip bomb in a tenant's ConfigMap).
+        self.max_document_bytes = max_document_bytes if max_document_bytes is not None else limits.max_document_bytes()
 
     # --- writing --------------------------------------------------------------------------
 
@@ -670,6 +717,20 @@ class OffsetsConfigMapStore:
 
     async def read_from(self, namespace: str, current: ConfigMapData, key: str) -> StoredOffsets:
         """Like :meth:`read`, for a ConfigMap already fetched (shards are fetched as needed)."""
+        where = (namespace, current.name, key)
+        refused = self._too_large.get(where)
+        if refused is not None and refused[0] == current.resource_version:
+            raise refused[1].with_traceback(None)
+        self._too_large.pop(where, None)
+        try:
+            return await self._read_from(namespace, current, key)
+        except OffsetsTooLarge as error:
+            if len(self._too_large) >= 1024:  # bounded: forget the oldest refusal
+                self._too_large.pop(next(iter(self._too_large)))
+            self._too_large[where] = (current.resource_version, error)
+            raise
+
+    async def _read_from(self, namespace: str, current: ConfigMapData, key: str) -> StoredOffsets:
         plain_key, gzip_key, index_key = _form_keys(key)
         name = current.name
         present = [
@@ -693,14 +754,16 @@ class OffsetsConfigMapStore:
             return StoredOffsets(name, key, StoredForm.PLAIN, current.binary_data[plain_key], rv, ignored=ignored)
         if gzip_key in current.binary_data:
             where = f"ConfigMap {name} key {gzip_key}"
-            inflater = _Inflater(where, self.max_document_bytes)
-            await asyncio.to_thread(inflater.feed, current.binary_data[gzip_key], "it")
+            packed = current.binary_data[gzip_key]
+            size = await asyncio.to_thread(_inflated_size, packed, self.max_document_bytes, where)
+            inflater = _Inflater(where, size)
+            await asyncio.to_thread(inflater.feed, packed, "it")
             document = inflater.finish("its last byte")
             return StoredOffsets(name, key, StoredForm.GZIP, document, rv, ignored=ignored)
         where = f"ConfigMap {name} key {index_key}"
         index = ShardIndex.from_json(current.data[index_key], where)
         if index.size > self.max_document_bytes:
-            raise OffsetsCorrupt(f"{where}: the document is {index.size} bytes; the limit is {self.max_document_bytes}")
+            raise OffsetsTooLarge(where, self.max_document_bytes)
         document = await self._read_shards(namespace, name, index, where)
         return StoredOffsets(
             name,
