@@ -12,7 +12,7 @@ import stat
 import subprocess
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -702,8 +702,16 @@ def _gzip_zeros(size: int) -> bytes:
 async def test_a_huge_gzip_answer_to_get_root_is_refused_at_the_small_cap() -> None:
     bomb = _gzip_zeros(64 << 20)  # ~64 KB on the wire
 
+    class Wire(httpx.AsyncByteStream):
+        """The body as a network would deliver it: 64 KiB reads, not decoded ahead of time."""
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for start in range(0, len(bomb), 65536):
+                yield bomb[start : start + 65536]
+
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=bomb, headers={"Content-Encoding": "gzip"})
+        assert request.headers["Accept-Encoding"] == "gzip, deflate"
+        return httpx.Response(200, headers={"Content-Encoding": "gzip"}, stream=Wire())
 
     async with client_for(handler) as client:
         with pytest.raises(

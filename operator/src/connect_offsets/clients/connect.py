@@ -61,7 +61,8 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
@@ -535,22 +536,65 @@ def _bool_param(value: bool) -> str:
     return "true" if value else "false"
 
 
+#: Output of one decompression step: a hostile answer is never inflated further than this past a cap.
+_INFLATE_STEP: Final = 1 << 20
+#: What we ask Connect for: Jetty's GzipHandler (when a worker enables it) speaks gzip.
+_ACCEPT_ENCODING: Final = "gzip, deflate"
+
+
+async def _decoded_parts(response: httpx.Response, limit: int, method: str, path: str) -> AsyncIterator[bytes]:
+    """The answer's body, decoded, in parts; ``ConnectResponseTooLarge`` once past ``limit`` bytes.
+
+    Decoded here rather than by httpx: its decoders inflate each network chunk whole, and one
+    64 KiB chunk of a gzip bomb is 64 MiB (a 300 KB answer to ``GET /`` took 130 MiB). Here every
+    step yields at most ``_INFLATE_STEP`` bytes and the count is checked after each.
+    """
+    if hasattr(response, "_content"):  # read already (an in-memory transport): only the cap to apply
+        if len(response.content) > limit:
+            raise ConnectResponseTooLarge(method=method, path=path, limit=limit)
+        yield response.content
+        return
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("gzip", "x-gzip"):
+        decompressor: Any = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    elif encoding == "deflate":
+        decompressor = zlib.decompressobj()
+    elif encoding in ("", "identity"):
+        decompressor = None
+    else:
+        raise ConnectError(
+            f"the answer uses Content-Encoding {encoding[:40]!r}, which was not asked for", method=method, path=path
+        )
+    size = 0
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            if decompressor is None:
+                out, pending = pending, b""
+            else:
+                try:
+                    out = decompressor.decompress(pending, _INFLATE_STEP)
+                except zlib.error as error:
+                    raise ConnectError(
+                        f"the answer is not valid {encoding} data ({error})", method=method, path=path
+                    ) from error
+                pending = decompressor.unconsumed_tail
+                if decompressor.eof:
+                    pending = b""
+            size += len(out)
+            if size > limit:
+                raise ConnectResponseTooLarge(method=method, path=path, limit=limit)
+            if out:
+                yield out
+
+
 async def _read_capped(response: httpx.Response, limit: int, method: str, path: str) -> None:
     """Read a streamed answer into ``response.content``, at most ``limit`` decoded bytes.
 
     httpx's own ``aread`` does the same join without a bound; setting ``_content`` is how it
-    stores the body, so ``.json()``, ``.text`` and ``.content`` then work as usual. A decoder turns
-    one network chunk (at most 64 KiB) into at most about 64 MiB, so the cap is overshot by no more
-    than one such chunk before the read stops.
+    stores the body, so ``.json()``, ``.text`` and ``.content`` then work as usual.
     """
-    parts: list[bytes] = []
-    size = 0
-    async for part in response.aiter_bytes():
-        size += len(part)
-        if size > limit:
-            raise ConnectResponseTooLarge(method=method, path=path, limit=limit)
-        parts.append(part)
-    response._content = b"".join(parts)
+    response._content = b"".join([part async for part in _decoded_parts(response, limit, method, path)])
 
 
 class ConnectClient:
@@ -570,7 +614,7 @@ class ConnectClient:
             verify=build_ssl_context(endpoint),
             transport=transport,
             follow_redirects=False,
-            headers={"Accept": "application/json", "User-Agent": _USER_AGENT},
+            headers={"Accept": "application/json", "Accept-Encoding": _ACCEPT_ENCODING, "User-Agent": _USER_AGENT},
         )
 
     @property
@@ -729,10 +773,7 @@ class ConnectClient:
                         raise ConnectUnavailable(_NOT_CONNECT_404, method="GET", path=path)
                     raise self._error_from_response("GET", path, response)
                 buffer = io.BytesIO()
-                limit = max_document_bytes()
-                async for part in response.aiter_bytes():
-                    if buffer.tell() + len(part) > limit:
-                        raise ConnectResponseTooLarge(method="GET", path=path, limit=limit)
+                async for part in _decoded_parts(response, max_document_bytes(), "GET", path):
                     buffer.write(part)
                 return buffer.getvalue()  # hands over the buffer without a copy
         except httpx.TransportError as e:
