@@ -43,7 +43,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets import API_GROUP, API_VERSION, __version__
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.models.offsets import (
     OffsetsValidationError,
@@ -680,7 +680,7 @@ class Runner:
         if configmap is None:
             raise PluginError(
                 f"backup ConfigMap {resolved.namespace}/{backup} not found; list the backups with: kubectl get "
-                f"configmaps -n {resolved.namespace} -l {API_GROUP}/backup-of={resolved.name}",
+                f"configmaps -n {resolved.namespace} -l {API_GROUP}/backup-of={label_value(resolved.name)}",
                 EXIT_USAGE,
             )
 
@@ -695,7 +695,7 @@ class Runner:
             "controller": False,
             "blockOwnerDeletion": False,
         }
-        labels = {f"{API_GROUP}/kind": resolved.kind.kind, f"{API_GROUP}/name": meta["name"]}
+        labels = {f"{API_GROUP}/kind": resolved.kind.kind, f"{API_GROUP}/name": label_value(meta["name"])}
         text = request.offsets_text if request.offsets_text.endswith("\n") else request.offsets_text + "\n"
         name = resolved.target.alter_configmap
         await self.kube.write_configmap_key(

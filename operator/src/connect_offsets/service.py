@@ -43,7 +43,7 @@ from connect_offsets.clients.connect import (
 )
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, label_value
 from connect_offsets.clients.offsets_configmaps import (
     NOT_A_SHARD,
     OffsetsConfigMapStore,
@@ -1114,7 +1114,8 @@ class TargetRunner:
         name = f"{meta['name'][:200]}-backup-{connector_hash}-{stamp}-{secrets.token_hex(2)}"
         created = datetime.now(UTC).isoformat()
         offsets = await client.get_offsets_raw(target.name)
-        selector = f"{API_GROUP}/backup-of={meta['name']},{API_GROUP}/connector-hash={connector_hash},{NOT_A_SHARD}"
+        backup_of = label_value(meta["name"])
+        selector = f"{API_GROUP}/backup-of={backup_of},{API_GROUP}/connector-hash={connector_hash},{NOT_A_SHARD}"
         await self.store.write(
             namespace,
             name,
@@ -1122,7 +1123,7 @@ class TargetRunner:
             offsets,
             labels={
                 **_labels(body),
-                f"{API_GROUP}/backup-of": meta["name"],
+                f"{API_GROUP}/backup-of": backup_of,
                 f"{API_GROUP}/connector-hash": connector_hash,
             },
             annotations={
@@ -1337,7 +1338,7 @@ def _labels(body: dict[str, Any]) -> dict[str, str]:
     return {
         "app.kubernetes.io/managed-by": "connect-offsets-operator",
         f"{API_GROUP}/kind": str(body.get("kind", "")),
-        f"{API_GROUP}/name": meta["name"],
+        f"{API_GROUP}/name": label_value(meta["name"]),
         CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
     }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -31,17 +32,38 @@ from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
 
 __all__ = [
+    "LABEL_VALUE_MAX",
     "ConfigMapData",
     "ConfigMapMeta",
     "KubernetesApi",
     "KubernetesError",
     "KubernetesRejected",
     "KubernetesUnavailable",
+    "label_value",
     "load_api_client",
 ]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+#: Kubernetes refuses a label value longer than this (a resource name may be up to 253).
+LABEL_VALUE_MAX = 63
+
+
+def label_value(name: str) -> str:
+    """A resource name as a label value: itself when it fits, else a prefix and its hash.
+
+    Why: object names may be DNS subdomains of 253 characters, label values at most 63, and a
+    resource whose name went into a label as it is could never be backed up or listed. Every
+    selector goes through this function too, so the two always agree; names of 63 characters or
+    fewer keep their old label values. The full name stays in the object's annotations.
+    """
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    # A label value must start and end with an alphanumeric character.
+    return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"
 
 
 class KubernetesError(Exception):
