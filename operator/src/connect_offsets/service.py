@@ -665,7 +665,7 @@ class TargetRunner:
             result.conditions = [c for c in result.conditions if c.type != "Ready"]
             result.conditions.insert(0, ConditionSpec("Ready", "False", "ConnectError", str(error)[:1024]))
         if observed.status is not None:
-            result.status["connectorStatus"] = observed.status.model_dump(exclude_none=True)
+            result.status["connectorStatus"] = observed.status.for_status()
         if plan.auto_restart is not None:
             result.status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
         if plan.applied_offsets is not None:

@@ -8,7 +8,7 @@ reason about them without importing any I/O code.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,22 @@ class TaskState(ConnectorState):
     id: int
 
 
+#: Tasks listed in a resource's status (the rest are counted in ``tasksOmitted``).
+STATUS_MAX_TASKS: Final = 50
+#: Characters of a trace's first line kept in status.
+STATUS_TRACE_CHARS: Final = 512
+
+
+def _state_for_status(state: ConnectorState) -> dict[str, Any]:
+    document: dict[str, Any] = {"state": state.state}
+    if state.worker_id is not None:
+        document["worker_id"] = state.worker_id[:253]
+    if state.trace is not None and state.trace.strip():
+        first = state.trace.strip().splitlines()[0]
+        document["trace"] = first if len(first) <= STATUS_TRACE_CHARS else first[:STATUS_TRACE_CHARS] + "…"
+    return document
+
+
 class ConnectorStatus(BaseModel):
     """``GET /connectors/{name}/status``."""
 
@@ -71,6 +87,28 @@ class ConnectorStatus(BaseModel):
     @property
     def any_failed(self) -> bool:
         return self.state == "FAILED" or bool(self.failed_task_ids)
+
+    def for_status(self) -> dict[str, Any]:
+        """This status as it goes into a resource's ``status.connectorStatus``, bounded in size.
+
+        Connect's traces are whole Java stack traces (kilobytes each) and a connector may have
+        hundreds of tasks: copied as they are, a failing connector pushed its resource's status
+        past what the API server accepts, nothing was written, and the restarts that status
+        records were repeated. Kept: the first line of each trace (the exception and message, at
+        most ``STATUS_TRACE_CHARS``), the first ``STATUS_MAX_TASKS`` tasks, and how many were left
+        out (``tasksOmitted``). Worst case about 30 KiB per connector, well under etcd's 1.5 MiB.
+        """
+        shown = self.tasks[:STATUS_MAX_TASKS]
+        document: dict[str, Any] = {
+            "name": self.name,
+            "connector": _state_for_status(self.connector),
+            "tasks": [{"id": task.id, **_state_for_status(task)} for task in shown],
+        }
+        if self.type is not None:
+            document["type"] = self.type
+        if len(self.tasks) > len(shown):
+            document["tasksOmitted"] = len(self.tasks) - len(shown)
+        return document
 
     def first_trace(self) -> str | None:
         """The first line of the first failure trace (the exception and its message), if any."""
