@@ -11,9 +11,18 @@ import json
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from connect_offsets.clients.kubernetes import LABEL_VALUE_MAX, label_value
 from connect_offsets.models.connect import STATUS_MAX_TASKS, STATUS_TRACE_CHARS, ConnectorStatus
+from connect_offsets.models.crds import (
+    DNS1123_SUBDOMAIN,
+    AuthenticationSpec,
+    ClientCertificateSpec,
+    ConfigMapRef,
+    SecretKeyRef,
+)
+from connect_offsets.models.schema import crd_documents
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +72,27 @@ def test_a_small_status_keeps_its_shape() -> None:
         {"name": "c", "connector": {"state": "FAILED", "trace": "E: bad\n\tat a"}, "tasks": []}
     )
     assert status.for_status() == {"name": "c", "connector": {"state": "FAILED", "trace": "E: bad"}, "tasks": []}
+
+
+@pytest.mark.parametrize("bad", ["Bad_Name", "../other", "a/b", "-a", "a-", "x" * 254, ""])
+def test_configmap_and_secret_names_must_be_dns_subdomains(bad: str) -> None:
+    for model, data in (
+        (ConfigMapRef, {"name": bad}),
+        (SecretKeyRef, {"name": bad, "key": "k"}),
+        (AuthenticationSpec, {"type": "basic", "secretName": bad}),
+        (ClientCertificateSpec, {"secretName": bad}),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            model.model_validate(data)
+        assert refused.value.errors()[0]["loc"][-1] in ("name", "secretName", "secret_name"), model
+
+
+def test_every_configmap_and_secret_name_in_the_crds_has_the_pattern() -> None:
+    names = 0
+    for document in crd_documents().values():
+        text = json.dumps(document)
+        for field in ('"secretName": {', '"toConfigMap": {', '"fromConfigMap": {'):
+            for start in [m.start() for m in re.finditer(re.escape(field), text)]:
+                assert json.dumps(DNS1123_SUBDOMAIN)[1:-1] in text[start : start + 1500], (document["metadata"]["name"], field)
+                names += 1
+    assert names >= 6

@@ -91,10 +91,20 @@ class ObjectMeta(BaseModel):
 # --- shared references -----------------------------------------------------------------
 
 
+#: A DNS-1123 subdomain: what the API server accepts as a ConfigMap or Secret name. In the schema,
+#: so a bad name is refused by `kubectl apply` naming the field, not after admission by a failing
+#: read; and a name with `/` or `..` can never reach a request path.
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def _object_name(description: str) -> Any:
+    return Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN, description=description)
+
+
 class ConfigMapRef(Model):
     """A ConfigMap in the resource's namespace."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253, description="ConfigMap name.")]
+    name: Annotated[str, _object_name("ConfigMap name.")]
 
 
 class ListOffsetsSpec(Model):
@@ -162,7 +172,7 @@ class InitialOffsetsSpec(Model):
 
 
 class SecretKeyRef(Model):
-    name: Annotated[str, Field(min_length=1, description="Secret name, in the resource's namespace.")]
+    name: Annotated[str, _object_name("Secret (or ConfigMap) name, in the resource's namespace.")]
     key: Annotated[str, Field(min_length=1, description="Key inside the Secret.")]
 
 
@@ -184,9 +194,7 @@ class KeyRef(Model):
 
 class AuthenticationSpec(Model):
     type: Literal["basic", "bearer"] = Field(description="HTTP authentication scheme.")
-    secret_name: Annotated[
-        str, Field(min_length=1, description="Secret holding the credentials, in the same namespace.")
-    ]
+    secret_name: Annotated[str, _object_name("Secret holding the credentials, in the same namespace.")]
     username_key: str = Field("username", description="basic: key of the user name in the Secret.")
     password_key: str = Field("password", description="basic: key of the password in the Secret.")
     token_key: str = Field("token", description="bearer: key of the token in the Secret.")
@@ -197,7 +205,7 @@ class CertificateSource(KeyRef):
 
 
 class ClientCertificateSpec(Model):
-    secret_name: Annotated[str, Field(min_length=1, description="Secret with the client certificate.")]
+    secret_name: Annotated[str, _object_name("Secret with the client certificate.")]
     cert_key: str = Field("tls.crt", description="Key of the PEM certificate.")
     key_key: str = Field("tls.key", description="Key of the PEM private key.")
 
