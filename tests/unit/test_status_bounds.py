@@ -93,6 +93,7 @@ def test_every_configmap_and_secret_name_in_the_crds_has_the_pattern() -> None:
         text = json.dumps(document)
         for field in ('"secretName": {', '"toConfigMap": {', '"fromConfigMap": {'):
             for start in [m.start() for m in re.finditer(re.escape(field), text)]:
-                assert json.dumps(DNS1123_SUBDOMAIN)[1:-1] in text[start : start + 1500], (document["metadata"]["name"], field)
+                pattern = json.dumps(DNS1123_SUBDOMAIN)[1:-1]  # as it appears inside the JSON text
+                assert pattern in text[start : start + 1500], (document["metadata"]["name"], field)
                 names += 1
     assert names >= 6
