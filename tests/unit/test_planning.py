@@ -320,17 +320,26 @@ def test_adopt_needs_exactly_true(value: str) -> None:
     assert ready(plan).reason == "ConnectorOwnedElsewhere"
 
 
-@pytest.mark.parametrize("previous_owner", [None, "other-ns/orders-source"])
-def test_adopt_takes_the_connector_over(previous_owner: str | None) -> None:
+def test_adopt_takes_an_unowned_connector_over() -> None:
     resource = make_resource(annotations={ANNOTATION_ADOPT: "true"})
     config = {k: v for k, v in desired_config(resource).items() if k != OWNER_CONFIG_KEY}
-    if previous_owner is not None:
-        config[OWNER_CONFIG_KEY] = previous_owner
     plan = plan_connector(resource, observe(resource, config=config))
     assert kinds(plan) == ["update_config"]
     assert plan.actions[0].config == desired_config(resource)
     assert plan.actions[0].config[OWNER_CONFIG_KEY] == OWNER  # type: ignore[index]
     assert ready(plan).reason == "Progressing"
+
+
+@pytest.mark.parametrize("previous_owner", ["other-ns/orders-source", f"{NAMESPACE}/another-resource"])
+def test_adopt_never_takes_another_resources_connector(previous_owner: str) -> None:
+    """Issue 18: tenant B's adopt took tenant A's connector (then reset its offsets)."""
+    resource = make_resource(annotations={ANNOTATION_ADOPT: "true", ANNOTATION_OFFSETS: "reset"})
+    config = {**desired_config(resource), OWNER_CONFIG_KEY: previous_owner}
+    plan = plan_connector(resource, observe(resource, config=config))
+    assert plan.actions == []
+    condition = ready(plan)
+    assert condition.reason == "ConnectorOwnedElsewhere" and f"managed by {previous_owner}" in condition.message
+    assert "takes over only connectors that no resource owns" in condition.message
 
 
 @pytest.mark.parametrize(

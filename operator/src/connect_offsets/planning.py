@@ -392,16 +392,29 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
         return plan
 
     owner = observed.config.get(OWNER_CONFIG_KEY)
-    if owner != target.owner and annotations.get(ANNOTATION_ADOPT) != "true":
-        who = f"by {owner}" if owner else "by something other than this operator"
+    if owner and owner != target.owner:
+        # Never taken over, adopt or not: on a Connect cluster shared by tenants, adopting another
+        # resource's connector (then changing its offsets) would be one tenant acting on another's.
         plan.conditions.append(
             ConditionSpec(
                 "Ready",
                 "False",
                 "ConnectorOwnedElsewhere",
-                f"Connector {target.name} already exists in Connect, managed {who}. Connector "
-                "names are global on a Connect cluster; rename this resource, or annotate it with "
-                f"{ANNOTATION_ADOPT}=true to take the existing connector over.",
+                f"Connector {target.name} already exists in Connect, managed by {owner}. Connector "
+                f"names are global on a Connect cluster; rename this resource. {ANNOTATION_ADOPT}=true "
+                "takes over only connectors that no resource owns.",
+            )
+        )
+        return plan
+    if owner != target.owner and annotations.get(ANNOTATION_ADOPT) != "true":
+        plan.conditions.append(
+            ConditionSpec(
+                "Ready",
+                "False",
+                "ConnectorOwnedElsewhere",
+                f"Connector {target.name} already exists in Connect, managed by something other than this "
+                "operator. Connector names are global on a Connect cluster; rename this resource, or annotate "
+                f"it with {ANNOTATION_ADOPT}=true to take the existing connector over.",
             )
         )
         return plan

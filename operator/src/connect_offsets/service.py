@@ -106,6 +106,7 @@ from connect_offsets.planning import (
 
 __all__ = [
     "CLUSTER_LABEL",
+    "WATCH_LABEL",
     "ClusterRegistry",
     "ClusterService",
     "ConnectorService",
@@ -117,6 +118,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CLUSTER_LABEL = f"{API_GROUP}/cluster"
+#: ConfigMaps with this label are streamed to the operator (server-side selector on its watch), so
+#: a change wakes the resources that read them at once; others are re-read every drift interval.
+WATCH_LABEL = f"{API_GROUP}/watch"
 CONNECTORS = "kafkaconnectors"
 MIRRORS = "kafkamirrormaker2s"
 CLUSTERS = "connectclusters"
@@ -1238,8 +1242,10 @@ class TargetRunner:
                     action.configmap,
                     target.configmap_key,
                     offsets,
-                    labels=_labels(body),
+                    # Watched (a user editing the listed document for an alter is noticed at once).
+                    labels={**_labels(body), WATCH_LABEL: "true"},
                     owner_references=[_owner_reference(body)],
+                    claim_only_if=f"{API_GROUP}/kind",  # a ConfigMap we did not create stays its owner's
                 )
             except (KubernetesRejected, OffsetsStoreError) as error:
                 raise OffsetsRequestInvalid("ConfigMapWriteFailed", str(error)) from error

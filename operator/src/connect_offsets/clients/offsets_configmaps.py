@@ -433,6 +433,7 @@ class OffsetsConfigMapStore:
         owner_references: Sequence[Mapping[str, Any]] = (),
         partitions: int | None = None,
         pretty: bool = True,
+        claim_only_if: str | None = None,
     ) -> WriteResult:
         """Store ``document`` (JSON bytes, or a decoded document) under ``key`` of ConfigMap ``name``.
 
@@ -441,6 +442,8 @@ class OffsetsConfigMapStore:
         chosen: plain (indented like Strimzi's when ``pretty`` and that fits, else as given), gzip,
         then shards. Stale forms and shards of this key are removed. ``partitions``: the entry
         count if the caller knows it; otherwise it is counted for the gzip and sharded forms.
+        ``claim_only_if``: a label the caller puts on the ConfigMaps it creates; an existing
+        ConfigMap without it gets only the document, no labels, annotations or owner references.
         """
         if isinstance(document, Mapping):
             data = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
@@ -452,6 +455,11 @@ class OffsetsConfigMapStore:
         labels = dict(labels or {})
         annotations = dict(annotations or {})
         current = await self.kube.get_configmap(namespace, name)
+        if current is not None and claim_only_if is not None and claim_only_if not in current.labels:
+            # Someone else's ConfigMap (an app's, a GitOps tool's): write the key and nothing else.
+            # An owner reference would hand its lifetime to our resource (deleting the resource
+            # would garbage-collect it), and our labels would overwrite theirs (managed-by).
+            labels, annotations, owner_references = {}, {}, ()
         budget = self.max_payload_bytes - _other_payload(current, key)
 
         form: StoredForm

@@ -16,6 +16,7 @@ from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry
 from connect_offsets.service import (
+    WATCH_LABEL,
     ClusterRegistry,
     ClusterService,
     ConnectorService,
@@ -80,6 +81,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     # Our service posts its own Events with Connect's messages; kopf's would only repeat them.
     settings.posting.level = logging.WARNING
+    # Least privilege in what is streamed to us: only ConfigMaps labelled for it (the operator's own
+    # list targets, and any a user labels), filtered by the API server, not every ConfigMap of the
+    # watched namespaces. Referenced ConfigMaps without the label are still re-read on each drift pass.
+    settings.watching.label_selectors[("", "v1", "configmaps")] = f"{WATCH_LABEL}=true"
     # Re-establish watches regularly so a silently dropped connection cannot stall us for long.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
