@@ -1120,23 +1120,33 @@ class TargetRunner:
         offsets = await client.get_offsets_raw(target.name)
         backup_of = label_value(meta["name"])
         selector = f"{API_GROUP}/backup-of={backup_of},{API_GROUP}/connector-hash={connector_hash},{NOT_A_SHARD}"
-        await self.store.write(
-            namespace,
-            name,
-            "offsets.json",
-            offsets,
-            labels={
-                **_labels(body),
-                f"{API_GROUP}/backup-of": backup_of,
-                f"{API_GROUP}/connector-hash": connector_hash,
-            },
-            annotations={
-                f"{API_GROUP}/connector": target.name,
-                f"{API_GROUP}/operation": operation,
-                f"{API_GROUP}/time": created,
-            },
-            owner_references=[_owner_reference(body)],
-        )
+        try:
+            await self.store.write(
+                namespace,
+                name,
+                "offsets.json",
+                offsets,
+                labels={
+                    **_labels(body),
+                    f"{API_GROUP}/backup-of": backup_of,
+                    f"{API_GROUP}/connector-hash": connector_hash,
+                },
+                annotations={
+                    f"{API_GROUP}/connector": target.name,
+                    f"{API_GROUP}/operation": operation,
+                    f"{API_GROUP}/time": created,
+                },
+                owner_references=[_owner_reference(body)],
+            )
+        except KubernetesRejected as error:
+            # A quota, a policy or missing RBAC: retrying changes nothing, and without a backup
+            # the change must not run (nothing is lost). The request waits for a fix.
+            raise OffsetsRequestInvalid(
+                "BackupFailed",
+                f"the backup ConfigMap {name} could not be written, so nothing was changed: {error}; "
+                "fix the cause (ResourceQuota on ConfigMaps, an admission policy, the operator's RBAC), "
+                f"then ask again with a new {API_GROUP}/request-id",
+            ) from error
         del offsets
         await self._prune_backups(body, target, selector)
         return name
@@ -1388,6 +1398,47 @@ async def load_resource(
         return None
 
 
+#: How an API server refusal reads in a condition: what the user (or the platform team) can change.
+_REFUSAL_HINTS = {
+    400: "the request was malformed",
+    403: "the operator's ServiceAccount may not do this here (RBAC, or a ResourceQuota)",
+    404: "the object it names does not exist",
+    413: "the object would be too large",
+    422: "the API server refused the object as invalid (a name, a size, an immutable ConfigMap, a policy)",
+}
+
+
+async def report_refusal(
+    kube: KubernetesApi, plural: str, namespace: str, name: str, error: KubernetesRejected
+) -> Outcome:
+    """An API server refusal a retry cannot fix: a condition that names it, then wait for a change.
+
+    Why not the transient back-off: a 403, 404 or 422 on an object the user named (their
+    ConfigMap, a Secret, the resource itself) answers the same until someone changes something, and
+    the exponential retry loop would redo everything before it each time. The resource is checked
+    again on its next change or drift pass, and the condition is gone once a pass succeeds.
+    """
+    hint = _REFUSAL_HINTS.get(error.status, "the API server refused it")
+    reason = {403: "Forbidden", 404: "NotFound", 422: "Invalid"}.get(error.status, "Refused")
+    message = _truncate(f"{error} ({hint}); nothing more was done in this pass, it runs again on the next change")
+    log.warning("%s/%s: %s", namespace, name, message)
+    body = await kube.get_resource(plural, namespace, name)
+    if body is None:
+        return Outcome()
+    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
+    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old if c.type != "ApiServerRefused"]
+    if any(c.type == "ApiServerRefused" and c.message == message for c in old):
+        return Outcome()  # reported already: nothing is written again until something changes
+    try:
+        await write_status(
+            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc(), {}
+        )
+    except KubernetesError as write_error:  # the status itself refused: the Event still tells
+        log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
+    await kube.post_event(involved=body, event_type="Warning", reason="ApiServerRefused", message=message)
+    return Outcome()
+
+
 class ConnectorService:
     """Reconcile one KafkaConnector."""
 
@@ -1397,6 +1448,12 @@ class ConnectorService:
         self.runner = TargetRunner(kube)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
+        try:
+            return await self._reconcile(namespace, name)
+        except KubernetesRejected as error:
+            return await report_refusal(self.kube, CONNECTORS, namespace, name, error)
+
+    async def _reconcile(self, namespace: str, name: str) -> Outcome:
         now = now_utc()
         loaded = await load_resource(self.kube, CONNECTORS, KafkaConnectorResource, namespace, name, now)
         if loaded is None:
@@ -1619,6 +1676,12 @@ class MirrorMaker2Service:
             raise ClusterUnusable(str(error)) from error
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
+        try:
+            return await self._reconcile(namespace, name)
+        except KubernetesRejected as error:
+            return await report_refusal(self.kube, MIRRORS, namespace, name, error)
+
+    async def _reconcile(self, namespace: str, name: str) -> Outcome:
         now = now_utc()
         loaded = await load_resource(self.kube, MIRRORS, KafkaMirrorMaker2Resource, namespace, name, now)
         if loaded is None:
