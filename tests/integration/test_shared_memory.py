@@ -54,8 +54,8 @@ def peak_rss_mib(pid: int) -> float:
     raise AssertionError(f"no VmHWM for {pid}")
 
 
-@pytest.fixture
-def huge_answer_server() -> Iterator[tuple[str, list[str]]]:
+@contextlib.contextmanager
+def huge_answers() -> Iterator[tuple[str, list[str]]]:
     """An HTTP server on 127.0.0.1 whose every answer is 300 MiB of JSON-ish zeros as ~300 KB gzip."""
     body = gzip_zeros(300 << 20)
     seen: list[str] = []
@@ -82,6 +82,12 @@ def huge_answer_server() -> Iterator[tuple[str, list[str]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def huge_answer_server() -> Iterator[tuple[str, list[str]]]:
+    with huge_answers() as served:
+        yield served
 
 
 @pytest.mark.timeout(600)
