@@ -6,7 +6,8 @@ Matrix covered:
   worker supports it, ``None`` when not; the config (name, connector.class, tasks.max, owner key
   ``connect-offsets.io/owner`` = ``ns/name``, values as strings, ``None`` dropped);
 * ownership: another owner or no owner -> ``ConnectorOwnedElsewhere`` and no actions; the adopt
-  annotation (``true`` only) takes the connector over with an ``update_config``;
+  annotation (``true`` only) takes an unowned connector over with an ``update_config``, never one another
+  resource owns;
 * config drift: different or extra keys -> ``update_config``; equal -> nothing;
 * state enforcement: every desired state x observed RUNNING/PAUSED/STOPPED/FAILED/UNASSIGNED
   (paused + FAILED -> no pause);
@@ -296,7 +297,7 @@ def test_owned_by_another_resource_is_left_alone() -> None:
     condition = ready(plan)
     assert (condition.status, condition.reason) == ("False", "ConnectorOwnedElsewhere")
     assert "by other-ns/orders-source" in condition.message
-    assert f"{ANNOTATION_ADOPT}=true" in condition.message
+    assert f"{ANNOTATION_ADOPT} annotation applies only to connectors without an owner" in condition.message
     assert len(plan.conditions) == 1
     assert plan.offsets_refusal is None
 
@@ -320,12 +321,27 @@ def test_adopt_needs_exactly_true(value: str) -> None:
     assert ready(plan).reason == "ConnectorOwnedElsewhere"
 
 
-@pytest.mark.parametrize("previous_owner", [None, "other-ns/orders-source"])
-def test_adopt_takes_the_connector_over(previous_owner: str | None) -> None:
+@pytest.mark.parametrize("previous_owner", ["other-ns/orders-source", "orders/other-resource", OWNER + "x"])
+def test_adopt_never_takes_a_connector_another_resource_owns(previous_owner: str) -> None:
+    """Adopt is for unowned connectors: another owner (another tenant's namespace, or a sibling
+    resource in this one) stays the owner, and none of this resource's requests reach it."""
+    resource = make_resource(annotations={ANNOTATION_ADOPT: "true", ANNOTATION_OFFSETS: "reset"})
+    config = {**desired_config(resource), OWNER_CONFIG_KEY: previous_owner}
+    plan = plan_connector(resource, observe(resource, "STOPPED", config=config))
+    assert plan.actions == []
+    condition = ready(plan)
+    assert (condition.status, condition.reason) == ("False", "ConnectorOwnedElsewhere")
+    assert f"by {previous_owner}" in condition.message
+    assert "applies only to connectors without an owner" in condition.message
+    assert plan.offsets_refusal is None
+
+
+@pytest.mark.parametrize("empty_owner", [False, True])
+def test_adopt_takes_the_connector_over(empty_owner: bool) -> None:
     resource = make_resource(annotations={ANNOTATION_ADOPT: "true"})
     config = {k: v for k, v in desired_config(resource).items() if k != OWNER_CONFIG_KEY}
-    if previous_owner is not None:
-        config[OWNER_CONFIG_KEY] = previous_owner
+    if empty_owner:
+        config[OWNER_CONFIG_KEY] = ""  # an empty owner names no resource: unowned
     plan = plan_connector(resource, observe(resource, config=config))
     assert kinds(plan) == ["update_config"]
     assert plan.actions[0].config == desired_config(resource)

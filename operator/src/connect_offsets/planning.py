@@ -389,16 +389,27 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
         return plan
 
     owner = observed.config.get(OWNER_CONFIG_KEY)
-    if owner != target.owner and annotations.get(ANNOTATION_ADOPT) != "true":
-        who = f"by {owner}" if owner else "by something other than this operator"
+    # Adopt takes over only a connector nobody here owns (created by hand, by another tool). A
+    # connector that names another resource as owner stays that resource's whatever the
+    # annotation says: on a shared Connect cluster the other owner may be another tenant, and
+    # adopting would let this resource reset or rewrite that tenant's offsets.
+    if owner != target.owner and (owner or annotations.get(ANNOTATION_ADOPT) != "true"):
+        if owner:
+            hint = (
+                f"the {ANNOTATION_ADOPT} annotation applies only to connectors without an owner; "
+                f"delete {owner} (which deletes the connector) or rename this resource"
+            )
+            who = f"by {owner}"
+        else:
+            hint = f"rename this resource, or annotate it with {ANNOTATION_ADOPT}=true to take the existing connector over"
+            who = "by something other than this operator"
         plan.conditions.append(
             ConditionSpec(
                 "Ready",
                 "False",
                 "ConnectorOwnedElsewhere",
                 f"Connector {target.name} already exists in Connect, managed {who}. Connector "
-                "names are global on a Connect cluster; rename this resource, or annotate it with "
-                f"{ANNOTATION_ADOPT}=true to take the existing connector over.",
+                f"names are global on a Connect cluster; {hint}.",
             )
         )
         return plan
