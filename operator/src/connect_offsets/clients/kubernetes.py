@@ -161,7 +161,12 @@ class KubernetesApi:
         labels: dict[str, str],
         owner: dict[str, Any],
     ) -> None:
-        """Create the ConfigMap or set one key in it, keeping its other keys, labels and owners."""
+        """Create the ConfigMap (with ``labels`` and ``owner``) or set one key in it.
+
+        An existing ConfigMap keeps its other keys and its metadata untouched: it may be an
+        application's, and an owner reference would let garbage collection delete it with the
+        caller's resource (and the caller's labels would overwrite the app's ``managed-by``).
+        """
         for _ in range(5):  # optimistic concurrency: retry on a concurrent edit
             current = await self.get_configmap(namespace, name)
             if current is None:
@@ -188,17 +193,7 @@ class KubernetesApi:
                     if "409" in str(error):
                         continue
                     raise
-            owners = list(current.owner_references)
-            if not any(o.get("uid") == owner["uid"] for o in owners):
-                owners.append(owner)
-            patch = {
-                "metadata": {
-                    "resourceVersion": current.resource_version,
-                    "labels": {**current.labels, **labels},
-                    "ownerReferences": owners,
-                },
-                "data": {key: value},
-            }
+            patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
             try:
                 await self._call(
                     f"patch ConfigMap {namespace}/{name}",
