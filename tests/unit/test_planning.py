@@ -225,6 +225,15 @@ def test_cluster_error_gives_only_cluster_unavailable() -> None:
     assert plan.auto_restart is None
 
 
+@pytest.mark.parametrize("reason", ["ClusterNotAllowed", "ConnectorNameNotAllowed"])
+def test_binding_refusal_names_its_reason_and_does_nothing(reason: str) -> None:
+    resource = make_resource(annotations={ANNOTATION_OFFSETS: "reset"})
+    observed = Observed(NOW, "ConnectCluster platform/shared refuses", True, None, None, cluster_error_reason=reason)
+    plan = plan_connector(resource, observed)
+    assert plan.actions == []
+    assert plan.conditions == [ConditionSpec("Ready", "False", reason, "ConnectCluster platform/shared refuses")]
+
+
 @pytest.mark.parametrize(
     ("state", "expected"),
     [(None, "RUNNING"), ("running", "RUNNING"), ("paused", "PAUSED"), ("stopped", "STOPPED")],

@@ -23,6 +23,7 @@ from connect_offsets.models.crds import (
     AppliedOffsetsStatus,
     AutoRestartSpec,
     AutoRestartStatus,
+    ConnectClusterSpec,
     ConnectorState,
     InitialOffsetsStatus,
     KafkaConnectorResource,
@@ -147,6 +148,9 @@ class Observed:
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
     seek: SeekOffsets | None = None
+    #: The Ready reason for ``cluster_error``: ClusterNotAllowed / ConnectorNameNotAllowed when the
+    #: ConnectCluster refuses this resource, else ConnectClusterUnavailable.
+    cluster_error_reason: str = "ConnectClusterUnavailable"
 
     def without_documents(self) -> Observed:
         """The same observation without the offsets texts, once the plan holds what it needs of them:
@@ -372,7 +376,7 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
     plan = Plan()
     annotations = target.annotations
     if observed.cluster_error is not None:
-        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectClusterUnavailable", observed.cluster_error))
+        plan.conditions.append(ConditionSpec("Ready", "False", observed.cluster_error_reason, observed.cluster_error))
         return plan
 
     desired = _desired(target)
@@ -401,7 +405,9 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
             )
             who = f"by {owner}"
         else:
-            hint = f"rename this resource, or annotate it with {ANNOTATION_ADOPT}=true to take the existing connector over"
+            hint = (
+                f"rename this resource, or annotate it with {ANNOTATION_ADOPT}=true to take the existing connector over"
+            )
             who = "by something other than this operator"
         plan.conditions.append(
             ConditionSpec(
@@ -1060,6 +1066,66 @@ def _plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
 
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- binding a resource to a ConnectCluster ------------------------------------------------
+
+#: Label naming the namespace of the ConnectCluster (default: the resource's own). A label and
+#: not "ns/name" in connect-offsets.io/cluster: label values cannot contain '/'.
+CLUSTER_NAMESPACE_LABEL = ANNOTATION_PREFIX + "cluster-namespace"
+NAMESPACE_PLACEHOLDER = "{namespace}"
+
+
+@dataclass(frozen=True)
+class BindingRefusal:
+    """Why a resource may not use a ConnectCluster: a condition reason and its message."""
+
+    reason: Literal["ClusterNotAllowed", "ConnectorNameNotAllowed"]
+    message: str
+
+
+def connector_name_prefix(spec: ConnectClusterSpec, namespace: str) -> str:
+    """The prefix connector names of resources in ``namespace`` must have ('' = any name)."""
+    return (spec.connector_name_prefix or "").replace(NAMESPACE_PLACEHOLDER, namespace)
+
+
+def check_binding(
+    spec: ConnectClusterSpec,
+    cluster_namespace: str,
+    cluster_name: str,
+    namespace: str,
+    connector_names: tuple[str, ...] | list[str],
+) -> BindingRefusal | None:
+    """May a resource in ``namespace`` with these connectors use this ConnectCluster?
+
+    The cluster's own namespace always may; another only if ``spec.allowedNamespaces`` lists it
+    (empty = nobody else), so a tenant cannot use a platform's Connect cluster, or its
+    credentials, unless the platform says so. Every connector name must start with the cluster's
+    ``connectorNamePrefix`` (``{namespace}`` = the resource's namespace): with ``"{namespace}-"``
+    no tenant can create, adopt or reuse the offsets of another namespace's connector names. A
+    namespace may be a prefix of another (``team`` and ``team-a``); the platform picks a
+    prefix whose separator cannot occur in namespace names ("{namespace}." or "{namespace}--"
+    ... ) when that matters: documented, not guessed here.
+    """
+    where = f"ConnectCluster {cluster_namespace}/{cluster_name}"
+    if namespace != cluster_namespace and namespace not in spec.allowed_namespaces:
+        return BindingRefusal(
+            "ClusterNotAllowed",
+            f"{where} does not list namespace {namespace} in spec.allowedNamespaces; nothing was done. Ask the "
+            f"owner of {where} to add it, or use a ConnectCluster in namespace {namespace}",
+        )
+    prefix = connector_name_prefix(spec, namespace)
+    wrong = [name for name in connector_names if not name.startswith(prefix)]
+    if wrong:
+        shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        return BindingRefusal(
+            "ConnectorNameNotAllowed",
+            f"{where} requires connector names in namespace {namespace} to start with {prefix!r} "
+            f"(spec.connectorNamePrefix {spec.connector_name_prefix!r}); not: {shown}. Nothing was created: "
+            "rename it (a KafkaConnector's connector is named after the resource; a MirrorMaker 2 connector "
+            "starts with its source cluster alias)",
+        )
+    return None
 
 
 # --- KafkaMirrorMaker2 -------------------------------------------------------------------

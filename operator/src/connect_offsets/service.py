@@ -25,7 +25,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -85,9 +85,11 @@ from connect_offsets.planning import (
     ANNOTATION_DRY_RUN,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTORE_FROM,
+    CLUSTER_NAMESPACE_LABEL,
     HANDLED_REQUEST_IDS,
     OWNER_CONFIG_KEY,
     Action,
+    BindingRefusal,
     ConditionSpec,
     ConnectorTarget,
     MirrorPlan,
@@ -96,6 +98,7 @@ from connect_offsets.planning import (
     Plan,
     RestoreSource,
     SeekOffsets,
+    check_binding,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -103,6 +106,7 @@ from connect_offsets.planning import (
 
 __all__ = [
     "CLUSTER_LABEL",
+    "CLUSTER_NAMESPACE_LABEL",
     "ClusterRegistry",
     "ClusterService",
     "ConnectorService",
@@ -168,6 +172,16 @@ class Outcome:
 
 class ClusterUnusable(Exception):
     """The ConnectCluster is missing, invalid, or its credentials cannot be read."""
+
+    reason = "ConnectClusterUnavailable"  # the Ready condition's reason on the resource
+
+
+class ClusterBindingRefused(ClusterUnusable):
+    """The ConnectCluster does not allow this resource (namespace or connector names)."""
+
+    def __init__(self, refusal: BindingRefusal) -> None:
+        super().__init__(refusal.message)
+        self.reason = refusal.reason
 
 
 # --- Connect clients per ConnectCluster ---------------------------------------------------
@@ -240,8 +254,15 @@ class ClusterRegistry:
         value: str = data[ref.key]
         return value
 
-    async def client_for(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
-        """The client for a ConnectCluster, probing ``GET /`` once per (re)built client."""
+    async def client_for(
+        self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
+    ) -> tuple[ConnectClient, ServerInfo]:
+        """The client for a ConnectCluster, probing ``GET /`` once per (re)built client.
+
+        ``for_namespace``: the namespace of the resource that wants it; the cluster's
+        ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
+        before its credentials are read, and a refusal raises ``ClusterBindingRefused``.
+        """
         body = await self._kube.get_resource(CLUSTERS, namespace, name)
         if body is None:
             raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
@@ -249,6 +270,10 @@ class ClusterRegistry:
             cluster = ConnectClusterResource.model_validate(body)
         except ValidationError as error:
             raise ClusterUnusable(f"ConnectCluster {name} is invalid: {_validation_text(error)}") from error
+        if for_namespace is not None:
+            refusal = check_binding(cluster.spec, namespace, name, for_namespace, list(connector_names))
+            if refusal is not None:
+                raise ClusterBindingRefused(refusal)
         endpoint = await self.endpoint(namespace, cluster.spec)
         fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
         async with self._lock:
@@ -1261,15 +1286,26 @@ def _labels(body: dict[str, Any]) -> dict[str, str]:
     }
 
 
-async def resolve_cluster(
-    clusters: ClusterRegistry, namespace: str, labels: dict[str, str]
-) -> tuple[ConnectClient, ServerInfo]:
-    """The Connect client for a resource's ``connect-offsets.io/cluster`` label."""
+def cluster_ref(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
+    """(namespace, name) of the ConnectCluster a resource's labels name: ``connect-offsets.io/cluster``,
+    in ``connect-offsets.io/cluster-namespace`` if set, else in the resource's own namespace."""
     cluster_name = labels.get(CLUSTER_LABEL)
     if not cluster_name:
         raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
+    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, cluster_name
+
+
+async def resolve_cluster(
+    clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str] = ()
+) -> tuple[ConnectClient, ServerInfo]:
+    """The Connect client for a resource's ``connect-offsets.io/cluster`` label (and the optional
+    ``connect-offsets.io/cluster-namespace``), once the cluster allows this namespace and these
+    connector names (``ClusterBindingRefused`` otherwise)."""
+    cluster_namespace, cluster_name = cluster_ref(namespace, labels)
     try:
-        return await clusters.client_for(namespace, cluster_name)
+        return await clusters.client_for(
+            cluster_namespace, cluster_name, for_namespace=namespace, connector_names=connector_names
+        )
     except ConnectError as error:
         raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
 
@@ -1319,9 +1355,10 @@ class ConnectorService:
             referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None}
         )
         try:
-            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
         except (ClusterUnusable, ClusterUnreachable) as error:
-            plan = plan_target(target, Observed(now, str(error), False, None, None))
+            reason = error.reason if isinstance(error, ClusterUnusable) else ClusterUnusable.reason
+            plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
             await write_status(self.kube, CONNECTORS, body, plan.conditions, now, {})
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
@@ -1332,10 +1369,11 @@ class ConnectorService:
         async def checkpoint(fields: dict[str, Any]) -> None:
             await write_status_fields(self.kube, CONNECTORS, body, now, fields)
 
-        cluster_name = resource.metadata.labels.get(CLUSTER_LABEL, "")
+        # The cluster's Secrets are read in the cluster's namespace (a platform's credentials).
+        cluster_namespace, cluster_name = cluster_ref(namespace, resource.metadata.labels)
 
         async def kafka() -> dict[str, Any]:
-            return await self.clusters.kafka_config(namespace, cluster_name)
+            return await self.clusters.kafka_config(cluster_namespace, cluster_name)
 
         result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint, kafka=kafka)
         extra = dict(result.status)
@@ -1375,6 +1413,8 @@ async def delete_owned(
     meta = body["metadata"]
     owner = f"{meta['namespace']}/{meta['name']}"
     try:
+        # No name check: deleting connectors this resource owns is allowed whatever the prefix
+        # says now (it may have been set after they were created).
         client, _ = await resolve_cluster(clusters, meta["namespace"], labels)
         done = []
         for name in names:
@@ -1534,9 +1574,14 @@ class MirrorMaker2Service:
             secrets = await self._secrets(resource)
             mirror = mirror_targets(resource, secrets)
             outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
-            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+            client, info = await resolve_cluster(
+                self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
+            )
         except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
-            reason = "ConnectClusterUnavailable" if not isinstance(error, KubernetesRejected) else "SecretUnreadable"
+            if isinstance(error, KubernetesRejected):
+                reason = "SecretUnreadable"
+            else:
+                reason = error.reason if isinstance(error, ClusterUnusable) else ClusterUnusable.reason
             await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)

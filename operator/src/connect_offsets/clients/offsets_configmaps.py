@@ -30,9 +30,10 @@ half-written set, and a crash leaves unreferenced shards that the next write of 
 away. A ConfigMap created here gets the caller's labels and owner references; one that existed
 keeps its metadata untouched (it may be an application's: an owner reference would let garbage
 collection delete it with the caller's resource). Shards carry the caller's labels and owner
-references (garbage collection follows the resource) plus an owner reference to the main ConfigMap (deleting it removes its shards), the
-label ``connect-offsets.io/offsets-shard-of=<hash of the ConfigMap name>`` and annotations naming
-the ConfigMap, key, generation and position.
+references (garbage collection follows the resource) plus an owner reference to the main
+ConfigMap (deleting it removes its shards), the label
+``connect-offsets.io/offsets-shard-of=<hash of the ConfigMap name>`` and annotations naming the
+ConfigMap, key, generation and position.
 
 Memory: the document exists once as bytes; compression and decompression stream over slices of
 it, and only one shard is held in transit at a time. CPU-heavy steps (gzip, hashing, counting
