@@ -5,7 +5,9 @@
 * ``spec.connectorNamePrefix`` with ``{namespace}`` replaced by the resource's namespace: every
   connector name must start with it (also in the cluster's own namespace), else
   ``ConnectorNameNotAllowed`` naming the wrong names (five at most, then a count);
-* the namespace check comes first: a namespace that may not bind learns nothing about the prefix.
+* the namespace check comes first: a namespace that may not bind learns nothing about the prefix;
+* leftover offsets (planning.leftovers_owned_elsewhere): no record -> may be wiped; the newest
+  record decides; another namespace (even one whose name starts with this one's) -> its owner.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from __future__ import annotations
 import pytest
 
 from connect_offsets.models.crds import ConnectClusterSpec
-from connect_offsets.planning import check_binding, connector_name_prefix, mirror_connector_name
+from connect_offsets.planning import (
+    check_binding,
+    connector_name_prefix,
+    leftovers_owned_elsewhere,
+    mirror_connector_name,
+)
 
 
 def spec(**fields: object) -> ConnectClusterSpec:
@@ -78,3 +85,29 @@ def test_fixed_prefix_and_no_prefix() -> None:
 def test_allowed_namespaces_are_namespace_names() -> None:
     with pytest.raises(ValueError, match="allowedNamespaces"):
         spec(allowedNamespaces=["Team_A"])
+
+
+# --------------------------------------------------------------------------- leftover offsets' owner
+
+
+def test_leftovers_without_a_record_may_be_wiped() -> None:
+    assert leftovers_owned_elsewhere([], "team-a") is None
+
+
+def test_the_newest_record_decides() -> None:
+    older_a = ("team-a/orders", "2026-01-01T00:00:00+00:00")
+    newer_b = ("team-b/orders", "2026-02-01T00:00:00+00:00")
+    assert leftovers_owned_elsewhere([older_a, newer_b], "team-a") == "team-b/orders"
+    assert leftovers_owned_elsewhere([newer_b, older_a], "team-b") is None
+    newest_a = ("team-a/other", "2026-03-01T00:00:00+00:00")
+    assert leftovers_owned_elsewhere([older_a, newer_b, newest_a], "team-a") is None
+
+
+def test_a_namespace_that_is_a_prefix_of_another_is_another() -> None:
+    assert leftovers_owned_elsewhere([("team-ab/x", "2026-01-01")], "team-a") == "team-ab/x"
+    assert leftovers_owned_elsewhere([("team-a/x", "2026-01-01")], "team-ab") == "team-a/x"
+
+
+def test_equal_times_do_not_depend_on_order() -> None:
+    a, b = ("team-a/x", "2026-01-01"), ("team-b/x", "2026-01-01")
+    assert leftovers_owned_elsewhere([a, b], "team-a") == leftovers_owned_elsewhere([b, a], "team-a") == "team-b/x"

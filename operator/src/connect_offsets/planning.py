@@ -1068,6 +1068,25 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# --- leftover offsets of an earlier connector -------------------------------------------------
+
+
+def leftovers_owned_elsewhere(records: list[tuple[str, str]], namespace: str) -> str | None:
+    """The owner (``ns/name``) of leftover offsets when it is a resource of another namespace, else None.
+
+    ``records``: (owner, ISO time) of every record the operator kept of a resource that created a
+    connector of this name. Connect does not say who left offsets behind; the newest record does:
+    it names the last resource that created the name. No record (a hand-made connector) or a
+    newest record in ``namespace`` -> the leftovers may be wiped; another namespace's -> never.
+    Times are the operator's own clock (one active operator), compared as ISO text; an equal
+    time is settled by the owner text so the answer does not depend on the listing order.
+    """
+    if not records:
+        return None
+    owner, _ = max(records, key=lambda r: (r[1], r[0]))
+    return None if owner.partition("/")[0] == namespace else owner
+
+
 # --- binding a resource to a ConnectCluster ------------------------------------------------
 
 #: Label naming the namespace of the ConnectCluster (default: the resource's own). A label and

@@ -43,7 +43,7 @@ from connect_offsets.clients.connect import (
     ConnectUnavailable,
 )
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, KubernetesUnavailable
 from connect_offsets.clients.offsets_configmaps import (
     NOT_A_SHARD,
     OffsetsConfigMapStore,
@@ -99,6 +99,7 @@ from connect_offsets.planning import (
     RestoreSource,
     SeekOffsets,
     check_binding,
+    leftovers_owned_elsewhere,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -125,6 +126,18 @@ CLUSTERS = "connectclusters"
 MAX_RETRY_DELAY_S = 60.0
 #: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
 DEFAULT_BACKUP_RETENTION = 5
+
+
+#: Who last created a connector of a given name: one ConfigMap per (namespace, connector name),
+#: labelled with the name's hash, annotated with the name, the owner and the time. It has no owner
+#: reference on purpose: it must outlive the resource, like the offsets it speaks for.
+LAST_OWNER_LABEL = f"{API_GROUP}/last-owner-of"
+#: Namespaces the operator watches (set by the entry point); None: the whole cluster.
+WATCHED_NAMESPACES: tuple[str, ...] | None = None
+
+
+def _owner_record_hash(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def _connector_hash(name: str) -> str:
@@ -1005,6 +1018,7 @@ class TargetRunner:
             else:
                 wiped = ""
                 if len(current):
+                    await self._check_leftovers_owner(body, name, len(current))
                     await client.reset_offsets(name)
                     wiped = f"removed {len(current)} offset(s) left by an earlier connector named {name}; "
                 current_step = "patch"
@@ -1037,8 +1051,82 @@ class TargetRunner:
             await self.event(body, "Warning", "InitialOffsetsFailed", f"{name}: {full}")
             return
         await step.fields({"initialOffsets": {**record, "step": "Applied", "message": message}})
+        # Recorded once the leftovers were judged: before, this very record would be the newest.
+        await self._record_owner(body, name)
         await self.event(body, "Normal", "InitialOffsetsApplied", f"{name}: {message}")
         result.plan.requeue(1.0)  # now move it to spec.state
+
+    async def _record_owner(self, body: dict[str, Any], name: str) -> None:
+        """Note in the resource's namespace that it is now the last owner of connector ``name``.
+
+        Connect keeps a deleted connector's offsets but not who owned them; this record is what
+        lets ``initialOffsets`` tell leftovers of this namespace from another tenant's. Best
+        effort: without it, a later initialOffsets of another namespace would wipe leftovers of
+        this one, so a failure is reported as a Warning Event, not hidden.
+        """
+        meta = body["metadata"]
+        namespace, digest = meta["namespace"], _owner_record_hash(name)
+        record_name = f"connect-offsets-owner-{digest}"
+        annotations = {
+            f"{API_GROUP}/connector": name,
+            f"{API_GROUP}/owner": f"{namespace}/{meta['name']}",
+            f"{API_GROUP}/time": datetime.now(UTC).isoformat(),
+        }
+        record = {
+            "metadata": {
+                "name": record_name,
+                "labels": {"app.kubernetes.io/managed-by": "connect-offsets-operator", LAST_OWNER_LABEL: digest},
+                "annotations": annotations,
+            }
+        }
+        try:
+            try:
+                await self.kube.create_configmap(namespace, record)
+            except KubernetesUnavailable as error:
+                if "409" not in str(error):
+                    raise
+                await self.kube.patch_configmap(namespace, record_name, {"metadata": {"annotations": annotations}})
+        except KubernetesError as error:
+            await self.event(
+                body,
+                "Warning",
+                "OwnerRecordNotWritten",
+                f"{name}: could not record this resource as its owner: {error}",
+            )
+
+    async def _check_leftovers_owner(self, body: dict[str, Any], name: str, count: int) -> None:
+        """Refuse to wipe leftover offsets whose last owner (see ``_record_owner``) was in another namespace.
+
+        The newest record of this connector name in the watched namespaces names the last
+        resource that created it. Leftovers without any record (a hand-made connector) are
+        wiped as before; leftovers of this namespace too.
+        """
+        namespace, digest = body["metadata"]["namespace"], _owner_record_hash(name)
+        selector = f"{LAST_OWNER_LABEL}={digest}"
+        try:
+            if WATCHED_NAMESPACES is None:
+                found = await self.kube.list_configmap_metadata(None, selector)
+            else:
+                found = [m for ns in WATCHED_NAMESPACES for m in await self.kube.list_configmap_metadata(ns, selector)]
+        except KubernetesRejected as error:
+            raise OffsetsRequestInvalid(
+                "LeftoverOffsetsOwnerUnknown",
+                f"Connect holds {count} offset(s) of an earlier connector {name}; who owned it could not be "
+                f"checked ({error}), so they were not wiped",
+            ) from error
+        records = [
+            (m.annotations.get(f"{API_GROUP}/owner", ""), m.annotations.get(f"{API_GROUP}/time", ""))
+            for m in found
+            if m.annotations.get(f"{API_GROUP}/connector") == name  # not another name of the same hash
+        ]
+        owner = leftovers_owned_elsewhere(records, namespace)
+        if owner is not None:
+            raise OffsetsRequestInvalid(
+                "LeftoverOffsetsOwnedElsewhere",
+                f"Connect holds {count} offset(s) left by connector {name} of {owner} (namespace "
+                f"{owner.partition('/')[0]}); initialOffsets wipes only leftovers of this namespace. Nothing "
+                "was changed: rename this resource, or have that namespace's team delete those offsets",
+            )
 
     @staticmethod
     async def _wait_stopped(client: ConnectClient, name: str, timeout: float = 30.0) -> None:
@@ -1217,6 +1305,7 @@ class TargetRunner:
                 else:
                     await client.pause_connector(name)
             await self.event(body, "Normal", "ConnectorCreated", f"Created connector {name} in Connect")
+            await self._record_owner(body, name)
         elif action.kind == "update_config":
             assert action.config is not None
             await client.put_connector_config(name, action.config)

@@ -81,6 +81,7 @@ class ConfigMapMeta:
     uid: str
     labels: dict[str, str]
     annotations: dict[str, str]
+    namespace: str = ""
 
 
 #: Ask the API server for metadata only: listing ConfigMaps that each hold ~1 MB would otherwise
@@ -243,17 +244,23 @@ class KubernetesApi:
             _content_type="application/merge-patch+json",
         )
 
-    async def list_configmap_metadata(self, namespace: str, label_selector: str) -> list[ConfigMapMeta]:
-        """Metadata of the ConfigMaps matching a label selector, without their data."""
+    async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
+        """Metadata of the ConfigMaps matching a label selector, without their data.
+        ``namespace=None``: in every namespace (needs a cluster-wide list permission)."""
         # _preload_content=False: the raw urllib3 response, not the (mistyped) V1ConfigMapList.
-        response: Any = await self._call(
-            f"list ConfigMaps in {namespace}",
-            self.core.list_namespaced_config_map,
-            namespace,
-            label_selector=label_selector,
-            _preload_content=False,
-            _headers={"Accept": _METADATA_LIST_ACCEPT},
-        )
+        options: dict[str, Any] = {
+            "label_selector": label_selector,
+            "_preload_content": False,
+            "_headers": {"Accept": _METADATA_LIST_ACCEPT},
+        }
+        if namespace is None:
+            response: Any = await self._call(
+                "list ConfigMaps in all namespaces", self.core.list_config_map_for_all_namespaces, **options
+            )
+        else:
+            response = await self._call(
+                f"list ConfigMaps in {namespace}", self.core.list_namespaced_config_map, namespace, **options
+            )
         try:
             items = json.loads(response.data).get("items") or []
         except (ValueError, AttributeError) as error:
@@ -268,6 +275,7 @@ class KubernetesApi:
                         uid=meta.get("uid", ""),
                         labels=dict(meta.get("labels") or {}),
                         annotations=dict(meta.get("annotations") or {}),
+                        namespace=str(meta.get("namespace") or ""),
                     )
                 )
         return result
