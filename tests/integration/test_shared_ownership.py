@@ -282,18 +282,12 @@ def test_initial_offsets_never_wipe_another_namespaces_leftovers(
         chart_operator(stack, core, custom, tmp_path, [tenant_a, tenant_b]),
     ):
         try:
-            for ns in (tenant_a, tenant_b):
+            # Each tenant's seed names its own file (the file source's partition is its file).
+            for ns, path in ((tenant_a, source), (tenant_b, tmp_path / "b.txt")):
                 create_cluster(custom, ns, connect_url)
+                seed = {"offsets": [{"partition": {"filename": str(path)}, "offset": {"position": 0}}]}
                 core.create_namespaced_config_map(
-                    ns,
-                    {
-                        "metadata": {"name": "seed"},
-                        "data": {
-                            "offsets.json": json.dumps(
-                                {"offsets": [{"partition": {"filename": "/elsewhere"}, "offset": {"position": 0}}]}
-                            )
-                        },
-                    },
+                    ns, {"metadata": {"name": "seed"}, "data": {"offsets.json": json.dumps(seed)}}
                 )
             create_connector(custom, tenant_a, name, file_source_spec(source, name, "a-list"), labels)
             wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=90)
