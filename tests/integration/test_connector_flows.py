@@ -90,9 +90,10 @@ def test_blog_flow_file_source(
         assert listed == {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": size}}]}
         configmap = core.read_namespaced_config_map(cm, namespace)
         assert configmap.data["notes"] == "keep me"
-        owners = [(o.kind, o.name, o.controller) for o in configmap.metadata.owner_references]
-        assert ("KafkaConnector", name, False) in owners
-        assert configmap.metadata.labels["connect-offsets.io/name"] == name
+        # The user's ConfigMap stays the user's: no owner reference (deleting the resource would
+        # garbage-collect it) and none of the operator's labels (issue 18).
+        assert not configmap.metadata.owner_references
+        assert "connect-offsets.io/name" not in (configmap.metadata.labels or {})
         assert body["status"]["lastOffsetsOperation"]["operation"] == "list"
         assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
 
