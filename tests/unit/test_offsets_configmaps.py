@@ -439,3 +439,37 @@ async def test_decoded_documents_and_long_names(kube: FakeKube) -> None:
     assert all(len(shard) <= 253 for shard in result.shards)
     read = await store(kube).read(NS, name, "k")
     assert read is not None and json.loads(read.document) == obj
+
+
+@pytest.mark.parametrize("doc", [document(3), document(400), document(300, 80)], ids=["plain", "gzip", "sharded"])
+async def test_an_existing_configmap_keeps_its_labels_and_gets_no_owner(kube: FakeKube, doc: bytes) -> None:
+    """Listing into an application's ConfigMap: an owner reference would let garbage collection
+    delete it with the KafkaConnector, and the operator's labels would overwrite the app's."""
+    app_labels = {"app.kubernetes.io/managed-by": "helm", "team": "a"}
+    await kube.create_configmap_uid(
+        NS, {"metadata": {"name": "cm", "labels": dict(app_labels)}, "data": {"app.properties": "x=1"}}
+    )
+    s = store(kube, payload=2048)
+    operator_labels = {"app.kubernetes.io/managed-by": "connect-offsets-operator", "a": "b"}
+    result = await s.write(NS, "cm", "offsets.json", doc, labels=operator_labels, owner_references=[OWNER])
+    meta = kube.objects["cm"]["metadata"]
+    assert meta["labels"] == app_labels
+    assert "ownerReferences" not in meta
+    assert meta.get("annotations", {}) == {}
+    assert kube.objects["cm"]["data"]["app.properties"] == "x=1"
+    read = await s.read(NS, "cm", "offsets.json")
+    assert read is not None and json.loads(read.document) == json.loads(doc)
+    # Shards are the operator's own: they carry its labels, its owner and the main ConfigMap's.
+    for shard in result.shards:
+        shard_meta = kube.objects[shard]["metadata"]
+        assert shard_meta["labels"]["a"] == "b"
+        assert [o["uid"] for o in shard_meta["ownerReferences"]] == ["owner-uid", meta["uid"]]
+
+
+async def test_a_configmap_created_by_the_store_keeps_its_labels_and_owner_on_rewrite(kube: FakeKube) -> None:
+    s = store(kube)
+    await s.write(NS, "cm", "offsets.json", document(3), labels={"a": "b"}, owner_references=[OWNER])
+    await s.write(NS, "cm", "offsets.json", document(4), labels={"a": "b"}, owner_references=[OWNER])
+    meta = kube.objects["cm"]["metadata"]
+    assert meta["labels"] == {"a": "b"}
+    assert meta["ownerReferences"] == [OWNER]

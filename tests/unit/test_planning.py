@@ -6,7 +6,8 @@ Matrix covered:
   worker supports it, ``None`` when not; the config (name, connector.class, tasks.max, owner key
   ``connect-offsets.io/owner`` = ``ns/name``, values as strings, ``None`` dropped);
 * ownership: another owner or no owner -> ``ConnectorOwnedElsewhere`` and no actions; the adopt
-  annotation (``true`` only) takes the connector over with an ``update_config``;
+  annotation (``true`` only) takes an unowned connector over with an ``update_config``, never one another
+  resource owns;
 * config drift: different or extra keys -> ``update_config``; equal -> nothing;
 * state enforcement: every desired state x observed RUNNING/PAUSED/STOPPED/FAILED/UNASSIGNED
   (paused + FAILED -> no pause);
@@ -224,6 +225,15 @@ def test_cluster_error_gives_only_cluster_unavailable() -> None:
     assert plan.auto_restart is None
 
 
+@pytest.mark.parametrize("reason", ["ClusterNotAllowed", "ConnectorNameNotAllowed"])
+def test_binding_refusal_names_its_reason_and_does_nothing(reason: str) -> None:
+    resource = make_resource(annotations={ANNOTATION_OFFSETS: "reset"})
+    observed = Observed(NOW, "ConnectCluster platform/shared refuses", True, None, None, cluster_error_reason=reason)
+    plan = plan_connector(resource, observed)
+    assert plan.actions == []
+    assert plan.conditions == [ConditionSpec("Ready", "False", reason, "ConnectCluster platform/shared refuses")]
+
+
 @pytest.mark.parametrize(
     ("state", "expected"),
     [(None, "RUNNING"), ("running", "RUNNING"), ("paused", "PAUSED"), ("stopped", "STOPPED")],
@@ -296,7 +306,7 @@ def test_owned_by_another_resource_is_left_alone() -> None:
     condition = ready(plan)
     assert (condition.status, condition.reason) == ("False", "ConnectorOwnedElsewhere")
     assert "by other-ns/orders-source" in condition.message
-    assert f"{ANNOTATION_ADOPT}=true" in condition.message
+    assert f"{ANNOTATION_ADOPT} annotation applies only to connectors without an owner" in condition.message
     assert len(plan.conditions) == 1
     assert plan.offsets_refusal is None
 
@@ -320,26 +330,32 @@ def test_adopt_needs_exactly_true(value: str) -> None:
     assert ready(plan).reason == "ConnectorOwnedElsewhere"
 
 
-def test_adopt_takes_an_unowned_connector_over() -> None:
+@pytest.mark.parametrize("previous_owner", ["other-ns/orders-source", "orders/other-resource", OWNER + "x"])
+def test_adopt_never_takes_a_connector_another_resource_owns(previous_owner: str) -> None:
+    """Adopt is for unowned connectors: another owner (another tenant's namespace, or a sibling
+    resource in this one) stays the owner, and none of this resource's requests reach it."""
+    resource = make_resource(annotations={ANNOTATION_ADOPT: "true", ANNOTATION_OFFSETS: "reset"})
+    config = {**desired_config(resource), OWNER_CONFIG_KEY: previous_owner}
+    plan = plan_connector(resource, observe(resource, "STOPPED", config=config))
+    assert plan.actions == []
+    condition = ready(plan)
+    assert (condition.status, condition.reason) == ("False", "ConnectorOwnedElsewhere")
+    assert f"by {previous_owner}" in condition.message
+    assert "applies only to connectors without an owner" in condition.message
+    assert plan.offsets_refusal is None
+
+
+@pytest.mark.parametrize("empty_owner", [False, True])
+def test_adopt_takes_the_connector_over(empty_owner: bool) -> None:
     resource = make_resource(annotations={ANNOTATION_ADOPT: "true"})
     config = {k: v for k, v in desired_config(resource).items() if k != OWNER_CONFIG_KEY}
+    if empty_owner:
+        config[OWNER_CONFIG_KEY] = ""  # an empty owner names no resource: unowned
     plan = plan_connector(resource, observe(resource, config=config))
     assert kinds(plan) == ["update_config"]
     assert plan.actions[0].config == desired_config(resource)
     assert plan.actions[0].config[OWNER_CONFIG_KEY] == OWNER  # type: ignore[index]
     assert ready(plan).reason == "Progressing"
-
-
-@pytest.mark.parametrize("previous_owner", ["other-ns/orders-source", f"{NAMESPACE}/another-resource"])
-def test_adopt_never_takes_another_resources_connector(previous_owner: str) -> None:
-    """Issue 18: tenant B's adopt took tenant A's connector (then reset its offsets)."""
-    resource = make_resource(annotations={ANNOTATION_ADOPT: "true", ANNOTATION_OFFSETS: "reset"})
-    config = {**desired_config(resource), OWNER_CONFIG_KEY: previous_owner}
-    plan = plan_connector(resource, observe(resource, config=config))
-    assert plan.actions == []
-    condition = ready(plan)
-    assert condition.reason == "ConnectorOwnedElsewhere" and f"managed by {previous_owner}" in condition.message
-    assert "takes over only connectors that no resource owns" in condition.message
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from connect_offsets.models.crds import (
     AppliedOffsetsStatus,
     AutoRestartSpec,
     AutoRestartStatus,
+    ConnectClusterSpec,
     ConnectorState,
     InitialOffsetsStatus,
     KafkaConnectorResource,
@@ -148,7 +149,8 @@ class Observed:
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
     seek: SeekOffsets | None = None
-    #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed).
+    #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed,
+    #: ClusterNotAllowed, ConnectorNameNotAllowed).
     cluster_error_reason: str = "ConnectClusterUnavailable"
 
     def without_documents(self) -> Observed:
@@ -392,29 +394,29 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
         return plan
 
     owner = observed.config.get(OWNER_CONFIG_KEY)
-    if owner and owner != target.owner:
-        # Never taken over, adopt or not: on a Connect cluster shared by tenants, adopting another
-        # resource's connector (then changing its offsets) would be one tenant acting on another's.
-        plan.conditions.append(
-            ConditionSpec(
-                "Ready",
-                "False",
-                "ConnectorOwnedElsewhere",
-                f"Connector {target.name} already exists in Connect, managed by {owner}. Connector "
-                f"names are global on a Connect cluster; rename this resource. {ANNOTATION_ADOPT}=true "
-                "takes over only connectors that no resource owns.",
+    # Adopt takes over only a connector nobody here owns (created by hand, by another tool). A
+    # connector that names another resource as owner stays that resource's whatever the
+    # annotation says: on a shared Connect cluster the other owner may be another tenant, and
+    # adopting would let this resource reset or rewrite that tenant's offsets.
+    if owner != target.owner and (owner or annotations.get(ANNOTATION_ADOPT) != "true"):
+        if owner:
+            hint = (
+                f"the {ANNOTATION_ADOPT} annotation applies only to connectors without an owner; "
+                f"delete {owner} (which deletes the connector) or rename this resource"
             )
-        )
-        return plan
-    if owner != target.owner and annotations.get(ANNOTATION_ADOPT) != "true":
+            who = f"by {owner}"
+        else:
+            hint = (
+                f"rename this resource, or annotate it with {ANNOTATION_ADOPT}=true to take the existing connector over"
+            )
+            who = "by something other than this operator"
         plan.conditions.append(
             ConditionSpec(
                 "Ready",
                 "False",
                 "ConnectorOwnedElsewhere",
-                f"Connector {target.name} already exists in Connect, managed by something other than this "
-                "operator. Connector names are global on a Connect cluster; rename this resource, or annotate "
-                f"it with {ANNOTATION_ADOPT}=true to take the existing connector over.",
+                f"Connector {target.name} already exists in Connect, managed {who}. Connector "
+                f"names are global on a Connect cluster; {hint}.",
             )
         )
         return plan
@@ -1065,6 +1067,85 @@ def _plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
 
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- leftover offsets of an earlier connector -------------------------------------------------
+
+
+def leftovers_owned_elsewhere(records: list[tuple[str, str]], namespace: str) -> str | None:
+    """The owner (``ns/name``) of leftover offsets when it is a resource of another namespace, else None.
+
+    ``records``: (owner, ISO time) of every record the operator kept of a resource that created a
+    connector of this name. Connect does not say who left offsets behind; the newest record does:
+    it names the last resource that created the name. No record (a hand-made connector) or a
+    newest record in ``namespace`` -> the leftovers may be wiped; another namespace's -> never.
+    Times are the operator's own clock (one active operator), compared as ISO text; an equal
+    time is settled by the owner text so the answer does not depend on the listing order.
+    """
+    if not records:
+        return None
+    owner, _ = max(records, key=lambda r: (r[1], r[0]))
+    return None if owner.partition("/")[0] == namespace else owner
+
+
+# --- binding a resource to a ConnectCluster ------------------------------------------------
+
+#: Label naming the namespace of the ConnectCluster (default: the resource's own). A label and
+#: not "ns/name" in connect-offsets.io/cluster: label values cannot contain '/'.
+CLUSTER_NAMESPACE_LABEL = ANNOTATION_PREFIX + "cluster-namespace"
+NAMESPACE_PLACEHOLDER = "{namespace}"
+
+
+@dataclass(frozen=True)
+class BindingRefusal:
+    """Why a resource may not use a ConnectCluster: a condition reason and its message."""
+
+    reason: Literal["ClusterNotAllowed", "ConnectorNameNotAllowed"]
+    message: str
+
+
+def connector_name_prefix(spec: ConnectClusterSpec, namespace: str) -> str:
+    """The prefix connector names of resources in ``namespace`` must have ('' = any name)."""
+    return (spec.connector_name_prefix or "").replace(NAMESPACE_PLACEHOLDER, namespace)
+
+
+def check_binding(
+    spec: ConnectClusterSpec,
+    cluster_namespace: str,
+    cluster_name: str,
+    namespace: str,
+    connector_names: tuple[str, ...] | list[str],
+) -> BindingRefusal | None:
+    """May a resource in ``namespace`` with these connectors use this ConnectCluster?
+
+    The cluster's own namespace always may; another only if ``spec.allowedNamespaces`` lists it
+    (empty = nobody else), so a tenant cannot use a platform's Connect cluster, or its
+    credentials, unless the platform says so. Every connector name must start with the cluster's
+    ``connectorNamePrefix`` (``{namespace}`` = the resource's namespace): with ``"{namespace}-"``
+    no tenant can create, adopt or reuse the offsets of another namespace's connector names. A
+    namespace may be a prefix of another (``team`` and ``team-a``); the platform picks a
+    prefix whose separator cannot occur in namespace names ("{namespace}." or "{namespace}--"
+    ... ) when that matters: documented, not guessed here.
+    """
+    where = f"ConnectCluster {cluster_namespace}/{cluster_name}"
+    if namespace != cluster_namespace and namespace not in spec.allowed_namespaces:
+        return BindingRefusal(
+            "ClusterNotAllowed",
+            f"{where} does not list namespace {namespace} in spec.allowedNamespaces; nothing was done. Ask the "
+            f"owner of {where} to add it, or use a ConnectCluster in namespace {namespace}",
+        )
+    prefix = connector_name_prefix(spec, namespace)
+    wrong = [name for name in connector_names if not name.startswith(prefix)]
+    if wrong:
+        shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        return BindingRefusal(
+            "ConnectorNameNotAllowed",
+            f"{where} requires connector names in namespace {namespace} to start with {prefix!r} "
+            f"(spec.connectorNamePrefix {spec.connector_name_prefix!r}); not: {shown}. Nothing was created: "
+            "rename it (a KafkaConnector's connector is named after the resource; a MirrorMaker 2 connector "
+            "starts with its source cluster alias)",
+        )
+    return None
 
 
 # --- KafkaMirrorMaker2 -------------------------------------------------------------------

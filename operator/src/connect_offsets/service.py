@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -43,7 +43,13 @@ from connect_offsets.clients.connect import (
 )
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
 from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, label_value
+from connect_offsets.clients.kubernetes import (
+    KubernetesApi,
+    KubernetesError,
+    KubernetesRejected,
+    KubernetesUnavailable,
+    label_value,
+)
 from connect_offsets.clients.offsets_configmaps import (
     NOT_A_SHARD,
     OffsetsConfigMapStore,
@@ -88,9 +94,11 @@ from connect_offsets.planning import (
     ANNOTATION_DRY_RUN,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTORE_FROM,
+    CLUSTER_NAMESPACE_LABEL,
     HANDLED_REQUEST_IDS,
     OWNER_CONFIG_KEY,
     Action,
+    BindingRefusal,
     ConditionSpec,
     ConnectorTarget,
     MirrorPlan,
@@ -99,6 +107,8 @@ from connect_offsets.planning import (
     Plan,
     RestoreSource,
     SeekOffsets,
+    check_binding,
+    leftovers_owned_elsewhere,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -106,6 +116,7 @@ from connect_offsets.planning import (
 
 __all__ = [
     "CLUSTER_LABEL",
+    "CLUSTER_NAMESPACE_LABEL",
     "WATCH_LABEL",
     "ClusterRegistry",
     "ClusterService",
@@ -128,6 +139,18 @@ CLUSTERS = "connectclusters"
 MAX_RETRY_DELAY_S = 60.0
 #: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
 DEFAULT_BACKUP_RETENTION = 5
+
+
+#: Who last created a connector of a given name: one ConfigMap per (namespace, connector name),
+#: labelled with the name's hash, annotated with the name, the owner and the time. It has no owner
+#: reference on purpose: it must outlive the resource, like the offsets it speaks for.
+LAST_OWNER_LABEL = f"{API_GROUP}/last-owner-of"
+#: Namespaces the operator watches (set by the entry point); None: the whole cluster.
+WATCHED_NAMESPACES: tuple[str, ...] | None = None
+
+
+def _owner_record_hash(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def _connector_hash(name: str) -> str:
@@ -188,6 +211,14 @@ class ClusterUnusable(Exception):
 
     def reason_or(self, default: str) -> str:
         return self.reason or ("InvalidSpec" if self.invalid_spec else default)
+
+
+class ClusterBindingRefused(ClusterUnusable):
+    """The ConnectCluster does not allow this resource (namespace or connector names)."""
+
+    def __init__(self, refusal: BindingRefusal) -> None:
+        super().__init__(refusal.message)
+        self.reason = refusal.reason
 
 
 # --- Connect clients per ConnectCluster ---------------------------------------------------
@@ -267,8 +298,15 @@ class ClusterRegistry:
         value: str = data[ref.key]
         return value
 
-    async def client_for(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
-        """The client for a ConnectCluster, probing ``GET /`` once per (re)built client."""
+    async def client_for(
+        self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
+    ) -> tuple[ConnectClient, ServerInfo]:
+        """The client for a ConnectCluster, probing ``GET /`` once per (re)built client.
+
+        ``for_namespace``: the namespace of the resource that wants it; the cluster's
+        ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
+        before its credentials are read, and a refusal raises ``ClusterBindingRefused``.
+        """
         body = await self._kube.get_resource(CLUSTERS, namespace, name)
         if body is None:
             raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
@@ -278,6 +316,10 @@ class ClusterRegistry:
             raise ClusterUnusable(
                 f"ConnectCluster {name} is invalid: {_validation_text(error)}", invalid_spec=True
             ) from error
+        if for_namespace is not None:
+            refusal = check_binding(cluster.spec, namespace, name, for_namespace, list(connector_names))
+            if refusal is not None:
+                raise ClusterBindingRefused(refusal)
         endpoint = await self.endpoint(namespace, cluster.spec)
         fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
         async with self._lock:
@@ -1033,6 +1075,7 @@ class TargetRunner:
             else:
                 wiped = ""
                 if len(current):
+                    await self._check_leftovers_owner(body, name, len(current))
                     await client.reset_offsets(name)
                     wiped = f"removed {len(current)} offset(s) left by an earlier connector named {name}; "
                 current_step = "patch"
@@ -1065,8 +1108,82 @@ class TargetRunner:
             await self.event(body, "Warning", "InitialOffsetsFailed", f"{name}: {full}")
             return
         await step.fields({"initialOffsets": {**record, "step": "Applied", "message": message}})
+        # Recorded once the leftovers were judged: before, this very record would be the newest.
+        await self._record_owner(body, name)
         await self.event(body, "Normal", "InitialOffsetsApplied", f"{name}: {message}")
         result.plan.requeue(1.0)  # now move it to spec.state
+
+    async def _record_owner(self, body: dict[str, Any], name: str) -> None:
+        """Note in the resource's namespace that it is now the last owner of connector ``name``.
+
+        Connect keeps a deleted connector's offsets but not who owned them; this record is what
+        lets ``initialOffsets`` tell leftovers of this namespace from another tenant's. Best
+        effort: without it, a later initialOffsets of another namespace would wipe leftovers of
+        this one, so a failure is reported as a Warning Event, not hidden.
+        """
+        meta = body["metadata"]
+        namespace, digest = meta["namespace"], _owner_record_hash(name)
+        record_name = f"connect-offsets-owner-{digest}"
+        annotations = {
+            f"{API_GROUP}/connector": name,
+            f"{API_GROUP}/owner": f"{namespace}/{meta['name']}",
+            f"{API_GROUP}/time": datetime.now(UTC).isoformat(),
+        }
+        record = {
+            "metadata": {
+                "name": record_name,
+                "labels": {"app.kubernetes.io/managed-by": "connect-offsets-operator", LAST_OWNER_LABEL: digest},
+                "annotations": annotations,
+            }
+        }
+        try:
+            try:
+                await self.kube.create_configmap(namespace, record)
+            except KubernetesUnavailable as error:
+                if "409" not in str(error):
+                    raise
+                await self.kube.patch_configmap(namespace, record_name, {"metadata": {"annotations": annotations}})
+        except KubernetesError as error:
+            await self.event(
+                body,
+                "Warning",
+                "OwnerRecordNotWritten",
+                f"{name}: could not record this resource as its owner: {error}",
+            )
+
+    async def _check_leftovers_owner(self, body: dict[str, Any], name: str, count: int) -> None:
+        """Refuse to wipe leftover offsets whose last owner (see ``_record_owner``) was in another namespace.
+
+        The newest record of this connector name in the watched namespaces names the last
+        resource that created it. Leftovers without any record (a hand-made connector) are
+        wiped as before; leftovers of this namespace too.
+        """
+        namespace, digest = body["metadata"]["namespace"], _owner_record_hash(name)
+        selector = f"{LAST_OWNER_LABEL}={digest}"
+        try:
+            if WATCHED_NAMESPACES is None:
+                found = await self.kube.list_configmap_metadata(None, selector)
+            else:
+                found = [m for ns in WATCHED_NAMESPACES for m in await self.kube.list_configmap_metadata(ns, selector)]
+        except KubernetesRejected as error:
+            raise OffsetsRequestInvalid(
+                "LeftoverOffsetsOwnerUnknown",
+                f"Connect holds {count} offset(s) of an earlier connector {name}; who owned it could not be "
+                f"checked ({error}), so they were not wiped",
+            ) from error
+        records = [
+            (m.annotations.get(f"{API_GROUP}/owner", ""), m.annotations.get(f"{API_GROUP}/time", ""))
+            for m in found
+            if m.annotations.get(f"{API_GROUP}/connector") == name  # not another name of the same hash
+        ]
+        owner = leftovers_owned_elsewhere(records, namespace)
+        if owner is not None:
+            raise OffsetsRequestInvalid(
+                "LeftoverOffsetsOwnedElsewhere",
+                f"Connect holds {count} offset(s) left by connector {name} of {owner} (namespace "
+                f"{owner.partition('/')[0]}); initialOffsets wipes only leftovers of this namespace. Nothing "
+                "was changed: rename this resource, or have that namespace's team delete those offsets",
+            )
 
     @staticmethod
     async def _wait_stopped(client: ConnectClient, name: str, timeout: float = 30.0) -> None:
@@ -1290,6 +1407,7 @@ class TargetRunner:
                 else:
                     await client.pause_connector(name)
             await self.event(body, "Normal", "ConnectorCreated", f"Created connector {name} in Connect")
+            await self._record_owner(body, name)
         elif action.kind == "update_config":
             assert action.config is not None
             await client.put_connector_config(name, action.config)
@@ -1359,15 +1477,26 @@ def _labels(body: dict[str, Any]) -> dict[str, str]:
     }
 
 
-async def resolve_cluster(
-    clusters: ClusterRegistry, namespace: str, labels: dict[str, str]
-) -> tuple[ConnectClient, ServerInfo]:
-    """The Connect client for a resource's ``connect-offsets.io/cluster`` label."""
+def cluster_ref(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
+    """(namespace, name) of the ConnectCluster a resource's labels name: ``connect-offsets.io/cluster``,
+    in ``connect-offsets.io/cluster-namespace`` if set, else in the resource's own namespace."""
     cluster_name = labels.get(CLUSTER_LABEL)
     if not cluster_name:
         raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
+    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, cluster_name
+
+
+async def resolve_cluster(
+    clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str] = ()
+) -> tuple[ConnectClient, ServerInfo]:
+    """The Connect client for a resource's ``connect-offsets.io/cluster`` label (and the optional
+    ``connect-offsets.io/cluster-namespace``), once the cluster allows this namespace and these
+    connector names (``ClusterBindingRefused`` otherwise)."""
+    cluster_namespace, cluster_name = cluster_ref(namespace, labels)
     try:
-        return await clusters.client_for(namespace, cluster_name)
+        return await clusters.client_for(
+            cluster_namespace, cluster_name, for_namespace=namespace, connector_names=connector_names
+        )
     except ConnectError as error:
         raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
 
@@ -1464,7 +1593,7 @@ class ConnectorService:
             referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None}
         )
         try:
-            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
@@ -1478,10 +1607,11 @@ class ConnectorService:
         async def checkpoint(fields: dict[str, Any]) -> None:
             await write_status_fields(self.kube, CONNECTORS, body, now, fields)
 
-        cluster_name = resource.metadata.labels.get(CLUSTER_LABEL, "")
+        # The cluster's Secrets are read in the cluster's namespace (a platform's credentials).
+        cluster_namespace, cluster_name = cluster_ref(namespace, resource.metadata.labels)
 
         async def kafka() -> dict[str, Any]:
-            return await self.clusters.kafka_config(namespace, cluster_name)
+            return await self.clusters.kafka_config(cluster_namespace, cluster_name)
 
         result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint, kafka=kafka)
         extra = dict(result.status)
@@ -1521,6 +1651,8 @@ async def delete_owned(
     meta = body["metadata"]
     owner = f"{meta['namespace']}/{meta['name']}"
     try:
+        # No name check: deleting connectors this resource owns is allowed whatever the prefix
+        # says now (it may have been set after they were created).
         client, _ = await resolve_cluster(clusters, meta["namespace"], labels)
         done = []
         for name in names:
@@ -1692,7 +1824,9 @@ class MirrorMaker2Service:
             secrets = await self._secrets(resource)
             mirror = mirror_targets(resource, secrets)
             outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
-            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels)
+            client, info = await resolve_cluster(
+                self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
+            )
             if secrets:
                 # The values go to Connect inside the connectors' config: over https only, too.
                 try:

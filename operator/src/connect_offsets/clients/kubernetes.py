@@ -104,6 +104,7 @@ class ConfigMapMeta:
     uid: str
     labels: dict[str, str]
     annotations: dict[str, str]
+    namespace: str = ""
 
 
 #: Ask the API server for metadata only: listing ConfigMaps that each hold ~1 MB would otherwise
@@ -184,7 +185,12 @@ class KubernetesApi:
         labels: dict[str, str],
         owner: dict[str, Any],
     ) -> None:
-        """Create the ConfigMap or set one key in it, keeping its other keys, labels and owners."""
+        """Create the ConfigMap (with ``labels`` and ``owner``) or set one key in it.
+
+        An existing ConfigMap keeps its other keys and its metadata untouched: it may be an
+        application's, and an owner reference would let garbage collection delete it with the
+        caller's resource (and the caller's labels would overwrite the app's ``managed-by``).
+        """
         for _ in range(5):  # optimistic concurrency: retry on a concurrent edit
             current = await self.get_configmap(namespace, name)
             if current is None:
@@ -211,17 +217,7 @@ class KubernetesApi:
                     if "409" in str(error):
                         continue
                     raise
-            owners = list(current.owner_references)
-            if not any(o.get("uid") == owner["uid"] for o in owners):
-                owners.append(owner)
-            patch = {
-                "metadata": {
-                    "resourceVersion": current.resource_version,
-                    "labels": {**current.labels, **labels},
-                    "ownerReferences": owners,
-                },
-                "data": {key: value},
-            }
+            patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
             try:
                 await self._call(
                     f"patch ConfigMap {namespace}/{name}",
@@ -271,17 +267,23 @@ class KubernetesApi:
             _content_type="application/merge-patch+json",
         )
 
-    async def list_configmap_metadata(self, namespace: str, label_selector: str) -> list[ConfigMapMeta]:
-        """Metadata of the ConfigMaps matching a label selector, without their data."""
+    async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
+        """Metadata of the ConfigMaps matching a label selector, without their data.
+        ``namespace=None``: in every namespace (needs a cluster-wide list permission)."""
         # _preload_content=False: the raw urllib3 response, not the (mistyped) V1ConfigMapList.
-        response: Any = await self._call(
-            f"list ConfigMaps in {namespace}",
-            self.core.list_namespaced_config_map,
-            namespace,
-            label_selector=label_selector,
-            _preload_content=False,
-            _headers={"Accept": _METADATA_LIST_ACCEPT},
-        )
+        options: dict[str, Any] = {
+            "label_selector": label_selector,
+            "_preload_content": False,
+            "_headers": {"Accept": _METADATA_LIST_ACCEPT},
+        }
+        if namespace is None:
+            response: Any = await self._call(
+                "list ConfigMaps in all namespaces", self.core.list_config_map_for_all_namespaces, **options
+            )
+        else:
+            response = await self._call(
+                f"list ConfigMaps in {namespace}", self.core.list_namespaced_config_map, namespace, **options
+            )
         try:
             items = json.loads(response.data).get("items") or []
         except (ValueError, AttributeError) as error:
@@ -296,6 +298,7 @@ class KubernetesApi:
                         uid=meta.get("uid", ""),
                         labels=dict(meta.get("labels") or {}),
                         annotations=dict(meta.get("annotations") or {}),
+                        namespace=str(meta.get("namespace") or ""),
                     )
                 )
         return result

@@ -27,10 +27,13 @@ forms that were passed over).
 Shards are written *before* the index that names them, under a fresh generation, and the old
 shards are deleted only after the main ConfigMap points at the new ones: a reader never sees a
 half-written set, and a crash leaves unreferenced shards that the next write of that key sweeps
-away. Shards carry the caller's labels and owner references (garbage collection follows the
-resource) plus an owner reference to the main ConfigMap (deleting it removes its shards), the
-label ``connect-offsets.io/offsets-shard-of=<hash of the ConfigMap name>`` and annotations naming
-the ConfigMap, key, generation and position.
+away. A ConfigMap created here gets the caller's labels and owner references; one that existed
+keeps its metadata untouched (it may be an application's: an owner reference would let garbage
+collection delete it with the caller's resource). Shards carry the caller's labels and owner
+references (garbage collection follows the resource) plus an owner reference to the main
+ConfigMap (deleting it removes its shards), the label
+``connect-offsets.io/offsets-shard-of=<hash of the ConfigMap name>`` and annotations naming the
+ConfigMap, key, generation and position.
 
 Memory: the document exists once as bytes; compression and decompression stream over slices of
 it, and only one shard is held in transit at a time. CPU-heavy steps (gzip, hashing, counting
@@ -437,11 +440,18 @@ class OffsetsConfigMapStore:
     ) -> WriteResult:
         """Store ``document`` (JSON bytes, or a decoded document) under ``key`` of ConfigMap ``name``.
 
-        Creates the ConfigMap if needed; otherwise keeps its other keys, merges ``labels`` and
-        ``annotations`` and adds missing ``owner_references``. The smallest form that fits is
-        chosen: plain (indented like Strimzi's when ``pretty`` and that fits, else as given), gzip,
-        then shards. Stale forms and shards of this key are removed. ``partitions``: the entry
-        count if the caller knows it; otherwise it is counted for the gzip and sharded forms.
+        Creates the ConfigMap if needed, with ``labels``, ``annotations`` and ``owner_references``;
+        otherwise keeps its other keys and leaves its metadata exactly as it is. A ConfigMap that
+        already exists may belong to an application: an owner reference to the caller's resource
+        would hand its lifetime to that resource (garbage collection deletes it with the
+        resource), and the caller's labels would overwrite the app's (``managed-by``...). One this
+        store created already carries them. Shards get them too (plus the owner reference to the
+        main ConfigMap), except the shards of a ConfigMap ``claim_only_if`` says is not ours: they
+        follow that ConfigMap only, so deleting the caller's resource cannot break its index. The
+        smallest form that fits is chosen: plain (indented like Strimzi's when ``pretty`` and that
+        fits, else as given), gzip, then shards. Stale forms and shards of this key are removed.
+        ``partitions``: the entry count if the caller knows it; otherwise it is counted for the
+        gzip and sharded forms.
         ``claim_only_if``: a label the caller puts on the ConfigMaps it creates; an existing
         ConfigMap without it gets only the document, no labels, annotations or owner references.
         """
@@ -514,9 +524,7 @@ class OffsetsConfigMapStore:
             shard_names = tuple(s.name for s in index.shards)
             index_json = index.to_json()
         try:
-            await self._switch(
-                namespace, name, key, labels, annotations, owner_references, plain, compressed, form, index_json
-            )
+            await self._switch(namespace, name, key, plain, compressed, form, index_json)
         except BaseException:
             if shard_names:
                 await self._delete_quietly(namespace, shard_names)
@@ -633,15 +641,15 @@ class OffsetsConfigMapStore:
         namespace: str,
         name: str,
         key: str,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        owner_references: Sequence[Mapping[str, Any]],
         plain: bytes | None,
         compressed: bytearray | None,
         form: StoredForm,
         index_json: str | None,
     ) -> None:
-        """Point the main ConfigMap at the new form in one patch; the other forms are removed."""
+        """Point the main ConfigMap at the new form in one patch; the other forms are removed.
+
+        Only data changes: ``_ensure_main`` gave a ConfigMap created here its metadata, and one
+        that existed keeps its own (see ``write``)."""
         plain_key, gzip_key, index_key = _form_keys(key)
         data_patch: dict[str, str | None] = {plain_key: None, index_key: None}
         binary_patch: dict[str, str | None] = {plain_key: None, gzip_key: None}
@@ -657,16 +665,7 @@ class OffsetsConfigMapStore:
             current = await self.kube.get_configmap(namespace, name)
             if current is None:
                 raise KubernetesUnavailable(f"ConfigMap {namespace}/{name} was deleted while offsets were written")
-            owners = list(current.owner_references)
-            for owner in owner_references:
-                if not any(o.get("uid") == owner.get("uid") for o in owners):
-                    owners.append(dict(owner))
             patch: dict[str, Any] = {
-                "metadata": {
-                    "labels": {**current.labels, **labels},
-                    "annotations": dict(annotations),
-                    "ownerReferences": owners,
-                },
                 "data": data_patch,
                 "binaryData": binary_patch,
             }

@@ -230,6 +230,10 @@ class KafkaAccessSpec(Model):
     )
 
 
+#: A namespace name (a DNS-1123 label).
+NAMESPACE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
 class ConnectClusterSpec(Model):
     url: Annotated[
         str,
@@ -250,6 +254,27 @@ class ConnectClusterSpec(Model):
     kafka: KafkaAccessSpec | None = Field(
         None, description="Kafka access for sink seek-to-timestamp; not needed for anything else."
     )
+    allowed_namespaces: list[Annotated[str, Field(pattern=NAMESPACE_NAME, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=1000,
+        description=(
+            "Other namespaces whose KafkaConnectors and KafkaMirrorMaker2s may use this cluster (they "
+            "reference it with the labels connect-offsets.io/cluster and connect-offsets.io/cluster-namespace). "
+            "Empty or absent: only this namespace. The credentials stay here: resources elsewhere never read them."
+        ),
+    )
+    connector_name_prefix: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description=(
+                "Every connector created on this cluster must have a name starting with this prefix; "
+                '{namespace} is replaced by the namespace of the resource, e.g. "{namespace}-" gives each '
+                "namespace its own connector names on a shared Connect cluster. Applies to MirrorMaker 2 "
+                "connector names too."
+            ),
+        ),
+    ] = None
 
     @field_validator("url", mode="before")
     @classmethod
