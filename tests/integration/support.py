@@ -203,3 +203,24 @@ def configmap_offsets(core: Any, namespace: str, name: str, key: str = "offsets.
 def events_for(core: Any, namespace: str, name: str) -> list[Any]:
     events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
     return list(events)
+
+
+def delete_with_offsets(connect: httpx.Client, name: str) -> None:
+    """Delete a connector and the offsets it leaves behind in the shared worker.
+
+    The worker keeps every connector's offsets in memory for the whole session (its offsets topic
+    is read into a map), deleted connectors included: tests that write hundreds of thousands of
+    partitions to the shared worker remove them (tombstones) so its heap does not grow run after run.
+    Best effort: a clean-up that fails must not hide the test's own result.
+    """
+    try:
+        connect.put(f"/connectors/{name}/stop", timeout=60)
+        wait_for(
+            f"{name} stopped",
+            lambda: connect.get(f"/connectors/{name}/status").json().get("connector", {}).get("state") == "STOPPED",
+            timeout=60,
+        )
+        connect.delete(f"/connectors/{name}/offsets", timeout=180)
+    except (httpx.HTTPError, AssertionError):
+        pass
+    connect.delete(f"/connectors/{name}")

@@ -24,6 +24,7 @@ from tests.integration.support import (
     annotate,
     create_cluster,
     create_connector,
+    delete_with_offsets,
     events_for,
     file_source_spec,
     wait_annotation_removed,
@@ -214,4 +215,4 @@ def test_a_large_document_listed_three_times_leaves_one_set_of_shards(
             assert not [e for e in events_for(core, tenant, name) if e.reason == "CleanupFailed"]
             assert "forbidden" not in installed.operator.log().lower()
         finally:
-            connect.delete(f"/connectors/{name}")
+            delete_with_offsets(connect, name)
