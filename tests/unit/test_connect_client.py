@@ -738,3 +738,41 @@ async def test_offsets_answers_use_the_document_cap(monkeypatch: pytest.MonkeyPa
             await client.get_offsets("c")
         monkeypatch.setenv("CONNECT_OFFSETS_MAX_DOCUMENT_BYTES", str(len(document)))
         assert len((await client.get_offsets("c"))["offsets"]) == 2000
+
+
+async def test_endless_compressed_input_that_inflates_to_little_is_capped() -> None:
+    """Empty deflate blocks decode to nothing: the wire bytes are capped too, or a server that
+    never stops sending would hold the reconcile for ever."""
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # gzip member header
+    empty_block = b"\x00\x00\x00\xff\xff"  # a stored deflate block of length 0, not the last one
+
+    class Endless(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield header
+            while True:  # never the end of the stream; the client must stop reading
+                yield empty_block * 10_000
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Encoding": "gzip"}, stream=Endless())
+
+    async with client_for(handler) as client:
+        with pytest.raises(ConnectResponseTooLarge, match="GET /"):
+            await client.server_info()
+
+
+async def test_a_huge_error_body_is_cut_and_the_status_decides() -> None:
+    body = b"<html>" + b"x" * (3 * MAX_SMALL_RESPONSE_BYTES)
+
+    class Wire(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for start in range(0, len(body), 65536):
+                yield body[start : start + 65536]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, stream=Wire())
+
+    async with client_for(handler) as client:
+        with pytest.raises(ConnectServerError) as failed:
+            await client.server_info()
+    assert failed.value.retryable and failed.value.status_code == 500
+    assert len(failed.value.message) <= connect_mod.MAX_ERROR_TEXT

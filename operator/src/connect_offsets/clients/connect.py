@@ -565,8 +565,13 @@ async def _decoded_parts(response: httpx.Response, limit: int, method: str, path
         raise ConnectError(
             f"the answer uses Content-Encoding {encoding[:40]!r}, which was not asked for", method=method, path=path
         )
-    size = 0
+    size = received = 0
     async for raw in response.aiter_raw():
+        # The wire bytes count too: endless empty deflate blocks inflate to nothing, and would
+        # otherwise be read for as long as the server keeps sending.
+        received += len(raw)
+        if received > limit:
+            raise ConnectResponseTooLarge(method=method, path=path, limit=limit)
         pending = raw
         while pending:
             if decompressor is None:
@@ -592,9 +597,18 @@ async def _read_capped(response: httpx.Response, limit: int, method: str, path: 
     """Read a streamed answer into ``response.content``, at most ``limit`` decoded bytes.
 
     httpx's own ``aread`` does the same join without a bound; setting ``_content`` is how it
-    stores the body, so ``.json()``, ``.text`` and ``.content`` then work as usual.
+    stores the body, so ``.json()``, ``.text`` and ``.content`` then work as usual. An error answer
+    (not 2xx) is cut at the limit instead of refused: its status decides what happens next (a 500
+    is retried), and only the first ``MAX_ERROR_TEXT`` characters of a non-JSON body are shown.
     """
-    response._content = b"".join([part async for part in _decoded_parts(response, limit, method, path)])
+    parts: list[bytes] = []
+    try:
+        async for part in _decoded_parts(response, limit, method, path):
+            parts.append(part)
+    except ConnectResponseTooLarge:
+        if response.is_success:
+            raise
+    response._content = b"".join(parts)
 
 
 class ConnectClient:
