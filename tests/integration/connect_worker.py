@@ -46,9 +46,10 @@ def _free_port() -> int:
 class DedicatedWorker:
     """``start()`` a single-worker Connect cluster; ``url``, ``log`` (its request log), ``stop()``."""
 
-    def __init__(self, heap: str = "-Xmx768m", name: str = "load") -> None:
+    def __init__(self, heap: str = "-Xmx768m", name: str = "load", extra_props: tuple[str, ...] = ()) -> None:
         self.stack = _stack_module()
         self.heap = heap
+        self.extra_props = extra_props
         self.port = _free_port()
         self.suffix = f"{name}-{uuid.uuid4().hex[:6]}"
         self.topics = [f"connect-{kind}-{self.suffix}" for kind in ("offsets", "configs", "status")]
@@ -77,6 +78,7 @@ class DedicatedWorker:
             "offset.flush.interval.ms=1000",
             "scheduled.rebalance.max.delay.ms=1000",
             "plugin.discovery=only_scan",
+            *self.extra_props,
         ]
         path = self.stack.write(self.stack.RUN_DIR / f"connect-{self.suffix}.properties", "\n".join(props) + "\n")
         self.stack.write_log4j()

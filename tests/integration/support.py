@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +227,41 @@ def delete_with_offsets(connect: httpx.Client, name: str) -> None:
     except (httpx.HTTPError, AssertionError):
         pass
     connect.delete(f"/connectors/{name}")
+
+
+@dataclass(frozen=True)
+class OffsetsRequest:
+    """One ``/connectors/<name>/offsets`` request as the worker's request log recorded it."""
+
+    method: str
+    connector: str
+    status: int
+
+    @property
+    def is_change(self) -> bool:
+        """A PATCH or DELETE the worker answered 2xx: offsets changed (refusals changed nothing)."""
+        return self.method in ("PATCH", "DELETE") and 200 <= self.status < 300
+
+
+_OFFSETS_REQUEST = re.compile(r'"(GET|PATCH|DELETE) /connectors/([^/ ?]+)/offsets[^ "]* HTTP/[\d.]+" (\d{3})')
+
+
+def offsets_requests(log: Path, connectors: Collection[str]) -> list[OffsetsRequest]:
+    """Every offsets request for ``connectors`` in a worker's request log, oldest first.
+
+    The log is the only witness of what reached Connect: tests prove "changed exactly once" or
+    "never sent" from it. The status matters: a PATCH answered 409 or 500 (a rebalance) was refused
+    before anything changed, and the operator retries it.
+    """
+    found: list[OffsetsRequest] = []
+    with log.open(errors="replace") as lines:
+        for line in lines:
+            match = _OFFSETS_REQUEST.search(line)
+            if match and match.group(2) in connectors:
+                found.append(OffsetsRequest(match.group(1), match.group(2), int(match.group(3))))
+    return found
+
+
+def connect_log(stack: dict[str, Any]) -> Path:
+    """The shared worker's log, request log included."""
+    return Path(stack["logs"]) / "connect.log"

@@ -21,7 +21,6 @@ deleted, which removes every connector at once (200 DELETEs take the worker abou
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +43,7 @@ from tests.integration.support import (
     create_cluster,
     create_connector,
     file_source_spec,
+    offsets_requests,
 )
 
 TOTAL = 200
@@ -66,20 +66,11 @@ def connectors_by_name(custom: Any, namespace: str) -> dict[str, dict[str, Any]]
 
 
 def request_log_counts(log_path: Path, names: set[str]) -> Counter[tuple[str, str, str]]:
-    """(method, connector, status class) -> ``/connectors/<name>/offsets`` requests in the worker's log.
+    """(method, connector, status class) -> offsets requests in the worker's log.
 
-    The status class matters: a PATCH answered 409 (stale config during a rebalance) or 500 (a
-    rebalance is expected) was refused before anything changed, and the operator retries it.
-    "Applied exactly once" is one PATCH answered 2xx.
+    "Applied exactly once" is one PATCH answered 2xx; a 409 or 500 (a rebalance) changed nothing.
     """
-    pattern = re.compile(r'"(GET|PATCH|DELETE) /connectors/([^/ ]+)/offsets HTTP/[\d.]+" (\d)')
-    counts: Counter[tuple[str, str, str]] = Counter()
-    with log_path.open(errors="replace") as log:
-        for line in log:
-            found = pattern.search(line)
-            if found and found.group(2) in names:
-                counts[(found.group(1), found.group(2), f"{found.group(3)}xx")] += 1
-    return counts
+    return Counter((r.method, r.connector, f"{r.status // 100}xx") for r in offsets_requests(log_path, names))
 
 
 def release(custom: Any, namespace: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,10 @@ import pytest
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     annotate,
+    connect_log,
     create_cluster,
     create_connector,
+    offsets_requests,
     wait_annotation_removed,
     wait_condition,
 )
@@ -45,9 +46,7 @@ def as_map(offsets: dict[str, Any]) -> dict[str, Any]:
 
 
 def patches(stack: dict[str, Any], connector: str) -> int:
-    log = Path(stack["logs"]) / "connect.log"
-    pattern = re.compile(rf'"PATCH /connectors/{re.escape(connector)}/offsets HTTP')
-    return sum(1 for line in log.read_text(errors="replace").splitlines() if pattern.search(line))
+    return sum(1 for r in offsets_requests(connect_log(stack), {connector}) if r.method == "PATCH")
 
 
 @pytest.mark.local_stack  # SIGKILL between chunks; PATCHes counted in the local worker's log

@@ -9,7 +9,6 @@ worker's own request log.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.integration.support import (
     annotate,
     annotation,
     condition,
+    connect_log,
     connect_offsets,
     connect_state,
     create_cluster,
@@ -30,6 +30,7 @@ from tests.integration.support import (
     events_for,
     file_source_spec,
     get_connector,
+    offsets_requests,
     patch_connector,
     read_topic,
     wait_annotation_removed,
@@ -59,9 +60,7 @@ def position_doc(path: Path, position: int) -> str:
 
 def patch_count(stack: dict[str, Any], connector: str, method: str = "PATCH") -> int:
     """Offsets requests for this connector in the worker's request log (the ground truth)."""
-    log = Path(stack["logs"]) / "connect.log"
-    pattern = re.compile(rf'"{method} /connectors/{re.escape(connector)}/offsets HTTP')
-    return sum(1 for line in log.read_text(errors="replace").splitlines() if pattern.search(line))
+    return sum(1 for r in offsets_requests(connect_log(stack), {connector}) if r.method == method)
 
 
 def status_of(custom: Any, namespace: str, name: str) -> dict[str, Any]:

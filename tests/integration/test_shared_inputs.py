@@ -8,6 +8,7 @@ server itself, naming the field.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,15 @@ from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
 from tests.integration.support import (
     annotate,
+    annotation,
     configmap_offsets,
+    connect_log,
     connect_offsets,
     create_cluster,
     create_connector,
     file_source_spec,
+    get_connector,
+    offsets_requests,
     patch_connector,
     wait_annotation_removed,
     wait_condition,
@@ -90,3 +95,60 @@ def test_the_api_server_refuses_a_configmap_name_that_is_not_a_dns_subdomain(
     assert refused.value.status == 422
     body = refused.value.body if isinstance(refused.value.body, str) else refused.value.body.decode()
     assert "spec.listOffsets.toConfigMap.name" in body and "spec.alterOffsets.fromConfigMap.name" in body, body
+
+
+@pytest.mark.local_stack  # reads the local worker's request log
+@pytest.mark.timeout(300)
+def test_only_configmaps_labelled_for_the_watch_wake_a_resource(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """The ConfigMap watch carries a server-side label selector: the API server streams only the
+    ConfigMaps labelled ``connect-offsets.io/watch=true``, not every ConfigMap of every tenant.
+
+    Seen from outside: fixing an unlabelled ConfigMap wakes nothing (with the drift pass an hour
+    away), and labelling it — which brings it into the watch — wakes the resource at once.
+    Without the selector, the fix itself would have woken it.
+    """
+    with (
+        tenant_namespaces(core, custom, namespace) as (tenant, other),
+        chart_operator(
+            stack, core, custom, tmp_path, [tenant, other], extra_env={"CONNECT_OFFSETS_DRIFT_INTERVAL": "3600"}
+        ),
+    ):
+        name = f"watch-{unique}"
+        source = tmp_path / "s.txt"
+        source.write_text("alpha\nbeta\n")
+        feed = "feed"
+        good = {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": 7}}]}
+        core.create_namespaced_config_map(
+            tenant, {"metadata": {"name": feed}, "data": {"offsets.json": json.dumps(good)[:-3]}}
+        )
+        create_cluster(custom, tenant, connect_url)
+        create_connector(custom, tenant, name, file_source_spec(source, name, feed, state="stopped"))
+        try:
+            wait_condition(custom, tenant, name, "Ready", reason="ConnectorStopped", timeout=90)
+            annotate(custom, tenant, name, connector_offsets="alter")
+            failed = wait_condition(custom, tenant, name, "OffsetsOperationFailed", timeout=60)
+            assert "not valid JSON" in failed["message"], failed
+
+            core.patch_namespaced_config_map(feed, tenant, {"data": {"offsets.json": json.dumps(good)}})
+            time.sleep(15)  # a woken resource runs the alter within a second or two
+            body = get_connector(custom, tenant, name)
+            assert annotation(body, "connector-offsets") == "alter", "an unlabelled ConfigMap woke the resource"
+            assert [r for r in offsets_requests(connect_log(stack), {name}) if r.method != "GET"] == []
+
+            core.patch_namespaced_config_map(
+                feed, tenant, {"metadata": {"labels": {"connect-offsets.io/watch": "true"}}}
+            )
+            body = wait_annotation_removed(custom, tenant, name, timeout=30)
+            assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded", body["status"]
+            assert connect_offsets(connect, name)[0]["offset"] == {"position": 7}
+        finally:
+            connect.delete(f"/connectors/{name}")

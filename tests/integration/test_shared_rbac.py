@@ -9,7 +9,6 @@ chart installs it (its ServiceAccount token, env and namespaces) and repeat past
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,13 @@ from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
 from tests.integration.support import (
     annotate,
+    connect_log,
     create_cluster,
     create_connector,
     delete_with_offsets,
     events_for,
     file_source_spec,
+    offsets_requests,
     wait_annotation_removed,
     wait_condition,
 )
@@ -36,10 +37,8 @@ BACKUP_OF = "connect-offsets.io/backup-of"
 
 
 def offsets_changes(stack: dict[str, Any], connector: str) -> list[str]:
-    """The PATCH/DELETE ``/connectors/<connector>/offsets`` requests Connect answered 2xx, from its request log."""
-    pattern = re.compile(rf'"(PATCH|DELETE) /connectors/{re.escape(connector)}/offsets HTTP/[\d.]+" 2\d\d')
-    log = Path(stack["logs"]) / "connect.log"
-    return [m.group(1) for line in log.read_text(errors="replace").splitlines() if (m := pattern.search(line))]
+    """The PATCH/DELETE offsets requests Connect answered 2xx for ``connector``, oldest first."""
+    return [r.method for r in offsets_requests(connect_log(stack), {connector}) if r.is_change]
 
 
 def backups_of(core: Any, namespace: str, resource: str) -> list[str]:

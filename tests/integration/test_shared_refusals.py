@@ -10,7 +10,6 @@ no repeated offsets requests over several drift intervals).
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -24,19 +23,20 @@ from tests.integration.chart_install import chart_operator, tenant_namespaces
 from tests.integration.support import (
     annotate,
     condition,
+    connect_log,
     create_cluster,
     create_connector,
     file_source_spec,
     get_connector,
+    offsets_requests,
     wait_annotation_removed,
     wait_condition,
 )
 
 
-def offsets_requests(stack: dict[str, Any], connector: str) -> list[str]:
-    pattern = re.compile(rf'"(GET|PATCH|DELETE) /connectors/{re.escape(connector)}/offsets HTTP')
-    log = Path(stack["logs"]) / "connect.log"
-    return [m.group(1) for line in log.read_text(errors="replace").splitlines() if (m := pattern.search(line))]
+def offsets_methods(stack: dict[str, Any], connector: str) -> list[str]:
+    """Every offsets request for ``connector`` in the worker's log, answered or refused, oldest first."""
+    return [r.method for r in offsets_requests(connect_log(stack), {connector})]
 
 
 @pytest.mark.local_stack  # reads the local worker's request log
@@ -102,9 +102,9 @@ def test_refusals_end_in_conditions_not_retry_loops(
             assert "could not be written, so nothing was changed" in refused["message"], refused
             assert "403" in refused["message"] and "RBAC" in refused["message"], refused
             # Several drift intervals (5 s here): no retry loop, no change sent.
-            seen = offsets_requests(stack, stopped)
+            seen = offsets_methods(stack, stopped)
             time.sleep(16)
-            assert offsets_requests(stack, stopped) == seen, "the refused alter was retried"
+            assert offsets_methods(stack, stopped) == seen, "the refused alter was retried"
             assert "PATCH" not in seen
             assert connect.get(f"/connectors/{stopped}/offsets").json()["offsets"] == []
 
@@ -117,7 +117,7 @@ def test_refusals_end_in_conditions_not_retry_loops(
             annotate(custom, tenant, stopped, request_id="after-the-fix")
             body = wait_annotation_removed(custom, tenant, stopped, timeout=60)
             assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded", body["status"]
-            assert offsets_requests(stack, stopped).count("PATCH") == 1
+            assert offsets_methods(stack, stopped).count("PATCH") == 1
         finally:
             for name in (immutable, stopped):
                 connect.delete(f"/connectors/{name}")

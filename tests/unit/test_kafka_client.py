@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from connect_offsets.clients.kafka import librdkafka_config
+from connect_offsets.clients.kafka import ClusterIdCache, KafkaAdminError, librdkafka_config
 
 pytestmark = pytest.mark.unit
 
@@ -32,3 +35,55 @@ def test_java_only_settings_are_dropped() -> None:
     config = librdkafka_config("a:9092", {"ssl.truststore.location": "/x/truststore.jks", "linger.ms": "5"})
     assert config == {"bootstrap.servers": "a:9092"}
     assert librdkafka_config("a:9092", {"ssl.truststore.location": "/x/ca.pem"})["ssl.ca.location"] == "/x/ca.pem"
+
+
+class Probe:
+    """A cluster-id probe that answers from a script: an id, or an error to raise."""
+
+    def __init__(self, *answers: str | Exception) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    async def __call__(self, config: dict[str, Any]) -> str:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_cluster_ids_are_kept_for_the_ttl_per_settings() -> None:
+    probe, clock = Probe("id-a", "id-b", "id-a2"), Clock()
+    cache = ClusterIdCache(ttl=300, probe=probe, clock=clock)
+    a, b = {"bootstrap.servers": "a:9092"}, {"bootstrap.servers": "b:9092"}
+    assert asyncio.run(cache.get(a)) == "id-a"
+    assert asyncio.run(cache.get(b)) == "id-b"
+    clock.now += 299
+    assert asyncio.run(cache.get(dict(a))) == "id-a" and probe.calls == 2
+    clock.now += 2  # past the ttl: a re-pointed address is seen
+    assert asyncio.run(cache.get(a)) == "id-a2" and probe.calls == 3
+
+
+def test_a_failed_probe_is_not_kept() -> None:
+    probe = Probe(KafkaAdminError("describe cluster a:9092: no answer within 10 s"), "id-a")
+    cache = ClusterIdCache(probe=probe, clock=Clock())
+    with pytest.raises(KafkaAdminError, match="no answer"):
+        asyncio.run(cache.get({"bootstrap.servers": "a:9092"}))
+    assert asyncio.run(cache.get({"bootstrap.servers": "a:9092"})) == "id-a"
+    assert probe.calls == 2
+
+
+def test_different_credentials_are_different_entries() -> None:
+    probe = Probe("id-1", "id-2")
+    cache = ClusterIdCache(probe=probe, clock=Clock())
+    asyncio.run(cache.get({"bootstrap.servers": "a:9092", "sasl.username": "x"}))
+    asyncio.run(cache.get({"bootstrap.servers": "a:9092", "sasl.username": "y"}))
+    assert probe.calls == 2

@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -54,6 +54,7 @@ __all__ = [
     "PartitionLag",
     "lagging_condition",
     "measure_mirror",
+    "mirror_kafka_config",
     "mirrored_topic_filter",
     "next_above_since",
     "partition_lags",
@@ -463,9 +464,14 @@ class LagRegistry:
 
 
 def source_kafka_config(target: ConnectorTarget) -> dict[str, Any]:
-    """Admin-client settings for the mirror's source cluster, from the connector config the planner
+    """Admin-client settings for the mirror's source cluster."""
+    return mirror_kafka_config(target, "source")
+
+
+def mirror_kafka_config(target: ConnectorTarget, side: Literal["source", "target"]) -> dict[str, Any]:
+    """Admin-client settings for one of a mirror's clusters, from the connector config the planner
     built (the cluster's ``config`` plus its resolved ``secretConfig``)."""
-    prefix = "source.cluster."
+    prefix = f"{side}.cluster."
     java = {
         key[len(prefix) :]: value
         for key, value in target.config.items()

@@ -28,8 +28,10 @@ from connect_offsets.models.crds import (
     InitialOffsetsStatus,
     KafkaConnectorResource,
     KafkaMirrorMaker2Resource,
+    MirrorSpec,
     OffsetsOperationStatus,
     PendingOffsetsOperation,
+    WriteToTarget,
     parse_rfc3339,
 )
 from connect_offsets.models.offsets import (
@@ -49,6 +51,7 @@ __all__ = [
     "Action",
     "ConditionSpec",
     "ConnectorTarget",
+    "MirrorClusterIds",
     "MirrorPlan",
     "Observed",
     "OffsetsConfigMap",
@@ -58,6 +61,7 @@ __all__ = [
     "auto_restart_backoff",
     "mirror_configmap_key",
     "mirror_connector_name",
+    "mirror_direction",
     "mirror_targets",
     "offsets_request_fingerprint",
     "plan_connector",
@@ -1173,6 +1177,77 @@ def mirror_configmap_key(connector: str) -> str:
     return connector.replace("->", "--") + ".json"
 
 
+#: Target-cluster settings that decide where and how a producer connects (copied into
+#: ``producer.override.*``); the rest of a cluster's settings are for MirrorMaker 2's own clients.
+_PRODUCER_CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.dns.lookup")
+
+
+def producer_override(target_settings: dict[str, str]) -> dict[str, str]:
+    """``producer.override.*`` settings that send a connector's records to the target cluster.
+
+    Every record a MirrorMaker 2 connector emits goes through the Connect worker's producer, not
+    through MirrorMaker 2's target clients: only these overrides point it elsewhere.
+    """
+    prefix = "target.cluster."
+    return {
+        f"producer.override.{key[len(prefix) :]}": value
+        for key, value in target_settings.items()
+        if key.startswith(prefix) and key[len(prefix) :].startswith(_PRODUCER_CONNECTION_PREFIXES)
+    }
+
+
+@dataclass(frozen=True)
+class MirrorClusterIds:
+    """The Kafka cluster ids found for one mirror this pass, or why they are unknown."""
+
+    source: str | None = None
+    target: str | None = None
+    error: str | None = None
+
+
+def mirror_direction(
+    index: int, mirror: MirrorSpec, connect_cluster_id: str | None, found: MirrorClusterIds
+) -> ConditionSpec | None:
+    """Whether a mirror's connectors may run on this Connect cluster; a refusal as a condition.
+
+    The records of a MirrorMaker 2 connector go through the Connect worker's producer: into the
+    worker's own Kafka cluster. With ``writeToTarget: worker`` that cluster must be the target,
+    or the mirror writes elsewhere — into its own source, if the aliases are reversed, where its
+    output matches the mirror again and topics named ``a.a.a.…`` multiply on both clusters.
+    """
+    where = f"spec.mirrors[{index}] ({mirror.source_cluster} -> {mirror.target_cluster})"
+    if found.error is not None:
+        return ConditionSpec(
+            "Ready",
+            "False",
+            "MirrorClusterUnreachable",
+            f"{where}: cannot tell which Kafka cluster it reads and writes, so nothing is created or "
+            f"changed for it: {found.error}",
+        )
+    if found.source is not None and found.source == found.target:
+        return ConditionSpec(
+            "Ready",
+            "False",
+            "MirrorOntoItself",
+            f"{where}: source and target are the same Kafka cluster (id {found.source}); a mirror of a "
+            "cluster onto itself copies its own output forever. Point the two aliases at different clusters.",
+        )
+    if mirror.write_to_target is WriteToTarget.PRODUCER_OVERRIDE or found.target == connect_cluster_id:
+        return None
+    into = "its source" if found.source == connect_cluster_id else "a cluster that is neither source nor target"
+    return ConditionSpec(
+        "Ready",
+        "False",
+        "TargetIsNotConnectCluster",
+        f"{where}: the target {mirror.target_cluster} is Kafka cluster {found.target}, but this Connect "
+        f"cluster's workers use Kafka cluster {connect_cluster_id or '(not reported by Connect)'}. MirrorMaker 2 "
+        f"connectors write their records through the worker's producer, so this mirror would write into "
+        f"{into}. Run it on a Connect cluster whose Kafka is the target, swap the aliases if they are "
+        f"reversed, or set spec.mirrors[{index}].writeToTarget: producerOverride (the worker's "
+        "connector.client.config.override.policy must allow it). Nothing was created.",
+    )
+
+
 @dataclass(frozen=True)
 class MirrorPlan:
     targets: list[ConnectorTarget]
@@ -1233,6 +1308,8 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                 config["groups"] = mirror.groups_pattern
             if block.tasks_max is not None:
                 config["tasks.max"] = str(block.tasks_max)
+            if mirror.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
+                config.update(producer_override(cluster_settings("target.cluster", mirror.target_cluster)))
             config.update({k: _to_string(v) for k, v in block.config.items() if v is not None})
             own: dict[str, str] = {}
             companions: tuple[tuple[str, str], ...] = ()

@@ -42,7 +42,13 @@ from connect_offsets.clients.connect import (
     ConnectUnavailable,
 )
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
-from connect_offsets.clients.kafka import KafkaAdminError, delete_topic, librdkafka_config, offsets_for_timestamp
+from connect_offsets.clients.kafka import (
+    ClusterIdCache,
+    KafkaAdminError,
+    delete_topic,
+    librdkafka_config,
+    offsets_for_timestamp,
+)
 from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesError,
@@ -59,7 +65,7 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsTooLarge,
 )
 from connect_offsets.faults import fault_point
-from connect_offsets.lag import LagRegistry, mirror_secrets
+from connect_offsets.lag import LagRegistry, mirror_kafka_config, mirror_secrets
 from connect_offsets.models.chunking import (
     DEFAULT_MAX_ENTRIES,
     ChunkLimits,
@@ -76,8 +82,10 @@ from connect_offsets.models.crds import (
     ConnectClusterSpec,
     KafkaConnectorResource,
     KafkaMirrorMaker2Resource,
+    MirrorConnectorStatus,
     OffsetsOperationStatus,
     PendingOffsetsOperation,
+    WriteToTarget,
     parse_rfc3339,
 )
 from connect_offsets.models.java_regex import PatternRefused, compile_java
@@ -101,6 +109,7 @@ from connect_offsets.planning import (
     BindingRefusal,
     ConditionSpec,
     ConnectorTarget,
+    MirrorClusterIds,
     MirrorPlan,
     Observed,
     OffsetsConfigMap,
@@ -109,6 +118,8 @@ from connect_offsets.planning import (
     SeekOffsets,
     check_binding,
     leftovers_owned_elsewhere,
+    mirror_connector_name,
+    mirror_direction,
     mirror_targets,
     plan_target,
     target_for_connector,
@@ -224,11 +235,16 @@ class ClusterBindingRefused(ClusterUnusable):
 # --- Connect clients per ConnectCluster ---------------------------------------------------
 
 
+#: How long a Connect cluster's ``GET /`` answer (version, Kafka cluster id) is trusted.
+SERVER_INFO_TTL_S = 60.0
+
+
 @dataclass
 class _Entry:
     fingerprint: str
     client: ConnectClient
     info: ServerInfo | None = None
+    info_at: float = 0.0
 
 
 class ClusterRegistry:
@@ -301,7 +317,9 @@ class ClusterRegistry:
     async def client_for(
         self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
     ) -> tuple[ConnectClient, ServerInfo]:
-        """The client for a ConnectCluster, probing ``GET /`` once per (re)built client.
+        """The client for a ConnectCluster, probing ``GET /`` when (re)built and every
+        ``SERVER_INFO_TTL_S`` (the same URL may come to serve workers on another Kafka cluster,
+        which decides where MirrorMaker 2 connectors write).
 
         ``for_namespace``: the namespace of the resource that wants it; the cluster's
         ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
@@ -329,8 +347,9 @@ class ClusterRegistry:
                     self._retire(entry.client)
                 entry = _Entry(fingerprint, ConnectClient(endpoint))
                 self._entries[(namespace, name)] = entry
-        if entry.info is None:
+        if entry.info is None or time.monotonic() - entry.info_at > SERVER_INFO_TTL_S:
             entry.info = await entry.client.server_info()
+            entry.info_at = time.monotonic()
         return entry.client, entry.info
 
     async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
@@ -1798,6 +1817,9 @@ class MirrorMaker2Service:
         self.clusters = clusters
         self.runner = TargetRunner(kube)
         self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
+        self.cluster_ids = ClusterIdCache()
+        #: Connect's validation of producer-override configs: (when, problems) by (Connect, config).
+        self._validated: dict[str, tuple[float, list[str]]] = {}
 
     async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
         try:
@@ -1850,6 +1872,9 @@ class MirrorMaker2Service:
                 outcome.requeue_after = 30.0
             return outcome
 
+        held, gate_error = await self._gate(body, resource, mirror, client, info)
+        if gate_error is not None:
+            outcome.transient_error = gate_error
         entries: list[dict[str, Any]] = []
         conditions: list[ConditionSpec] = list(mirror.conditions)
         not_ready: list[ConditionSpec] = []
@@ -1858,6 +1883,14 @@ class MirrorMaker2Service:
         results: list[TargetResult] = []
         handled_ids: list[str] | None = None
         for target in mirror.targets:
+            refusal = held.get(target.name)
+            if refusal is not None:
+                kept = _kept_entry_fields(previous.get(target.name))
+                entries.append(
+                    {**kept, "name": target.name, "ready": False, "reason": refusal.reason, "message": refusal.message}
+                )
+                not_ready.append(refusal)
+                continue
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
             result = await self.runner.run(
                 target, body, MIRRORS, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
@@ -1873,25 +1906,13 @@ class MirrorMaker2Service:
                     outcome.requeue_after or result.plan.requeue_after, result.plan.requeue_after
                 )
             ready = next((c for c in result.conditions if c.type == "Ready"), None)
-            old = previous.get(target.name)
             entry: dict[str, Any] = {
                 "name": target.name,
                 "ready": ready is not None and ready.status == "True",
                 "reason": ready.reason if ready else "",
                 "message": ready.message if ready else "",
+                **_kept_entry_fields(previous.get(target.name)),
             }
-            if old is not None:
-                for key, value in (
-                    ("autoRestart", old.auto_restart),
-                    ("lastOffsetsOperation", old.last_offsets_operation),
-                    ("pendingOffsetsOperation", old.pending_offsets_operation),
-                    ("appliedOffsets", old.applied_offsets),
-                    ("offsetsProgress", old.offsets_progress),
-                ):
-                    if isinstance(value, dict):
-                        entry[key] = value
-                    elif value is not None:
-                        entry[key] = value.model_dump(by_alias=True, exclude_none=True)
             entry.update(result.status)
             entry = {k: v for k, v in entry.items() if v is not None}
             if "lastOffsetsOperation" in result.status:
@@ -1929,6 +1950,101 @@ class MirrorMaker2Service:
         await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
         await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
+
+    async def _gate(
+        self,
+        body: dict[str, Any],
+        resource: KafkaMirrorMaker2Resource,
+        mirror: MirrorPlan,
+        client: ConnectClient,
+        info: ServerInfo,
+    ) -> tuple[dict[str, ConditionSpec], str | None]:
+        """The declared connectors that must not be created or changed this pass, with the reason;
+        and a transient error when a cluster could not be asked (the pass is retried with back-off).
+
+        Checked on every pass, not once: a ConnectCluster can be re-pointed and a mirror's clusters
+        edited, and a mirror writing into the wrong cluster floods it within minutes. Running
+        connectors of a refused mirror are stopped, not deleted (their offsets stay).
+        """
+        declared = {t.name: t for t in mirror.targets}
+        held: dict[str, ConditionSpec] = {}
+        transient: str | None = None
+        for index, spec in enumerate(resource.spec.mirrors):
+            names = [
+                name
+                for kind in MIRROR_CLASS_SUFFIXES
+                if (name := mirror_connector_name(spec.source_cluster, spec.target_cluster, kind[1:])) in declared
+            ]
+            if not names:
+                continue
+            sample = declared[names[0]]
+            try:
+                source_id, target_id = await asyncio.gather(
+                    self.cluster_ids.get(mirror_kafka_config(sample, "source")),
+                    self.cluster_ids.get(mirror_kafka_config(sample, "target")),
+                )
+                found = MirrorClusterIds(source_id, target_id)
+            except KafkaAdminError as error:
+                found = MirrorClusterIds(error=str(error))
+            refusal = mirror_direction(index, spec, info.kafka_cluster_id, found)
+            if refusal is None and spec.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
+                try:
+                    refusal = await self._override_refusal(index, [declared[n] for n in names], client)
+                except ConnectError as error:
+                    refusal = ConditionSpec(
+                        "Ready", "False", "ConnectClusterUnavailable", f"validating spec.mirrors[{index}]: {error}"
+                    )
+                    transient = transient or refusal.message
+            if refusal is None:
+                continue
+            held.update(dict.fromkeys(names, refusal))
+            if refusal.reason == "MirrorClusterUnreachable":
+                transient = transient or refusal.message
+            elif refusal.reason != "ConnectClusterUnavailable":
+                await self._stop_refused(body, client, names, refusal)
+        return held, transient
+
+    async def _override_refusal(
+        self, index: int, targets: list[ConnectorTarget], client: ConnectClient
+    ) -> ConditionSpec | None:
+        """Connect's own verdict on the producer overrides (its ``connector.client.config.override.policy``),
+        asked before anything is created; the answer is kept while the config stays the same."""
+        now = time.monotonic()
+        problems: list[str] = []
+        for target in targets:
+            key = hashlib.sha256(json.dumps([client.endpoint.url, sorted(target.config.items())]).encode()).hexdigest()
+            cached = self._validated.get(key)
+            if cached is None or now - cached[0] > VALIDATION_TTL_S:
+                cached = (now, await client.validate_config(target.config))
+                self._validated = {k: v for k, v in self._validated.items() if now - v[0] <= VALIDATION_TTL_S}
+                self._validated[key] = cached
+            problems += [f"{target.name}: {problem}" for problem in cached[1]]
+        if not problems:
+            return None
+        return ConditionSpec(
+            "Ready",
+            "False",
+            "ProducerOverrideRefused",
+            f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
+            f"config, so nothing was created. Connect says: {'; '.join(problems)}",
+        )
+
+    async def _stop_refused(
+        self, body: dict[str, Any], client: ConnectClient, names: list[str], refusal: ConditionSpec
+    ) -> None:
+        """Stop (not delete) this resource's running connectors of a refused mirror, once each."""
+        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        for name in names:
+            status = await client.get_connector_status(name)
+            if status is None or status.connector.state == "STOPPED":
+                continue
+            config = await client.get_connector_config(name)
+            if config is None or config.get(OWNER_CONFIG_KEY) != owner:
+                continue
+            await client.stop_connector(name)
+            await self.runner.event(
+                body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
+            )
 
     def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
         """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""
@@ -2006,6 +2122,28 @@ class MirrorMaker2Service:
 
 
 MIRROR_CLASS_SUFFIXES = (".MirrorSourceConnector", ".MirrorCheckpointConnector", ".MirrorHeartbeatConnector")
+#: How long Connect's answer to a producer-override config is trusted (its policy changes only with
+#: a worker restart; a changed config is asked again at once).
+VALIDATION_TTL_S = 300.0
+
+
+def _kept_entry_fields(old: MirrorConnectorStatus | None) -> dict[str, Any]:
+    """The fields of a connector's previous status entry that a new pass carries over."""
+    kept: dict[str, Any] = {}
+    if old is None:
+        return kept
+    for key, value in (
+        ("autoRestart", old.auto_restart),
+        ("lastOffsetsOperation", old.last_offsets_operation),
+        ("pendingOffsetsOperation", old.pending_offsets_operation),
+        ("appliedOffsets", old.applied_offsets),
+        ("offsetsProgress", old.offsets_progress),
+    ):
+        if isinstance(value, dict):
+            kept[key] = value
+        elif value is not None:
+            kept[key] = value.model_dump(by_alias=True, exclude_none=True)
+    return kept
 
 
 def _plain(value: Any) -> str:

@@ -10,9 +10,13 @@ librdkafka does not know are dropped rather than passed (it rejects unknown keys
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import re
-from collections.abc import Callable, Collection
+import time
+from collections.abc import Awaitable, Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +24,11 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 __all__ = [
+    "ClusterIdCache",
     "KafkaAdminError",
     "LogOffsets",
     "TimestampOffsets",
+    "cluster_id",
     "delete_topic",
     "librdkafka_config",
     "log_offsets",
@@ -63,6 +69,72 @@ def librdkafka_config(bootstrap_servers: str, java_config: dict[str, str]) -> di
         elif key == "ssl.truststore.location" and value.endswith((".pem", ".crt")):
             config["ssl.ca.location"] = value
     return config
+
+
+#: Cluster-id probes go to addresses tenants write (a mirror's bootstrapServers). An unreachable one
+#: holds a thread for the whole timeout, so they get their own few threads: a tenant with many
+#: unreachable mirrors waits on its own probes instead of starving asyncio's default pool, which the
+#: rest of the operator uses for CPU-heavy work.
+_PROBES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-cluster-id")
+
+
+async def cluster_id(config: dict[str, Any], *, timeout: float = 10.0) -> str:
+    """The id of the Kafka cluster at ``config``'s bootstrap servers (one DescribeCluster request).
+
+    Raises ``KafkaAdminError`` within about ``timeout`` seconds when the cluster does not answer.
+    """
+
+    millis = int(timeout * 1000)
+    settings = {**config, "socket.connection.setup.timeout.ms": millis, "logger": log}
+    where = f"cluster {config.get('bootstrap.servers', '?')}"
+
+    def run() -> str:
+        admin = AdminClient(settings)
+        try:
+            described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
+        except KafkaException as error:
+            raise KafkaAdminError(f"describe {where}: {_kafka_text(error)}") from error
+        except Exception as error:  # timeouts surface as concurrent.futures errors
+            raise KafkaAdminError(
+                f"describe {where}: no answer within {timeout:.0f} s ({type(error).__name__})"
+            ) from error
+        found = getattr(described, "cluster_id", None)
+        if not isinstance(found, str) or not found:
+            raise KafkaAdminError(f"describe {where}: the cluster reported no id")
+        return found
+
+    return await asyncio.get_running_loop().run_in_executor(_PROBES, run)
+
+
+class ClusterIdCache:
+    """Kafka cluster ids by client settings, kept for ``ttl`` seconds.
+
+    A mirror's clusters are checked on every reconcile pass; their ids change only when an address
+    is re-pointed at another cluster, which ``ttl`` bounds. Failures are not kept: the next pass
+    asks again (with the caller's back-off).
+    """
+
+    def __init__(
+        self,
+        ttl: float = 300.0,
+        probe: Callable[[dict[str, Any]], Awaitable[str]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self._probe = probe or cluster_id
+        self._clock = clock
+        self._found: dict[str, tuple[float, str]] = {}
+
+    async def get(self, config: dict[str, Any]) -> str:
+        key = hashlib.sha256(json.dumps(sorted(config.items()), default=str).encode()).hexdigest()
+        now = self._clock()
+        cached = self._found.get(key)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        found = await self._probe(config)
+        self._found = {k: v for k, v in self._found.items() if now - v[0] < self.ttl}
+        self._found[key] = (now, found)
+        return found
 
 
 async def delete_topic(config: dict[str, Any], topic: str, *, timeout: float = 30.0) -> bool:

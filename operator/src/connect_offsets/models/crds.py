@@ -53,6 +53,7 @@ __all__ = [
     "ReplicationLagStatus",
     "SecretKeyRef",
     "TLSSpec",
+    "WriteToTarget",
 ]
 
 #: Keys Connect derives from the resource itself; setting them in ``config`` would be ambiguous.
@@ -516,9 +517,34 @@ class MirrorConnectorSpec(Model):
         return _flat_values(config)
 
 
+class WriteToTarget(StrEnum):
+    """How a mirror's records reach its target cluster.
+
+    MirrorMaker 2 run as Connect connectors writes every record through the *worker's* producer,
+    i.e. into the Kafka cluster the Connect workers use, whatever ``target.cluster.bootstrap.servers``
+    says. ``worker`` (the default) therefore requires the target to be that cluster; the operator
+    checks the cluster ids and refuses otherwise (a mirror writing into its own source mirrors its
+    own output, recursively). ``producerOverride`` points the connectors' producer at the target
+    with ``producer.override.*`` settings, which the worker's
+    ``connector.client.config.override.policy`` must allow.
+    """
+
+    WORKER = "worker"
+    PRODUCER_OVERRIDE = "producerOverride"
+
+
 class MirrorSpec(Model):
     source_cluster: Annotated[str, Field(min_length=1, description="Alias of the source cluster.")]
     target_cluster: Annotated[str, Field(min_length=1, description="Alias of the target cluster.")]
+    write_to_target: WriteToTarget = Field(
+        WriteToTarget.WORKER,
+        description=(
+            "worker: the Connect cluster's own Kafka must be the target (checked by cluster id; the "
+            "mirror is refused otherwise). producerOverride: the connectors write to the target through "
+            "producer.override.* settings, which the worker's connector.client.config.override.policy "
+            "must allow (checked with Connect's config validation before anything is created)."
+        ),
+    )
     topics_pattern: str | None = Field(None, description="Topics to mirror (MM2 `topics`).")
     topics_exclude_pattern: str | None = Field(None, description="Topics not to mirror (`topics.exclude`).")
     groups_pattern: str | None = Field(None, description="Consumer groups to checkpoint (`groups`).")
