@@ -26,6 +26,7 @@ from tests.integration.support import (
     connect_log,
     create_cluster,
     create_connector,
+    events_for,
     file_source_spec,
     get_connector,
     offsets_requests,
@@ -121,3 +122,63 @@ def test_refusals_end_in_conditions_not_retry_loops(
         finally:
             for name in (immutable, stopped):
                 connect.delete(f"/connectors/{name}")
+
+
+@pytest.mark.local_stack  # reads the local worker's request log
+@pytest.mark.timeout(300)
+def test_an_unreadable_configmap_is_reported_once_and_waits(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """The Role lacks `get` on ConfigMaps: the alter's ConfigMap cannot be read (403). One
+    ApiServerRefused condition and one Warning Event, no retry loop, nothing sent to Connect; once
+    the platform grants `get`, the next drift pass runs the request, once."""
+    with (
+        tenant_namespaces(core, custom, namespace) as (tenant, other),
+        chart_operator(stack, core, custom, tmp_path, [tenant, other], start=False) as installed,
+    ):
+        rbac = kubernetes.client.RbacAuthorizationV1Api(core.api_client)
+        role = rbac.read_namespaced_role(f"{installed.release}-connect-offsets-operator", tenant)
+        for rule in role.rules:
+            if "configmaps" in rule.resources:
+                rule.verbs = [v for v in rule.verbs if v != "get"]
+        rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+        installed.operator.start()
+
+        source = tmp_path / "s.txt"
+        source.write_text("alpha\n")
+        name = f"unreadable-{unique}"
+        document = {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": 4}}]}
+        core.create_namespaced_config_map(
+            tenant, {"metadata": {"name": "feed"}, "data": {"offsets.json": json.dumps(document)}}
+        )
+        create_cluster(custom, tenant, connect_url)
+        create_connector(custom, tenant, name, file_source_spec(source, name, "feed", state="stopped"))
+        try:
+            wait_condition(custom, tenant, name, "Ready", reason="ConnectorStopped", timeout=90)
+            annotate(custom, tenant, name, connector_offsets="alter")
+            refused = wait_condition(custom, tenant, name, "ApiServerRefused", reason="Forbidden", timeout=60)
+            assert "feed" in refused["message"] and "403" in refused["message"], refused
+            time.sleep(16)  # three drift passes: reported once, nothing retried or sent
+            events = [e for e in events_for(core, tenant, name) if e.reason == "ApiServerRefused"]
+            assert len(events) == 1 and (events[0].count or 1) == 1, [(e.message, e.count) for e in events]
+            assert [r for r in offsets_requests(connect_log(stack), {name}) if r.method != "GET"] == []
+
+            role = rbac.read_namespaced_role(role.metadata.name, tenant)
+            for rule in role.rules:
+                if "configmaps" in rule.resources and "get" not in rule.verbs:
+                    rule.verbs = [*rule.verbs, "get"]
+            rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+            body = wait_annotation_removed(custom, tenant, name, timeout=60)
+            assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded", body["status"]
+            assert condition(body, "ApiServerRefused") is None, body["status"]["conditions"]
+            assert offsets_methods(stack, name).count("PATCH") == 1
+            assert connect.get(f"/connectors/{name}/offsets").json()["offsets"][0]["offset"] == {"position": 4}
+        finally:
+            connect.delete(f"/connectors/{name}")
