@@ -173,3 +173,14 @@ def tenant_namespaces(core: Any, custom: Any, base: str, count: int = 2) -> Iter
     finally:
         for name in names:
             delete_namespace(core, custom, name)
+
+
+def set_configmap_verb(core: Any, role_name: str, namespace: str, verb: str, *, granted: bool) -> None:
+    """What a platform team does to the chart's Role in one tenant namespace: take a ConfigMap verb
+    away, or give it back."""
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
+    role = rbac.read_namespaced_role(role_name, namespace)
+    for rule in role.rules:
+        if "configmaps" in rule.resources:
+            rule.verbs = [v for v in rule.verbs if v != verb] + ([verb] if granted else [])
+    rbac.replace_namespaced_role(role_name, namespace, role)

@@ -16,6 +16,7 @@ worker whose policy allows it, and is refused with Connect's own message by one 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 import uuid
@@ -111,6 +112,31 @@ def connector_names(source: str, target: str) -> list[str]:
     return [f"{source}->{target}.{kind}" for kind in KINDS]
 
 
+@contextlib.contextmanager
+def mirror_resource(
+    custom: Any,
+    namespace: str,
+    name: str,
+    clusters: list[dict[str, Any]],
+    mirror: dict[str, Any],
+    connect: httpx.Client,
+    stack: dict[str, Any],
+) -> Iterator[None]:
+    """A KafkaMirrorMaker2 for the block; afterwards its connectors and the topics it made are gone."""
+    create_mm2(custom, namespace, name, clusters, mirror)
+    names = connector_names(mirror["sourceCluster"], mirror["targetCluster"])
+    try:
+        yield
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        wait_for(
+            "connectors deleted with the resource",
+            lambda: not set(names) & set(connect.get("/connectors").json()),
+            timeout=90,
+        )
+        drop_mirror_topics(stack, mirror["sourceCluster"], mirror["targetCluster"])
+
+
 @pytest.fixture
 def aliases() -> Iterator[tuple[str, str, str]]:
     unique = uuid.uuid4().hex[:6]
@@ -139,8 +165,7 @@ def test_reversed_mirror_creates_nothing_and_the_right_direction_mirrors(
     before_a, before_b = topics(kafka_a), topics(kafka_b)
     create_cluster(custom, namespace, connect_url)
     name = "reversed"
-    create_mm2(custom, namespace, name, reversed_clusters, mirror_spec(east, west, topic))
-    try:
+    with mirror_resource(custom, namespace, name, reversed_clusters, mirror_spec(east, west, topic), connect, stack):
         ready = wait_mm2_condition(custom, namespace, name, "Ready", reason="TargetIsNotConnectCluster", status="False")
         assert id_a in ready["message"] and id_b in ready["message"], ready["message"]
         assert "into its source" in ready["message"] and "writeToTarget: producerOverride" in ready["message"]
@@ -176,14 +201,6 @@ def test_reversed_mirror_creates_nothing_and_the_right_direction_mirrors(
         config = connect.get(f"/connectors/{names[0]}/config").json()
         assert config["source.cluster.bootstrap.servers"] == kafka_b  # the config of the last allowed pass
         assert f"{east}.{east}.{topic}" not in topics(kafka_a) | topics(kafka_b)
-    finally:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        wait_for(
-            "connectors deleted with the resource",
-            lambda: not set(names) & set(connect.get("/connectors").json()),
-            timeout=90,
-        )
-        drop_mirror_topics(stack, east, west)
 
 
 @pytest.mark.timeout(300)
@@ -203,10 +220,9 @@ def test_producer_override_writes_into_the_target(
     clusters = [{"alias": east, "bootstrapServers": kafka_a}, {"alias": west, "bootstrapServers": kafka_b}]
     values = produce(kafka_a, topic, 5)
     create_cluster(custom, namespace, connect_url)
-    name = "override"
-    create_mm2(custom, namespace, name, clusters, mirror_spec(east, west, topic, "producerOverride", heartbeats=False))
-    try:
-        wait_mm2_condition(custom, namespace, name, "Ready", reason="ConnectorsReady")
+    mirror = mirror_spec(east, west, topic, "producerOverride", heartbeats=False)
+    with mirror_resource(custom, namespace, "override", clusters, mirror, connect, stack):
+        wait_mm2_condition(custom, namespace, "override", "Ready", reason="ConnectorsReady")
         for connector in names:
             config = connect.get(f"/connectors/{connector}/config").json()
             assert config["producer.override.bootstrap.servers"] == kafka_b, connector
@@ -214,14 +230,6 @@ def test_producer_override_writes_into_the_target(
         time.sleep(6)  # a refresh of MM2's topic list: its output must not become its input
         assert not {t for t in topics(kafka_a) if t.startswith(f"{east}.")}
         assert f"{east}.{east}.{topic}" not in topics(kafka_b)
-    finally:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        wait_for(
-            "connectors deleted with the resource",
-            lambda: not set(names) & set(connect.get("/connectors").json()),
-            timeout=90,
-        )
-        drop_mirror_topics(stack, east, west)
 
 
 @pytest.mark.timeout(400)

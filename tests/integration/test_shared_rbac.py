@@ -18,7 +18,7 @@ import pytest
 
 from connect_offsets.clients.offsets_configmaps import SHARD_LABEL, ShardIndex, name_hash
 from tests.conftest import wait_for
-from tests.integration.chart_install import chart_operator, tenant_namespaces
+from tests.integration.chart_install import chart_operator, set_configmap_verb, tenant_namespaces
 from tests.integration.support import (
     annotate,
     connect_log,
@@ -126,12 +126,7 @@ def test_a_refused_prune_neither_blocks_nor_repeats_the_change(
         ) as installed,
     ):
         assert installed.chart_env["CONNECT_OFFSETS_BACKUP_RETENTION"] == "2"
-        rbac = __import__("kubernetes").client.RbacAuthorizationV1Api(core.api_client)
-        role = rbac.read_namespaced_role(f"{installed.release}-connect-offsets-operator", tenant)
-        for rule in role.rules:
-            if "configmaps" in rule.resources:
-                rule.verbs = [v for v in rule.verbs if v != "delete"]
-        rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+        set_configmap_verb(core, f"{installed.release}-connect-offsets-operator", tenant, "delete", granted=False)
         installed.operator.start()
         source = tmp_path / "s.txt"
         source.write_text("alpha\n")

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import kubernetes
 import pytest
 
 from tests.conftest import wait_for
-from tests.integration.chart_install import chart_operator, tenant_namespaces
+from tests.integration.chart_install import chart_operator, set_configmap_verb, tenant_namespaces
 from tests.integration.support import (
     annotate,
     condition,
@@ -57,12 +56,8 @@ def test_refusals_end_in_conditions_not_retry_loops(
         chart_operator(stack, core, custom, tmp_path, [tenant, other], start=False) as installed,
     ):
         # The platform's Role for this tenant lacks `create` on ConfigMaps: backups are forbidden.
-        rbac = kubernetes.client.RbacAuthorizationV1Api(core.api_client)
-        role = rbac.read_namespaced_role(f"{installed.release}-connect-offsets-operator", tenant)
-        for rule in role.rules:
-            if "configmaps" in rule.resources:
-                rule.verbs = [v for v in rule.verbs if v != "create"]
-        rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+        role = f"{installed.release}-connect-offsets-operator"
+        set_configmap_verb(core, role, tenant, "create", granted=False)
         installed.operator.start()
 
         source = tmp_path / "s.txt"
@@ -110,11 +105,7 @@ def test_refusals_end_in_conditions_not_retry_loops(
             assert connect.get(f"/connectors/{stopped}/offsets").json()["offsets"] == []
 
             # The platform grants `create` again; the user asks again: it runs, once.
-            role = rbac.read_namespaced_role(role.metadata.name, tenant)
-            for rule in role.rules:
-                if "configmaps" in rule.resources and "create" not in rule.verbs:
-                    rule.verbs = [*rule.verbs, "create"]
-            rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+            set_configmap_verb(core, role, tenant, "create", granted=True)
             annotate(custom, tenant, stopped, request_id="after-the-fix")
             body = wait_annotation_removed(custom, tenant, stopped, timeout=60)
             assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded", body["status"]
@@ -143,12 +134,8 @@ def test_an_unreadable_configmap_is_reported_once_and_waits(
         tenant_namespaces(core, custom, namespace) as (tenant, other),
         chart_operator(stack, core, custom, tmp_path, [tenant, other], start=False) as installed,
     ):
-        rbac = kubernetes.client.RbacAuthorizationV1Api(core.api_client)
-        role = rbac.read_namespaced_role(f"{installed.release}-connect-offsets-operator", tenant)
-        for rule in role.rules:
-            if "configmaps" in rule.resources:
-                rule.verbs = [v for v in rule.verbs if v != "get"]
-        rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+        role = f"{installed.release}-connect-offsets-operator"
+        set_configmap_verb(core, role, tenant, "get", granted=False)
         installed.operator.start()
 
         source = tmp_path / "s.txt"
@@ -170,11 +157,7 @@ def test_an_unreadable_configmap_is_reported_once_and_waits(
             assert len(events) == 1 and (events[0].count or 1) == 1, [(e.message, e.count) for e in events]
             assert [r for r in offsets_requests(connect_log(stack), {name}) if r.method != "GET"] == []
 
-            role = rbac.read_namespaced_role(role.metadata.name, tenant)
-            for rule in role.rules:
-                if "configmaps" in rule.resources and "get" not in rule.verbs:
-                    rule.verbs = [*rule.verbs, "get"]
-            rbac.replace_namespaced_role(role.metadata.name, tenant, role)
+            set_configmap_verb(core, role, tenant, "get", granted=True)
             body = wait_annotation_removed(custom, tenant, name, timeout=60)
             assert body["status"]["lastOffsetsOperation"]["result"] == "Succeeded", body["status"]
             assert condition(body, "ApiServerRefused") is None, body["status"]["conditions"]
