@@ -49,12 +49,7 @@ from connect_offsets.models.crds import (
     OffsetsOperationStatus,
 )
 from connect_offsets.planning import (
-    ANNOTATION_MM2_CONNECTOR,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_RESET_OFFSET_SYNCS,
     BYTES,
-    MIRROR_CLASSES,
-    OWNER_CONFIG_KEY,
     Action,
     ConditionSpec,
     ConnectorTarget,
@@ -66,6 +61,13 @@ from connect_offsets.planning import (
     mirror_connector_name,
     mirror_targets,
     plan_target,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+    MIRROR_CLASSES,
+    OWNER_CONFIG_KEY,
 )
 
 pytestmark = pytest.mark.unit

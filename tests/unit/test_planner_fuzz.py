@@ -48,17 +48,6 @@ from connect_offsets.models.offsets import (
     validate_for_connector,
 )
 from connect_offsets.planning import (
-    ANNOTATION_ADOPT,
-    ANNOTATION_DRY_RUN,
-    ANNOTATION_MM2_CONNECTOR,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_REQUEST_ID,
-    ANNOTATION_RESTART,
-    ANNOTATION_RESTART_TASK,
-    ANNOTATION_SEEK_TO,
-    ANNOTATION_STOP_CONNECTOR,
-    MIRROR_CLASSES,
-    OWNER_CONFIG_KEY,
     ConnectorTarget,
     Observed,
     OffsetsConfigMap,
@@ -70,6 +59,19 @@ from connect_offsets.planning import (
     offsets_request_fingerprint,
     plan_target,
     target_for_connector,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_ADOPT,
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESTART,
+    ANNOTATION_RESTART_TASK,
+    ANNOTATION_SEEK_TO,
+    ANNOTATION_STOP_CONNECTOR,
+    MIRROR_CLASSES,
+    OWNER_CONFIG_KEY,
 )
 from tests.unit.test_planning import FAMILIES, NOW, iso
 

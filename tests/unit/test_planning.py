@@ -50,11 +50,6 @@ from connect_offsets.models.offsets import (
     validate_for_connector,
 )
 from connect_offsets.planning import (
-    ANNOTATION_ADOPT,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_RESTART,
-    ANNOTATION_RESTART_TASK,
-    OWNER_CONFIG_KEY,
     SETTLE_DELAY_S,
     Action,
     ConditionSpec,
@@ -65,6 +60,13 @@ from connect_offsets.planning import (
     desired_config,
     offsets_request_fingerprint,
     plan_connector,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_ADOPT,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_RESTART,
+    ANNOTATION_RESTART_TASK,
+    OWNER_CONFIG_KEY,
 )
 
 pytestmark = pytest.mark.unit

@@ -39,13 +39,6 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS, parse_offsets_document
 from connect_offsets.planning import (
-    ANNOTATION_DRY_RUN,
-    ANNOTATION_MM2_CONNECTOR,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_REQUEST_ID,
-    ANNOTATION_RESTORE_FROM,
-    ANNOTATION_STOP_CONNECTOR,
-    OWNER_CONFIG_KEY,
     SETTLE_DELAY_S,
     Action,
     ConditionSpec,
@@ -60,6 +53,15 @@ from connect_offsets.planning import (
     offsets_request_fingerprint,
     plan_connector,
     plan_target,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_STOP_CONNECTOR,
+    OWNER_CONFIG_KEY,
 )
 from tests.unit import test_mirror_planning as mm2
 from tests.unit.test_planning import NAME, NAMESPACE, NOW, conditions, iso, kinds, observe

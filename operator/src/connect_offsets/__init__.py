@@ -11,8 +11,8 @@ Layers (enforced by import-linter, see ``pyproject.toml``):
 The CLI reuses models and clients and never imports kopf.
 """
 
+from connect_offsets.vocabulary import API_GROUP, API_VERSION
+
 __version__ = "0.1.0"
-API_GROUP = "connect-offsets.io"
-API_VERSION = "v1alpha1"
 
 __all__ = ["API_GROUP", "API_VERSION", "__version__"]

@@ -42,7 +42,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connect_offsets import API_GROUP, API_VERSION, __version__
+from connect_offsets import (
+    __version__,
+)
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.models.offsets import (
@@ -52,17 +54,26 @@ from connect_offsets.models.offsets import (
     validate_for_connector,
 )
 from connect_offsets.planning import (
-    ANNOTATION_MM2_CONNECTOR,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_PREFIX,
-    ANNOTATION_RESET_OFFSET_SYNCS,
-    ANNOTATION_RESTORE_FROM,
-    MIRROR_CLASSES,
     ConnectorTarget,
     OffsetsConfigMap,
     mirror_targets,
     offsets_request_fingerprint,
     target_for_connector,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_STOP_CONNECTOR,
+    API_GROUP,
+    API_VERSION,
+    CONNECTORS,
+    MIRROR_CLASSES,
+    MIRRORS,
+    dry_run_key,
 )
 
 __all__ = [
@@ -87,15 +98,6 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 3
 EXIT_KUBE = 4
 EXIT_INTERRUPTED = 130
-
-ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
-ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
-ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
-
-
-def dry_run_key(configmap_key: str) -> str:
-    """Where the operator leaves a dry run's report in the listOffsets ConfigMap (``service.dry_run_key``)."""
-    return "dry-run.json" if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
 
 
 POLL_INTERVAL_S = 0.5
@@ -132,8 +134,8 @@ class Kind:
         return f"{self.plural}.{API_GROUP}"
 
 
-CONNECTOR = Kind("KafkaConnector", "kafkaconnectors", "cokc")
-MIRROR = Kind("KafkaMirrorMaker2", "kafkamirrormaker2s", "comm2")
+CONNECTOR = Kind("KafkaConnector", CONNECTORS, "cokc")
+MIRROR = Kind("KafkaMirrorMaker2", MIRRORS, "comm2")
 KIND_NAMES = {
     name: kind
     for kind in (CONNECTOR, MIRROR)

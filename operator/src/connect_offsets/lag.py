@@ -43,7 +43,15 @@ from connect_offsets.clients.kafka import KafkaAdminError, librdkafka_config, lo
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
 from connect_offsets.models.java_regex import JavaPattern, compile_java
-from connect_offsets.planning import MIRROR_CLASSES, ConditionSpec, ConnectorTarget, mirror_targets
+from connect_offsets.planning import (
+    ConditionSpec,
+    ConnectorTarget,
+    mirror_targets,
+)
+from connect_offsets.vocabulary import (
+    MIRROR_CLASSES,
+    iso,
+)
 
 __all__ = [
     "CONDITION",
@@ -78,10 +86,6 @@ STALE_AFTER_INTERVALS = 3
 STALE_AFTER_MIN_S = 60.0
 
 TP = tuple[str, int]
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- which topics MirrorSourceConnector replicates ----------------------------------------------

@@ -39,15 +39,27 @@ from connect_offsets.models.offsets import (
     restore_compact_json,
     validated_compact_json,
 )
+from connect_offsets.vocabulary import (
+    ANNOTATION_ADOPT,
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+    ANNOTATION_RESTART,
+    ANNOTATION_RESTART_TASK,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_SEEK_TO,
+    ANNOTATION_STOP_CONNECTOR,
+    MIRROR_CLASSES,
+    OFFSETS_OPERATIONS,
+    OWNER_CONFIG_KEY,
+    REQUEST_ANNOTATIONS,
+    iso,
+    java_string,
+)
 
 __all__ = [
-    "ANNOTATION_DRY_RUN",
-    "ANNOTATION_OFFSETS",
-    "ANNOTATION_REQUEST_ID",
-    "ANNOTATION_RESTART",
-    "ANNOTATION_RESTART_TASK",
-    "ANNOTATION_SEEK_TO",
-    "ANNOTATION_STOP_CONNECTOR",
     "Action",
     "ConditionSpec",
     "ConnectorTarget",
@@ -69,31 +81,8 @@ __all__ = [
     "target_for_connector",
 ]
 
-ANNOTATION_PREFIX = "connect-offsets.io/"
-ANNOTATION_OFFSETS = ANNOTATION_PREFIX + "connector-offsets"
-ANNOTATION_RESTART = ANNOTATION_PREFIX + "restart"
-ANNOTATION_RESTART_TASK = ANNOTATION_PREFIX + "restart-task"
-ANNOTATION_ADOPT = ANNOTATION_PREFIX + "adopt"
-#: Written into each connector's config so that two resources (in any namespaces, or two
-#: operators) never silently fight over one globally named connector.
-OWNER_CONFIG_KEY = "connect-offsets.io/owner"
-
-OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
-ANNOTATION_RESTORE_FROM = "connect-offsets.io/restore-from"
-#: ``true`` next to alter/reset/restore: compute and publish the diff, change nothing.
-ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
-#: ``true`` next to alter/reset/restore: stop -> change -> resume for this request only.
-ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
-#: Identity of a request; once handled (recorded in status) the same id is a no-op, so GitOps
-#: tools re-applying removed annotations cannot repeat a reset.
-ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
-#: ``<RFC 3339 time>`` next to alter: seek a sink connector to that time (overrides spec.alterOffsets.toTimestamp).
-ANNOTATION_SEEK_TO = ANNOTATION_PREFIX + "seek-to"
-#: Annotations that belong to an offsets request and are removed with it.
-REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_SEEK_TO)
 #: How many handled request ids status keeps.
 HANDLED_REQUEST_IDS = 20
-DRY_RUN_KEY = "dry-run.json"
 RESTART_VALUES = {
     "true": (False, False),
     "includetasks": (True, False),
@@ -541,7 +530,7 @@ def _plan_restarts(target: ConnectorTarget, observed: Observed, plan: Plan) -> N
         due = last is None or observed.now >= last + auto_restart_backoff(previous.count)
         if due:
             plan.actions.append(Action("restart", include_tasks=True, only_failed=True, automatic=True))
-            plan.auto_restart = AutoRestartStatus(count=previous.count + 1, last_restart_time=_iso(observed.now))
+            plan.auto_restart = AutoRestartStatus(count=previous.count + 1, last_restart_time=iso(observed.now))
         else:
             assert last is not None
             wait = (last + auto_restart_backoff(previous.count) - observed.now).total_seconds()
@@ -773,7 +762,7 @@ def _begin(
         request_id=request_id,
         content_hash=content,
         restore_from=observed.restore.name if operation == "restore" and observed.restore else None,
-        started=_iso(observed.now),
+        started=iso(observed.now),
     )
     plan.actions.append(Action("begin_offsets_change", pending=pending))
     plan.hold_stopped = f"{operation} runs (stop -> change -> resume)"
@@ -925,7 +914,7 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
     if isinstance(requested, _Refusal):
         _refuse(plan, "alter", requested.reason, requested.message, True)
         plan.applied_offsets = AppliedOffsetsStatus(
-            config_map=name, content_hash=content, time=_iso(observed.now), result="Failed"
+            config_map=name, content_hash=content, time=iso(observed.now), result="Failed"
         )
         return
     _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content)
@@ -1069,10 +1058,6 @@ def _plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
         plan.conditions.append(ConditionSpec("InvalidAnnotation", "True", "UnknownValue", "; ".join(problems)))
 
 
-def _iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # --- leftover offsets of an earlier connector -------------------------------------------------
 
 
@@ -1094,9 +1079,6 @@ def leftovers_owned_elsewhere(records: list[tuple[str, str]], namespace: str) ->
 
 # --- binding a resource to a ConnectCluster ------------------------------------------------
 
-#: Label naming the namespace of the ConnectCluster (default: the resource's own). A label and
-#: not "ns/name" in connect-offsets.io/cluster: label values cannot contain '/'.
-CLUSTER_NAMESPACE_LABEL = ANNOTATION_PREFIX + "cluster-namespace"
 NAMESPACE_PLACEHOLDER = "{namespace}"
 
 
@@ -1154,13 +1136,6 @@ def check_binding(
 
 # --- KafkaMirrorMaker2 -------------------------------------------------------------------
 
-ANNOTATION_MM2_CONNECTOR = ANNOTATION_PREFIX + "mirrormaker-connector"
-ANNOTATION_RESET_OFFSET_SYNCS = ANNOTATION_PREFIX + "reset-offset-syncs"
-MIRROR_CLASSES = {
-    "MirrorSourceConnector": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-    "MirrorCheckpointConnector": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
-    "MirrorHeartbeatConnector": "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
-}
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 #: Policies whose internal topic names we know (IdentityReplicationPolicy extends the default).
 KNOWN_POLICIES = (DEFAULT_POLICY, "org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
@@ -1277,7 +1252,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
         settings = {f"{prefix}.alias": alias, f"{prefix}.bootstrap.servers": cluster.bootstrap_servers}
         for key, value in cluster.config.items():
             if value is not None:
-                settings[f"{prefix}.{key}"] = _to_string(value)
+                settings[f"{prefix}.{key}"] = java_string(value)
         for key, ref in cluster.secret_config.items():
             settings[f"{prefix}.{key}"] = secrets.get((ref.name, ref.key), "")
         return settings
@@ -1310,7 +1285,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                 config["tasks.max"] = str(block.tasks_max)
             if mirror.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
                 config.update(producer_override(cluster_settings("target.cluster", mirror.target_cluster)))
-            config.update({k: _to_string(v) for k, v in block.config.items() if v is not None})
+            config.update({k: java_string(v) for k, v in block.config.items() if v is not None})
             own: dict[str, str] = {}
             companions: tuple[tuple[str, str], ...] = ()
             if selected == name and operation is not None:
@@ -1438,9 +1413,3 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
             other, holder = (source_alias, target_alias) if location == "target" else (target_alias, source_alias)
             syncs_reset = (target.name, f"mm2-offset-syncs{separator}{other}{separator}internal", holder)
     return MirrorPlan(targets, conditions, syncs_reset)
-
-
-def _to_string(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -31,7 +31,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from connect_offsets import API_GROUP, API_VERSION, metrics
+from connect_offsets import (
+    metrics,
+)
 from connect_offsets.clients.connect import (
     ConnectAuth,
     ConnectClient,
@@ -99,12 +101,7 @@ from connect_offsets.models.offsets import (
     reset_diff,
 )
 from connect_offsets.planning import (
-    ANNOTATION_DRY_RUN,
-    ANNOTATION_OFFSETS,
-    ANNOTATION_RESTORE_FROM,
-    CLUSTER_NAMESPACE_LABEL,
     HANDLED_REQUEST_IDS,
-    OWNER_CONFIG_KEY,
     Action,
     BindingRefusal,
     ConditionSpec,
@@ -124,11 +121,28 @@ from connect_offsets.planning import (
     plan_target,
     target_for_connector,
 )
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_RESTORE_FROM,
+    API_GROUP,
+    API_VERSION,
+    CLUSTER_LABEL,
+    CLUSTER_NAMESPACE_LABEL,
+    CLUSTERS,
+    CONNECTORS,
+    LAST_OWNER_LABEL,
+    MIRROR_CLASS_SUFFIXES,
+    MIRROR_CLASSES,
+    MIRRORS,
+    OWNER_CONFIG_KEY,
+    WATCH_LABEL,
+    dry_run_key,
+    iso,
+    java_string,
+)
 
 __all__ = [
-    "CLUSTER_LABEL",
-    "CLUSTER_NAMESPACE_LABEL",
-    "WATCH_LABEL",
     "ClusterRegistry",
     "ClusterService",
     "ConnectorService",
@@ -139,23 +153,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CLUSTER_LABEL = f"{API_GROUP}/cluster"
-#: ConfigMaps with this label are streamed to the operator (server-side selector on its watch), so
-#: a change wakes the resources that read them at once; others are re-read every drift interval.
-WATCH_LABEL = f"{API_GROUP}/watch"
-CONNECTORS = "kafkaconnectors"
-MIRRORS = "kafkamirrormaker2s"
-CLUSTERS = "connectclusters"
 #: Back-off for transient failures: 2, 4, 8 ... seconds, capped so recovery is noticed quickly.
 MAX_RETRY_DELAY_S = 60.0
 #: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
 DEFAULT_BACKUP_RETENTION = 5
 
 
-#: Who last created a connector of a given name: one ConfigMap per (namespace, connector name),
-#: labelled with the name's hash, annotated with the name, the owner and the time. It has no owner
-#: reference on purpose: it must outlive the resource, like the offsets it speaks for.
-LAST_OWNER_LABEL = f"{API_GROUP}/last-owner-of"
 #: Namespaces the operator watches (set by the entry point); None: the whole cluster.
 WATCHED_NAMESPACES: tuple[str, ...] | None = None
 
@@ -192,10 +195,6 @@ RETIRE_AFTER_S = 300.0
 
 def now_utc() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
-
-
-def iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -363,7 +362,7 @@ class ClusterRegistry:
             raise ClusterUnusable(f"ConnectCluster {name} is invalid: {_validation_text(error)}") from error
         if kafka is None:
             raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
-        java = {k: _plain(v) for k, v in kafka.config.items() if v is not None}
+        java = {k: java_string(v) for k, v in kafka.config.items() if v is not None}
         try:
             self.policy.check_kafka(
                 f"ConnectCluster {name} spec.kafka",
@@ -536,11 +535,6 @@ def _transient_for_initial(error: ConnectHTTPError) -> bool:
     (Connect answers 500 for offsets Kafka rejects) would otherwise keep a half-created connector
     STOPPED forever, so it fails the step and cleans up."""
     return isinstance(error, ConnectConflict) or error.status_code == 429 or getattr(error, "is_request_timeout", False)
-
-
-def dry_run_key(configmap_key: str) -> str:
-    """``dry-run.json`` next to ``offsets.json``; MirrorMaker 2 keys get a ``dry-run.`` prefix."""
-    return "dry-run.json" if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
 
 
 def _is_dry_run(target: ConnectorTarget) -> bool:
@@ -1972,8 +1966,8 @@ class MirrorMaker2Service:
         for index, spec in enumerate(resource.spec.mirrors):
             names = [
                 name
-                for kind in MIRROR_CLASS_SUFFIXES
-                if (name := mirror_connector_name(spec.source_cluster, spec.target_cluster, kind[1:])) in declared
+                for kind in MIRROR_CLASSES
+                if (name := mirror_connector_name(spec.source_cluster, spec.target_cluster, kind)) in declared
             ]
             if not names:
                 continue
@@ -2079,7 +2073,7 @@ class MirrorMaker2Service:
         async def delete_offset_syncs(action: Action) -> str:
             if action.kind != "reset_offsets":
                 return ""
-            java = {k: _plain(v) for k, v in cluster.config.items()}
+            java = {k: java_string(v) for k, v in cluster.config.items()}
             java.update(
                 {
                     k: target.config.get(
@@ -2121,7 +2115,6 @@ class MirrorMaker2Service:
         return await delete_owned(self.clusters, self.runner, body, resource.metadata.labels, names, give_up=give_up)
 
 
-MIRROR_CLASS_SUFFIXES = (".MirrorSourceConnector", ".MirrorCheckpointConnector", ".MirrorHeartbeatConnector")
 #: How long Connect's answer to a producer-override config is trusted (its policy changes only with
 #: a worker restart; a changed config is asked again at once).
 VALIDATION_TTL_S = 300.0
@@ -2144,12 +2137,6 @@ def _kept_entry_fields(old: MirrorConnectorStatus | None) -> dict[str, Any]:
         elif value is not None:
             kept[key] = value.model_dump(by_alias=True, exclude_none=True)
     return kept
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from connect_offsets import API_GROUP
+from connect_offsets.vocabulary import (
+    API_GROUP,
+)
 
 __all__ = [
     "ALLOWED_HOSTS_ENV",

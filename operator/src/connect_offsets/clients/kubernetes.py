@@ -28,8 +28,11 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+)
 
 __all__ = [
     "LABEL_VALUE_MAX",

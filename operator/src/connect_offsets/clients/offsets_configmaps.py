@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from connect_offsets import API_GROUP
 from connect_offsets.clients import limits
 from connect_offsets.clients.kubernetes import (
     ConfigMapData,
@@ -65,6 +64,9 @@ from connect_offsets.clients.kubernetes import (
     KubernetesUnavailable,
 )
 from connect_offsets.models.chunking import OffsetsStreamError, count_entries
+from connect_offsets.vocabulary import (
+    API_GROUP,
+)
 
 __all__ = [
     "CONFIGMAP_MAX_BYTES",

@@ -6,13 +6,19 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.handlers.loop import run_loop
 from connect_offsets.handlers.startup import state_of
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+    CLUSTERS,
+    CONNECTORS,
+    MIRRORS,
+)
 
 __all__: list[str] = []
 
-PLURAL = "connectclusters"
+PLURAL = CLUSTERS
 
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=10.0)
@@ -38,7 +44,7 @@ async def cluster_changed(namespace: str | None, name: str, body: kopf.Body, mem
         waker.event.set()
         # Connectors of this cluster may have been waiting for it: wake them as well.
         for (plural, ns, _resource), other in list(state.wakers.items()):
-            if plural in ("kafkaconnectors", "kafkamirrormaker2s") and ns == namespace:
+            if plural in (CONNECTORS, MIRRORS) and ns == namespace:
                 other.event.set()
 
 

@@ -6,14 +6,18 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.clients.connect import ConnectError
 from connect_offsets.handlers.loop import note_change, run_loop
 from connect_offsets.handlers.startup import OperatorState, state_of
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+    CONNECTORS,
+)
 
 __all__: list[str] = []
 
-PLURAL = "kafkaconnectors"
+PLURAL = CONNECTORS
 #: Deleting in Connect is retried this often before the finalizer is released anyway, so that an
 #: unreachable or deleted Connect cluster cannot block namespace deletion forever.
 DELETE_RETRIES = 8

@@ -10,10 +10,15 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP, metrics
+from connect_offsets import (
+    metrics,
+)
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.handlers.startup import OperatorState, Waker
 from connect_offsets.service import MAX_RETRY_DELAY_S, Outcome
+from connect_offsets.vocabulary import (
+    API_GROUP,
+)
 
 __all__ = ["is_kopf_bookkeeping", "note_change", "run_loop"]
 

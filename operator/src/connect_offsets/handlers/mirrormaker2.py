@@ -11,15 +11,19 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.clients.connect import ConnectError
 from connect_offsets.handlers.connectors import DELETE_RETRIES
 from connect_offsets.handlers.loop import note_change, run_loop
 from connect_offsets.handlers.startup import state_of
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+    MIRRORS,
+)
 
 __all__: list[str] = []
 
-PLURAL = "kafkamirrormaker2s"
+PLURAL = MIRRORS
 
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=10.0)

@@ -10,18 +10,23 @@ from typing import Any
 
 import kopf
 
-from connect_offsets import API_GROUP, metrics
+from connect_offsets import (
+    metrics,
+)
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry
 from connect_offsets.service import (
-    WATCH_LABEL,
     ClusterRegistry,
     ClusterService,
     ConnectorService,
     MirrorMaker2Service,
     resolve_cluster,
+)
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    WATCH_LABEL,
 )
 
 __all__ = ["OperatorState", "Waker", "state_of"]

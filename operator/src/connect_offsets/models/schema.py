@@ -13,8 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from connect_offsets import API_GROUP, API_VERSION
 from connect_offsets.models import crds
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+)
 
 __all__ = ["crd_documents", "structural_schema"]
 

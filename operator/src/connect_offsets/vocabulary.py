@@ -1,0 +1,130 @@
+"""The names the operator shares with its users and its own tools, each defined once.
+
+Why one module: these strings are a contract. Users type the annotations, GitOps tools apply
+them, the kubectl plugin writes them, the chart's RBAC names the plurals, and status readers
+parse the keys. A copy that drifts (it happened: the plugin had its own ``dry_run_key``) breaks
+that contract silently. Everything here is a constant or a one-line naming rule and imports
+nothing from the package, so every layer and tool can use it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+__all__ = [
+    "ANNOTATION_ADOPT",
+    "ANNOTATION_DRY_RUN",
+    "ANNOTATION_MM2_CONNECTOR",
+    "ANNOTATION_OFFSETS",
+    "ANNOTATION_PREFIX",
+    "ANNOTATION_REQUEST_ID",
+    "ANNOTATION_RESET_OFFSET_SYNCS",
+    "ANNOTATION_RESTART",
+    "ANNOTATION_RESTART_TASK",
+    "ANNOTATION_RESTORE_FROM",
+    "ANNOTATION_SEEK_TO",
+    "ANNOTATION_STOP_CONNECTOR",
+    "API_GROUP",
+    "API_VERSION",
+    "CLUSTERS",
+    "CLUSTER_LABEL",
+    "CLUSTER_NAMESPACE_LABEL",
+    "CONNECTORS",
+    "DRY_RUN_KEY",
+    "LAST_OWNER_LABEL",
+    "MIRRORS",
+    "MIRROR_CLASSES",
+    "MIRROR_CLASS_SUFFIXES",
+    "OFFSETS_OPERATIONS",
+    "OWNER_CONFIG_KEY",
+    "REQUEST_ANNOTATIONS",
+    "WATCH_LABEL",
+    "dry_run_key",
+    "iso",
+    "java_string",
+]
+
+API_GROUP = "connect-offsets.io"
+API_VERSION = "v1alpha1"
+
+# --- resources (plurals, as in RBAC rules and API paths) ----------------------------------------
+
+CONNECTORS = "kafkaconnectors"
+MIRRORS = "kafkamirrormaker2s"
+CLUSTERS = "connectclusters"
+
+# --- annotations users write ---------------------------------------------------------------------
+
+ANNOTATION_PREFIX = f"{API_GROUP}/"
+#: ``list|alter|reset|restore``: the offsets request.
+ANNOTATION_OFFSETS = ANNOTATION_PREFIX + "connector-offsets"
+ANNOTATION_RESTART = ANNOTATION_PREFIX + "restart"
+ANNOTATION_RESTART_TASK = ANNOTATION_PREFIX + "restart-task"
+ANNOTATION_ADOPT = ANNOTATION_PREFIX + "adopt"
+ANNOTATION_RESTORE_FROM = ANNOTATION_PREFIX + "restore-from"
+#: ``true`` next to alter/reset/restore: compute and publish the diff, change nothing.
+ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
+#: ``true`` next to alter/reset/restore: stop -> change -> resume for this request only.
+ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
+#: Identity of a request; once handled (recorded in status) the same id is a no-op, so GitOps
+#: tools re-applying removed annotations cannot repeat a reset.
+ANNOTATION_REQUEST_ID = ANNOTATION_PREFIX + "request-id"
+#: ``<RFC 3339 time>`` next to alter: seek a sink connector to that time (overrides spec.alterOffsets.toTimestamp).
+ANNOTATION_SEEK_TO = ANNOTATION_PREFIX + "seek-to"
+#: Which connector of a KafkaMirrorMaker2 an offsets request is for.
+ANNOTATION_MM2_CONNECTOR = ANNOTATION_PREFIX + "mirrormaker-connector"
+#: ``true`` next to a reset of a MirrorSourceConnector: also delete its offset-syncs topic.
+ANNOTATION_RESET_OFFSET_SYNCS = ANNOTATION_PREFIX + "reset-offset-syncs"
+#: Annotations that belong to an offsets request and are removed with it.
+REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_SEEK_TO)
+OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
+
+# --- labels and keys the operator writes ----------------------------------------------------------
+
+#: Which ConnectCluster a resource uses.
+CLUSTER_LABEL = f"{API_GROUP}/cluster"
+#: The namespace of that ConnectCluster (default: the resource's own). A label and not "ns/name" in
+#: the cluster label: label values cannot contain '/'.
+CLUSTER_NAMESPACE_LABEL = f"{API_GROUP}/cluster-namespace"
+#: ConfigMaps with this label are streamed to the operator (server-side selector on its watch), so
+#: a change wakes the resources that read them at once; others are re-read every drift interval.
+WATCH_LABEL = f"{API_GROUP}/watch"
+#: Who last created a connector of a given name: one ConfigMap per (namespace, connector name),
+#: labelled with the name's hash. It has no owner reference on purpose: it must outlive the
+#: resource, like the offsets it speaks for.
+LAST_OWNER_LABEL = f"{API_GROUP}/last-owner-of"
+#: Written into each connector's config so that two resources (in any namespaces, or two
+#: operators) never silently fight over one globally named connector.
+OWNER_CONFIG_KEY = f"{API_GROUP}/owner"
+#: The dry-run report's key next to ``offsets.json``.
+DRY_RUN_KEY = "dry-run.json"
+
+# --- MirrorMaker 2 -------------------------------------------------------------------------------
+
+MIRROR_CLASSES = {
+    "MirrorSourceConnector": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+    "MirrorCheckpointConnector": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
+    "MirrorHeartbeatConnector": "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector",
+}
+#: How the operator's MirrorMaker 2 connector names end (``<source>-><target>.<Kind>``).
+MIRROR_CLASS_SUFFIXES = tuple(f".{kind}" for kind in MIRROR_CLASSES)
+
+
+def dry_run_key(configmap_key: str) -> str:
+    """Where a dry run's report goes in the listOffsets ConfigMap: ``dry-run.json`` next to
+    ``offsets.json``; MirrorMaker 2 keys get a ``dry-run.`` prefix."""
+    return DRY_RUN_KEY if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
+
+
+def iso(moment: datetime) -> str:
+    """RFC 3339 in UTC with whole seconds, as Kubernetes writes times (a naive time is taken as UTC)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def java_string(value: object) -> str:
+    """A setting's value as Java reads it: booleans as ``true``/``false``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
