@@ -325,8 +325,8 @@ def test_mirror_records_come_from_their_connector_entry() -> None:
 # --- rendering -------------------------------------------------------------------------
 
 
-def outcome(name: str, result: str, code: int, message: str = "", **extra: Any) -> kp.Outcome:
-    return kp.Outcome(NS, name, "KafkaConnector", name, "reset", result, code, message=message, **extra)
+def outcome(name: str, result: str, code: int, message: str = "", **extra: Any) -> kp.RequestOutcome:
+    return kp.RequestOutcome(NS, name, "KafkaConnector", name, "reset", result, code, message=message, **extra)
 
 
 def test_table_columns_align_and_messages_stay_on_one_line() -> None:

@@ -34,8 +34,8 @@ import yaml
 from connect_offsets import __version__
 from connect_offsets.clients.offsets_store import (
     ConnectorInfo,
-    OffsetsStoreError,
     PlannedWrite,
+    WorkerStoreError,
     read_config_topic,
     read_offsets_file,
     read_offsets_file_raw,
@@ -44,6 +44,7 @@ from connect_offsets.clients.offsets_store import (
     write_offsets_file,
     write_transaction,
 )
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.offsets import OffsetsValidationError, partition_key
 from connect_offsets.models.schema import crd_documents
 from connect_offsets.models.storage import (
@@ -70,7 +71,7 @@ PROGRESS_THRESHOLD = 2000
 CRD_HEADER = "# Generated from operator/src/connect_offsets/models/crds.py by `connect-offsets crds`; do not edit.\n"
 
 
-class CliError(Exception):
+class CliError(ConnectOffsetsError):
     """Ends the command with ``code`` and a one-line message."""
 
     def __init__(self, message: str, code: int, details: list[str] | None = None) -> None:
@@ -558,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(error, error.code, args, error.details, sys.stderr)
     except (WorkerConfigError, OffsetsFileError) as error:
         return _fail(error, EXIT_INVALID, args, [], sys.stderr)
-    except OffsetsStoreError as error:
+    except WorkerStoreError as error:
         return _fail(error, EXIT_FAILED, args, [], sys.stderr)
     except KeyboardInterrupt:
         print("connect-offsets: interrupted", file=sys.stderr)

@@ -46,6 +46,7 @@ from connect_offsets import (
     __version__,
 )
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.models.offsets import (
     OffsetsValidationError,
@@ -82,9 +83,9 @@ __all__ = [
     "EXIT_OK",
     "EXIT_TIMEOUT",
     "EXIT_USAGE",
-    "Outcome",
     "PluginError",
     "Request",
+    "RequestOutcome",
     "build_parser",
     "classify",
     "main",
@@ -106,7 +107,7 @@ MAX_PARALLEL = 8
 PLUGIN = "kubectl connect-offsets"
 
 
-class PluginError(Exception):
+class PluginError(ConnectOffsetsError):
     """An error for the user: one line of ``message``; ``detail`` is shown with --verbose."""
 
     def __init__(self, message: str, code: int, detail: str = "") -> None:
@@ -363,7 +364,7 @@ def validate_offsets(resolved: Resolved, text: str, source: str) -> None:
 
 
 @dataclass
-class Outcome:
+class RequestOutcome:
     """How one request ended (or did not)."""
 
     namespace: str
@@ -582,9 +583,11 @@ class Runner:
         self.kube = kube
         self.options = options
 
-    async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> Outcome:
+    async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> RequestOutcome:
         request = self.options.request()
-        base = Outcome(namespace, name, kind.kind, self.options.mirror_connector or name, request.operation, "", 0)
+        base = RequestOutcome(
+            namespace, name, kind.kind, self.options.mirror_connector or name, request.operation, "", 0
+        )
         base.request_id = request.request_id
         try:
             return await self._run(kind, namespace, name, body, request, base)
@@ -613,8 +616,8 @@ class Runner:
         name: str,
         body: dict[str, Any] | None,
         request: Request,
-        outcome: Outcome,
-    ) -> Outcome:
+        outcome: RequestOutcome,
+    ) -> RequestOutcome:
         if body is None:
             body = await self._fetch(kind, namespace, name)
         resolved = resolve(kind, body, request.mirror_connector)
@@ -754,7 +757,9 @@ class Runner:
                 return answer, body
             await asyncio.sleep(POLL_INTERVAL_S)
 
-    def _timed_out(self, resolved: Resolved, body: dict[str, Any], request: Request, outcome: Outcome) -> Outcome:
+    def _timed_out(
+        self, resolved: Resolved, body: dict[str, Any], request: Request, outcome: RequestOutcome
+    ) -> RequestOutcome:
         conditions = {c.get("type"): c for c in (body.get("status") or {}).get("conditions") or []}
         ready = conditions.get("Ready")
         state = f" (Ready={ready.get('status')} {ready.get('reason')}: {ready.get('message')})" if ready else ""
@@ -791,7 +796,7 @@ class Runner:
                 if not _is_conflict(error):
                     raise
 
-    async def _read_results(self, resolved: Resolved, request: Request, outcome: Outcome) -> None:
+    async def _read_results(self, resolved: Resolved, request: Request, outcome: RequestOutcome) -> None:
         target = resolved.target
         if request.operation == "list" or (request.dry_run and target.list_configmap is not None):
             assert target.list_configmap is not None
@@ -830,7 +835,7 @@ def _without_offsets_text(request: Request) -> Request:
 # --- rendering ---------------------------------------------------------------------------
 
 
-def render_table(outcomes: Sequence[Outcome], *, with_namespace: bool) -> str:
+def render_table(outcomes: Sequence[RequestOutcome], *, with_namespace: bool) -> str:
     """kubectl-style columns (no borders, no wrapping), so the output stays greppable."""
     headers = (["NAMESPACE"] if with_namespace else []) + ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
     rows = [
@@ -846,7 +851,7 @@ def render_table(outcomes: Sequence[Outcome], *, with_namespace: bool) -> str:
     return "\n".join(lines)
 
 
-def render_single(outcome: Outcome, options: Options) -> tuple[str, str]:
+def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
     """(stdout, stderr) for one resource. stdout carries only the result (JSON for list)."""
     if options.output == "json":
         out = json.dumps(outcome.to_json_obj(), indent=2, ensure_ascii=False)
@@ -874,7 +879,7 @@ def render_single(outcome: Outcome, options: Options) -> tuple[str, str]:
     return "\n".join(lines), ""
 
 
-def _error_text(outcome: Outcome, options: Options) -> str:
+def _error_text(outcome: RequestOutcome, options: Options) -> str:
     if outcome.result == "Failed":
         where = f"{outcome.kind} {outcome.namespace}/{outcome.name}"
         if outcome.kind == MIRROR.kind:
@@ -1184,7 +1189,7 @@ def load_kube(kubeconfig: str | None, context: str | None) -> tuple[PluginKube, 
     return PluginKube(api_client), namespace
 
 
-async def run(options: Options, kube: PluginKube, namespace: str | None) -> list[Outcome]:
+async def run(options: Options, kube: PluginKube, namespace: str | None) -> list[RequestOutcome]:
     runner = Runner(kube, options)
     if options.selector is None:
         assert namespace is not None
@@ -1198,7 +1203,7 @@ async def run(options: Options, kube: PluginKube, namespace: str | None) -> list
         raise PluginError(f"no {options.kind.kind} matches -l {options.selector} in {where}", EXIT_USAGE)
     limit = asyncio.Semaphore(MAX_PARALLEL)
 
-    async def one(body: dict[str, Any]) -> Outcome:
+    async def one(body: dict[str, Any]) -> RequestOutcome:
         async with limit:
             meta = body["metadata"]
             return await runner.run(options.kind, meta["namespace"], meta["name"], body)
@@ -1298,7 +1303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return report(outcomes, options)
 
 
-def report(outcomes: Sequence[Outcome], options: Options) -> int:
+def report(outcomes: Sequence[RequestOutcome], options: Options) -> int:
     if options.selector is None:
         out, err = render_single(outcomes[0], options)
         if out:

@@ -66,6 +66,7 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsStoreError,
     OffsetsTooLarge,
 )
+from connect_offsets.errors import TransientError, UserError
 from connect_offsets.faults import fault_point
 from connect_offsets.lag import LagRegistry, mirror_kafka_config, mirror_secrets
 from connect_offsets.models.chunking import (
@@ -206,7 +207,7 @@ class Outcome:
     referenced_configmaps: set[str] = field(default_factory=set)
 
 
-class ClusterUnusable(Exception):
+class ClusterUnusable(UserError):
     """The ConnectCluster is missing, invalid, or its credentials cannot be read or may not be sent.
 
     ``reason``: set when a credentials rule refused (SecretNotOptedIn, PlaintextCredentials,
@@ -1514,7 +1515,7 @@ async def resolve_cluster(
         raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
 
 
-class ClusterUnreachable(Exception):
+class ClusterUnreachable(TransientError):
     """The ConnectCluster is configured but Connect does not answer (transient)."""
 
 
@@ -1688,7 +1689,7 @@ async def delete_owned(
         raise ConnectUnavailable(str(error)) from error
 
 
-class OffsetsRequestInvalid(Exception):
+class OffsetsRequestInvalid(UserError):
     """An offsets request that cannot succeed as given (bad ConfigMap content, ConfigMap write refused)."""
 
     def __init__(self, reason: str, message: str) -> None:

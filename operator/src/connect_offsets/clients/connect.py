@@ -75,6 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from connect_offsets import __version__
 from connect_offsets.clients.credentials import reflect
 from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES, max_document_bytes
+from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.models.chunking import (
     ChunkFailure,
     ChunkLimits,
@@ -87,8 +88,8 @@ from connect_offsets.models.chunking import (
     plan_chunks,
 )
 from connect_offsets.models.connect import (
-    ConnectorState,
     ConnectorStatus,
+    RuntimeState,
     ServerInfo,
     TaskState,
     parse_version,
@@ -108,8 +109,8 @@ __all__ = [
     "ConnectResponseTooLarge",
     "ConnectServerError",
     "ConnectUnavailable",
-    "ConnectorState",
     "ConnectorStatus",
+    "RuntimeState",
     "ServerInfo",
     "TaskState",
     "build_ssl_context",
@@ -131,7 +132,7 @@ _NOT_CONNECT_404: Final = (
 )
 
 _T = TypeVar("_T")
-_StateT = TypeVar("_StateT", bound=ConnectorState)
+_StateT = TypeVar("_StateT", bound=RuntimeState)
 #: Traces are redacted, not shortened, here (status size is bounded where status is built); this
 #: only bounds the redaction work on a hostile body.
 _MAX_TRACE_BYTES: Final = 256 * 1024
@@ -142,7 +143,7 @@ _MAX_TRACE_BYTES: Final = 256 * 1024
 # --------------------------------------------------------------------------------------------------
 
 
-class ConnectError(Exception):
+class ConnectError(ConnectOffsetsError):
     """Base of every error raised by :class:`ConnectClient`.
 
     ``message`` is Connect's own message verbatim when Connect sent one, otherwise our description.
@@ -172,7 +173,7 @@ class ConnectError(Exception):
         return False
 
 
-class ConnectUnavailable(ConnectError):
+class ConnectUnavailable(ConnectError, TransientError):
     """Connect could not be reached: connection refused, DNS, TLS handshake, timeouts."""
 
     @property
@@ -238,7 +239,7 @@ class ConnectBadRequest(ConnectHTTPError):
     """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
 
 
-class ConnectResponseTooLarge(ConnectError):
+class ConnectResponseTooLarge(ConnectError, UserError):
     """The answer grew past its cap while being read (decoded): a hostile or broken server.
 
     Not retryable: the same URL would send the same thing; the ConnectCluster must change.

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from connect_offsets.errors import UserError
 from connect_offsets.vocabulary import (
     API_GROUP,
 )
@@ -69,7 +70,7 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
 
-class CredentialsRefused(Exception):
+class CredentialsRefused(UserError):
     """A rule of this module refused a Secret, a URL or a Kafka address; ``reason`` is the condition reason."""
 
     def __init__(self, reason: str, message: str) -> None:

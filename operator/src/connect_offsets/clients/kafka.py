@@ -23,6 +23,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from connect_offsets.errors import TransientError
+
 __all__ = [
     "ClusterIdCache",
     "KafkaAdminError",
@@ -50,7 +52,7 @@ _JAAS_USER = re.compile(r'username\s*=\s*"([^"]*)"')
 _JAAS_PASSWORD = re.compile(r'password\s*=\s*"([^"]*)"')
 
 
-class KafkaAdminError(Exception):
+class KafkaAdminError(TransientError):
     """A Kafka admin call failed; the message has the operation and Kafka's error (no credentials)."""
 
 

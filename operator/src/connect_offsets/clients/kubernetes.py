@@ -29,6 +29,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
@@ -69,18 +70,24 @@ def label_value(name: str) -> str:
     return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"
 
 
-class KubernetesError(Exception):
+class KubernetesError(ConnectOffsetsError):
     """A Kubernetes API call failed; the message has the verb, object and the API's reason."""
 
-    retryable = True
+    @property
+    def retryable(self) -> bool:
+        return True
 
 
-class KubernetesUnavailable(KubernetesError):
-    retryable = True
+class KubernetesUnavailable(KubernetesError, TransientError):
+    """The API server did not answer, or answered 5xx/429."""
 
 
-class KubernetesRejected(KubernetesError):
-    retryable = False
+class KubernetesRejected(KubernetesError, UserError):
+    """The API server refused the call (4xx): RBAC, a quota, validation, a missing object."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)

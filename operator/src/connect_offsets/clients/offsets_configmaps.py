@@ -63,6 +63,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesRejected,
     KubernetesUnavailable,
 )
+from connect_offsets.errors import ConnectOffsetsError, UserError
 from connect_offsets.models.chunking import OffsetsStreamError, count_entries
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -121,11 +122,11 @@ class StoredForm(StrEnum):
     SHARDED = "sharded"
 
 
-class OffsetsStoreError(Exception):
+class OffsetsStoreError(ConnectOffsetsError):
     """An offsets document could not be read from or written to its ConfigMap(s)."""
 
 
-class OffsetsKeyMissing(OffsetsStoreError):
+class OffsetsKeyMissing(OffsetsStoreError, UserError):
     """The ConfigMap exists but holds the key in none of the three forms."""
 
     def __init__(self, configmap: str, key: str, keys: Sequence[str]) -> None:
@@ -138,7 +139,7 @@ class OffsetsKeyMissing(OffsetsStoreError):
         )
 
 
-class OffsetsCorrupt(OffsetsStoreError):
+class OffsetsCorrupt(OffsetsStoreError, UserError):
     """A stored form is unreadable: bad index, missing or altered shard, broken gzip."""
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.storage import (
     KafkaPosition,
     StoredRecord,
@@ -42,9 +43,9 @@ from connect_offsets.models.storage import (
 
 __all__ = [
     "ConnectorInfo",
-    "OffsetsStoreError",
     "PlannedWrite",
     "TopicReadStats",
+    "WorkerStoreError",
     "iter_offsets_topic",
     "read_config_topic",
     "read_offsets_file",
@@ -59,7 +60,7 @@ __all__ = [
 Progress = Callable[[int, int | None], None]
 
 
-class OffsetsStoreError(Exception):
+class WorkerStoreError(ConnectOffsetsError):
     """Reading or writing the store failed; the message names the topic/file and the cause."""
 
 
@@ -92,7 +93,7 @@ def _partitions(client: Consumer | Producer, topic: str, timeout: float) -> list
     try:
         metadata = client.list_topics(topic, timeout=timeout)
     except KafkaException as error:
-        raise OffsetsStoreError(f"topic {topic}: cannot fetch metadata: {error.args[0]}") from None
+        raise WorkerStoreError(f"topic {topic}: cannot fetch metadata: {error.args[0]}") from None
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         reason = described.error if described is not None and described.error is not None else "no partitions"
@@ -106,7 +107,7 @@ def _partitions(client: Consumer | Producer, topic: str, timeout: float) -> list
             )
         ):
             reason = "it does not exist"
-        raise OffsetsStoreError(f"topic {topic} cannot be read: {reason}")
+        raise WorkerStoreError(f"topic {topic} cannot be read: {reason}")
     return sorted(described.partitions)
 
 
@@ -145,7 +146,7 @@ def _read_raw(
         while pending:
             batch = consumer.consume(num_messages=1000, timeout=1.0)
             if not batch and time.monotonic() > deadline:
-                raise OffsetsStoreError(
+                raise WorkerStoreError(
                     f"topic {topic}: no progress for {timeout:.0f}s with partitions {sorted(pending)} unfinished"
                 )
             for message in batch:
@@ -154,14 +155,14 @@ def _read_raw(
                     if error.code() == KafkaError._PARTITION_EOF:
                         pending.discard(message.partition())
                         continue
-                    raise OffsetsStoreError(f"topic {topic}: read failed: {error}")
+                    raise WorkerStoreError(f"topic {topic}: read failed: {error}")
                 deadline = time.monotonic() + timeout
                 stats.records += 1
                 if progress is not None:
                     progress(stats.records, expected)
                 yield message
     except KafkaException as error:
-        raise OffsetsStoreError(f"topic {topic}: read failed: {error.args[0]}") from None
+        raise WorkerStoreError(f"topic {topic}: read failed: {error.args[0]}") from None
     finally:
         consumer.close()
 
@@ -327,7 +328,7 @@ def write_transaction(
                 progress(done, len(writes))
         remaining = producer.flush(timeout)
         if remaining or failures:
-            raise OffsetsStoreError(
+            raise WorkerStoreError(
                 "write failed, transaction aborted: "
                 + ("; ".join(failures[:5]) if failures else f"{remaining} record(s) not delivered in {timeout:.0f}s")
             )
@@ -336,7 +337,7 @@ def write_transaction(
             progress(len(writes), len(writes))
     except KafkaException as error:
         _abort(producer, timeout)
-        raise OffsetsStoreError(f"write failed, transaction aborted: {error.args[0]}") from None
+        raise WorkerStoreError(f"write failed, transaction aborted: {error.args[0]}") from None
     except BaseException:
         _abort(producer, timeout)
         raise
@@ -358,11 +359,11 @@ def read_offsets_file(path: Path) -> list[StoredRecord]:
     except FileNotFoundError:
         return []
     except OSError as error:
-        raise OffsetsStoreError(f"cannot read {path}: {error.strerror}") from None
+        raise WorkerStoreError(f"cannot read {path}: {error.strerror}") from None
     try:
         entries = decode_offsets_file(data)
     except ValueError as error:
-        raise OffsetsStoreError(f"{path}: {error}") from None
+        raise WorkerStoreError(f"{path}: {error}") from None
     records = []
     for raw_key, raw_value in entries.items():
         key = decode_key(raw_key)
@@ -379,7 +380,7 @@ def read_offsets_file_raw(path: Path) -> dict[bytes, bytes | None]:
     try:
         return decode_offsets_file(path.read_bytes()) if path.exists() else {}
     except ValueError as error:
-        raise OffsetsStoreError(f"{path}: {error}") from None
+        raise WorkerStoreError(f"{path}: {error}") from None
 
 
 def write_offsets_file(path: Path, entries: dict[bytes, bytes | None]) -> Path | None:
@@ -398,7 +399,7 @@ def write_offsets_file(path: Path, entries: dict[bytes, bytes | None]) -> Path |
         os.replace(temp, path)
     except OSError as error:
         temp.unlink(missing_ok=True)
-        raise OffsetsStoreError(f"cannot write {path}: {error.strerror}") from None
+        raise WorkerStoreError(f"cannot write {path}: {error.strerror}") from None
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)

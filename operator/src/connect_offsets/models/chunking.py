@@ -36,6 +36,8 @@ from typing import Any, Final
 
 import ijson
 
+from connect_offsets.errors import UserError
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ENTRIES",
@@ -72,7 +74,7 @@ _ENVELOPE: Final = len(_HEAD) + len(_TAIL)
 _READ_SIZE: Final = 256 * 1024
 
 
-class OffsetsStreamError(ValueError):
+class OffsetsStreamError(UserError, ValueError):
     """The document bytes are not valid JSON (or not UTF-8); the message says where."""
 
 

@@ -13,8 +13,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "ConnectorState",
     "ConnectorStatus",
+    "RuntimeState",
     "ServerInfo",
     "TaskState",
     "parse_version",
@@ -32,7 +32,10 @@ class ServerInfo(BaseModel):
     kafka_cluster_id: str | None = None
 
 
-class ConnectorState(BaseModel):
+class RuntimeState(BaseModel):
+    """What Connect reports for a connector or a task at runtime (``GET /connectors/{name}/status``);
+    the state a user asks for is ``models.crds.ConnectorState``."""
+
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     state: str
@@ -40,7 +43,7 @@ class ConnectorState(BaseModel):
     trace: str | None = None
 
 
-class TaskState(ConnectorState):
+class TaskState(RuntimeState):
     id: int
 
 
@@ -50,7 +53,7 @@ STATUS_MAX_TASKS: Final = 50
 STATUS_TRACE_CHARS: Final = 512
 
 
-def _state_for_status(state: ConnectorState) -> dict[str, Any]:
+def _state_for_status(state: RuntimeState) -> dict[str, Any]:
     document: dict[str, Any] = {"state": state.state}
     if state.worker_id is not None:
         document["worker_id"] = state.worker_id[:253]
@@ -66,7 +69,7 @@ class ConnectorStatus(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     name: str
-    connector: ConnectorState
+    connector: RuntimeState
     tasks: list[TaskState] = Field(default_factory=list)
     type: str | None = None
 

@@ -21,6 +21,8 @@ from typing import Any, Final
 
 import re2
 
+from connect_offsets.errors import UserError
+
 __all__ = ["MAX_PATTERN_LENGTH", "JavaPattern", "PatternRefused", "compile_java"]
 
 #: A topic pattern longer than this is refused before it is compiled (compile time and memory
@@ -30,7 +32,7 @@ MAX_PATTERN_LENGTH: Final = 4096
 _MAX_MEMORY: Final = 8 << 20
 
 
-class PatternRefused(ValueError):
+class PatternRefused(UserError, ValueError):
     """A tenant's pattern that cannot be evaluated safely; the message names the field and why."""
 
     def __init__(self, field: str, pattern: str, why: str) -> None:

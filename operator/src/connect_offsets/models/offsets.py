@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
+from connect_offsets.errors import UserError
 from connect_offsets.models.java_regex import JavaPattern, PatternRefused, compile_java
 
 Primitive = str | int | float | bool | None
@@ -78,7 +79,7 @@ class OffsetsProblem:
         return f"{self.path}: {self.message}"
 
 
-class OffsetsValidationError(ValueError):
+class OffsetsValidationError(UserError, ValueError):
     """An offsets document is invalid; ``problems`` lists every problem found."""
 
     def __init__(self, problems: Iterable[OffsetsProblem]) -> None:

@@ -44,6 +44,7 @@ from typing import Any
 import javaobj.v1 as javaobj
 from javaobj.v1 import beans as javaobj_beans
 
+from connect_offsets.errors import UserError
 from connect_offsets.models.offsets import (
     OffsetEntry,
     OffsetsProblem,
@@ -583,7 +584,7 @@ _BYTE_ARRAY_SUID = -0x530CE807F9F7AB20
 _SC_SERIALIZABLE, _SC_WRITE_METHOD = 0x02, 0x01
 
 
-class OffsetsFileError(ValueError):
+class OffsetsFileError(UserError, ValueError):
     """A standalone offsets file is not a serialised ``HashMap<byte[], byte[]>``."""
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from connect_offsets.errors import UserError
+
 __all__ = [
     "WorkerConfig",
     "WorkerConfigError",
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 
-class WorkerConfigError(ValueError):
+class WorkerConfigError(UserError, ValueError):
     """The worker config is unusable; the message names the setting (never a secret's value)."""
 
 

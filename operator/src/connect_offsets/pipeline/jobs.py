@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from connect_offsets.errors import ConnectOffsetsError
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -142,7 +144,7 @@ concat('{', array_join(transform(_fields, f -> concat(
 """
 
 
-class PipelineError(Exception):
+class PipelineError(ConnectOffsetsError):
     """A job cannot produce a correct answer; the message names the source, connector or time."""
 
 

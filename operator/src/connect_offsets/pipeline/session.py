@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connect_offsets.errors import ConnectOffsetsError
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
 
@@ -33,7 +35,7 @@ REQUIRED_JAR_PREFIXES = (
 EMBEDDED_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
-class SparkSetupError(Exception):
+class SparkSetupError(ConnectOffsetsError):
     """Spark cannot be started as asked; the message says what is missing and how to get it."""
 
 
