@@ -85,10 +85,10 @@ class FakeKube:
     async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
         self.creates += 1
         if self.fail_create_after is not None and self.creates > self.fail_create_after:
-            raise KubernetesUnavailable("create ConfigMap: 503 etcd is unavailable")
+            raise KubernetesUnavailable("create ConfigMap: 503 etcd is unavailable", 503)
         name = body["metadata"]["name"]
         if name in self.objects:
-            raise KubernetesUnavailable(f"create ConfigMap {namespace}/{name}: 409 already exists")
+            raise KubernetesUnavailable(f"create ConfigMap {namespace}/{name}: 409 already exists", 409)
         obj = copy.deepcopy(body)
         self._check_size(obj)
         obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._bump())
@@ -103,7 +103,7 @@ class FakeKube:
     ) -> None:
         obj = copy.deepcopy(self.objects[name])
         if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
-            raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: 409 the object has been modified")
+            raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: 409 the object has been modified", 409)
         for field in ("data", "binaryData"):
             for key, value in (patch.get(field) or {}).items():
                 target = obj.setdefault(field, {})

@@ -478,65 +478,16 @@ def classify(kind: Kind, body: dict[str, Any], connector: str, waiting: Waiting)
 # --- the Kubernetes side -----------------------------------------------------------------
 
 
-class PluginKube(KubernetesApi):
-    """The operator's Kubernetes wrapper plus the two calls only a client needs."""
-
-    async def list_resources(self, kind: Kind, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        if namespace is None:
-            result: Any = await self._call(
-                f"list {kind.plural} -l {selector}",
-                self.custom.list_cluster_custom_object,
-                API_GROUP,
-                API_VERSION,
-                kind.plural,
-                label_selector=selector,
-            )
-        else:
-            result = await self._call(
-                f"list {kind.plural} -l {selector} in {namespace}",
-                self.custom.list_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
-                namespace,
-                kind.plural,
-                label_selector=selector,
-            )
-        items: list[dict[str, Any]] = result.get("items", [])
-        for item in items:
-            item.setdefault("kind", kind.kind)
-            item.setdefault("apiVersion", f"{API_GROUP}/{API_VERSION}")
-        return sorted(items, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
-
-    async def patch_annotations(
-        self, kind: Kind, namespace: str, name: str, annotations: dict[str, str | None], resource_version: str
-    ) -> dict[str, Any]:
-        """Merge-patch annotations if the resource is still at ``resource_version`` (else 409)."""
-        patch = {"metadata": {"resourceVersion": resource_version, "annotations": annotations}}
-        result: Any = await self._call(
-            f"annotate {kind.plural} {namespace}/{name}",
-            self.custom.patch_namespaced_custom_object,
-            API_GROUP,
-            API_VERSION,
-            namespace,
-            kind.plural,
-            name,
-            patch,
-            _content_type="application/merge-patch+json",
-        )
-        body: dict[str, Any] = result
-        return body
-
-
 def _is_conflict(error: KubernetesError) -> bool:
-    return ": 409 " in str(error)
+    return error.status == 409
 
 
 def _kube_error(error: KubernetesError) -> PluginError:
     text = str(error)
     hint = ""
-    if ": 403 " in text:
+    if error.status == 403:
         hint = " (your Kubernetes user lacks a permission: see the README section 'kubectl plugin' for the RBAC rules)"
-    elif ": 401 " in text:
+    elif error.status == 401:
         hint = " (the credentials in your kubeconfig were refused)"
     return PluginError(f"Kubernetes API: {text}{hint}", EXIT_KUBE)
 
@@ -579,7 +530,7 @@ class Options:
 class Runner:
     """Runs one request on one resource: check, write, annotate, wait, read the result."""
 
-    def __init__(self, kube: PluginKube, options: Options) -> None:
+    def __init__(self, kube: KubernetesApi, options: Options) -> None:
         self.kube = kube
         self.options = options
 
@@ -714,8 +665,8 @@ class Runner:
         body = resolved.body
         for _ in range(5):
             try:
-                return await self.kube.patch_annotations(
-                    resolved.kind,
+                return await self.kube.patch_annotations_at(
+                    resolved.kind.plural,
                     resolved.namespace,
                     resolved.name,
                     dict(request.annotations()),
@@ -788,8 +739,12 @@ class Runner:
                 return
             removal: dict[str, str | None] = {key: None for key, value in mine.items() if annotations.get(key) == value}
             try:
-                await self.kube.patch_annotations(
-                    resolved.kind, resolved.namespace, resolved.name, removal, body["metadata"]["resourceVersion"]
+                await self.kube.patch_annotations_at(
+                    resolved.kind.plural,
+                    resolved.namespace,
+                    resolved.name,
+                    removal,
+                    body["metadata"]["resourceVersion"],
                 )
                 return
             except KubernetesError as error:
@@ -1156,7 +1111,7 @@ def _read_file(path: str) -> tuple[str, str]:
         ) from error
 
 
-def load_kube(kubeconfig: str | None, context: str | None) -> tuple[PluginKube, str]:
+def load_kube(kubeconfig: str | None, context: str | None) -> tuple[KubernetesApi, str]:
     """Credentials as kubectl finds them; returns the API and the context's default namespace."""
     import urllib3
     from kubernetes import client, config
@@ -1186,16 +1141,16 @@ def load_kube(kubeconfig: str | None, context: str | None) -> tuple[PluginKube, 
     if not api_client.configuration.verify_ssl:
         # The kubeconfig asked for insecure-skip-tls-verify; kubectl does not warn on every call either.
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    return PluginKube(api_client), namespace
+    return KubernetesApi(api_client), namespace
 
 
-async def run(options: Options, kube: PluginKube, namespace: str | None) -> list[RequestOutcome]:
+async def run(options: Options, kube: KubernetesApi, namespace: str | None) -> list[RequestOutcome]:
     runner = Runner(kube, options)
     if options.selector is None:
         assert namespace is not None
         return [await runner.run(options.kind, namespace, options.names[0])]
     try:
-        bodies = await kube.list_resources(options.kind, namespace, options.selector)
+        bodies = await kube.list_resources(options.kind.plural, options.kind.kind, namespace, options.selector)
     except KubernetesError as error:
         raise _kube_error(error) from error
     if not bodies:

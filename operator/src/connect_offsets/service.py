@@ -1154,7 +1154,7 @@ class TargetRunner:
             try:
                 await self.kube.create_configmap(namespace, record)
             except KubernetesUnavailable as error:
-                if "409" not in str(error):
+                if error.status != 409:
                     raise
                 await self.kube.patch_configmap(namespace, record_name, {"metadata": {"annotations": annotations}})
         except KubernetesError as error:

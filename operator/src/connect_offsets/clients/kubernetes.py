@@ -71,7 +71,15 @@ def label_value(name: str) -> str:
 
 
 class KubernetesError(ConnectOffsetsError):
-    """A Kubernetes API call failed; the message has the verb, object and the API's reason."""
+    """A Kubernetes API call failed; the message has the verb, object and the API's reason.
+
+    ``status`` is the API server's HTTP status when it answered (None: it did not), so callers
+    test ``error.status == 409`` instead of reading the message.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
     @property
     def retryable(self) -> bool:
@@ -85,13 +93,14 @@ class KubernetesUnavailable(KubernetesError, TransientError):
 class KubernetesRejected(KubernetesError, UserError):
     """The API server refused the call (4xx): RBAC, a quota, validation, a missing object."""
 
+    status: int
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message, status)
+
     @property
     def retryable(self) -> bool:
         return False
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,7 @@ class KubernetesApi:
         except ApiException as error:
             message = f"{what}: {error.status} {_describe(error)}"
             if error.status in (409, 429) or (error.status or 0) >= 500:
-                raise KubernetesUnavailable(message) from error
+                raise KubernetesUnavailable(message, error.status) from error
             raise KubernetesRejected(message, error.status or 0) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise KubernetesUnavailable(f"{what}: {type(error).__name__}") from error
@@ -224,7 +233,7 @@ class KubernetesApi:
                     )
                     return
                 except KubernetesUnavailable as error:
-                    if "409" in str(error):
+                    if error.status == 409:
                         continue
                     raise
             patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
@@ -238,7 +247,7 @@ class KubernetesApi:
                 )
                 return
             except KubernetesUnavailable as error:
-                if "409" in str(error):
+                if error.status == 409:
                     continue
                 raise
         raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
@@ -396,6 +405,57 @@ class KubernetesApi:
         resource: dict[str, Any] = obj
         return resource
 
+    async def list_resources(
+        self, plural: str, kind: str, namespace: str | None, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """Our custom resources of one plural matching a label selector (every namespace when
+        ``namespace`` is None), sorted by namespace and name, each with its ``kind`` and ``apiVersion``."""
+        where = "" if namespace is None else f" in {namespace}"
+        if namespace is None:
+            result: Any = await self._call(
+                f"list {plural} -l {label_selector}",
+                self.custom.list_cluster_custom_object,
+                API_GROUP,
+                API_VERSION,
+                plural,
+                label_selector=label_selector,
+            )
+        else:
+            result = await self._call(
+                f"list {plural} -l {label_selector}{where}",
+                self.custom.list_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                plural,
+                label_selector=label_selector,
+            )
+        items: list[dict[str, Any]] = result.get("items", [])
+        for item in items:
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", f"{API_GROUP}/{API_VERSION}")
+        return sorted(items, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
+
+    async def patch_annotations_at(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str | None], resource_version: str
+    ) -> dict[str, Any]:
+        """Merge-patch annotations only if the resource is still at ``resource_version``: the API
+        server answers 409 (``KubernetesUnavailable`` with ``status == 409``) when it changed since."""
+        patch = {"metadata": {"resourceVersion": resource_version, "annotations": annotations}}
+        result: Any = await self._call(
+            f"annotate {plural} {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object,
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            plural,
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+        body: dict[str, Any] = result
+        return body
+
     async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
         """Remove an annotation only if it still has the value we acted on (see remove_annotations)."""
         return key in await self.remove_annotations(plural, namespace, name, {key: expected})
@@ -437,7 +497,7 @@ class KubernetesApi:
                     _content_type="application/merge-patch+json",
                 )
             except KubernetesUnavailable as error:
-                if ": 409 " in str(error):
+                if error.status == 409:
                     continue  # changed meanwhile: look again
                 raise
             except KubernetesRejected as error:

@@ -511,7 +511,7 @@ class OffsetsConfigMapStore:
                 swept = await self._sweep(namespace, name, key, keep=())
                 return self._result(name, key, form, data, plain, compressed, partitions, (), swept)
             except KubernetesUnavailable as error:
-                if ": 409 " not in str(error):
+                if error.status != 409:
                     raise
                 current = None  # created meanwhile: fall through to the patch path
         if current is None and main_uid == "":
@@ -565,7 +565,7 @@ class OffsetsConfigMapStore:
                 namespace, _main_body(name, labels, annotations, owner_references)
             )
         except KubernetesUnavailable as error:
-            if ": 409 " not in str(error):
+            if error.status != 409:
                 raise
         existing = await self.kube.get_configmap(namespace, name)
         if existing is None:
@@ -676,7 +676,7 @@ class OffsetsConfigMapStore:
                 await self.kube.patch_configmap(namespace, name, patch, resource_version=current.resource_version)
                 return
             except KubernetesUnavailable as error:
-                if ": 409 " in str(error):
+                if error.status == 409:
                     continue
                 raise
         raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
