@@ -43,7 +43,7 @@ from connect_offsets.clients.credentials import (
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected
 from connect_offsets.lag import mirror_secrets
 from connect_offsets.models.crds import ConnectClusterResource, ConnectClusterSpec, KafkaMirrorMaker2Resource
-from connect_offsets.service import (
+from connect_offsets.reconcile.clusters import (
     MAX_PLUGINS_SHOWN,
     MAX_SERVER_FIELD,
     ClusterRegistry,

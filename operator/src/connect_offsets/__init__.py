@@ -2,11 +2,13 @@
 
 Layers (enforced by import-linter, see ``pyproject.toml``):
 
-* ``handlers``  kopf registrations only; parse bodies and call the service.
-* ``service``   reconcile one resource: gather observed state, ask the planner, act, write status.
-* ``planning``  pure decisions: (spec, annotations, observed state) -> actions and conditions.
-* ``clients``   I/O: the Connect REST API, the Kubernetes API.
-* ``models``    pydantic models: our CRDs, Connect documents, offsets documents.
+* ``handlers``    kopf registrations only; parse bodies and call the reconcile layer.
+* ``reconcile``   I/O for one resource: gather observed state, ask the planner, act, write status.
+* ``lag``         MirrorMaker 2 replication lag: measuring, and the decisions about it.
+* ``planning``    pure decisions: (spec, annotations, observed state) -> actions and conditions.
+* ``clients``     I/O: the Connect REST API, the Kubernetes API, Kafka admin, the offsets ConfigMaps.
+* ``models``      pydantic models: our CRDs, Connect documents, offsets documents.
+* ``vocabulary``, ``errors``  the shared names and the one error tree; they import nothing of ours.
 
 The CLI reuses models and clients and never imports kopf.
 """

@@ -2,7 +2,7 @@
 
 Importing this package registers every handler, so ``kopf run -m connect_offsets.handlers`` (or
 the ``connect-offsets-operator`` entry point) runs the whole operator. Handlers stay thin: they
-turn kopf's callbacks into calls of ``connect_offsets.service`` and its outcomes into kopf's retry
+turn kopf's callbacks into calls of ``connect_offsets.reconcile`` and its outcomes into kopf's retry
 semantics.
 
 Why daemons rather than create/update handlers: a reconcile is level-based and may need to look

@@ -15,7 +15,7 @@ from connect_offsets import (
 )
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.handlers.startup import OperatorState, Waker
-from connect_offsets.service import MAX_RETRY_DELAY_S, Outcome
+from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.vocabulary import (
     API_GROUP,
 )

@@ -13,7 +13,8 @@ import kopf
 import urllib3
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
-from connect_offsets import metrics, service
+from connect_offsets import metrics
+from connect_offsets.reconcile import settings
 
 __all__ = ["main"]
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         metrics.serve(args.metrics_port)
     # Where records of earlier connector owners can be (initialOffsets' leftover check).
-    service.WATCHED_NAMESPACES = tuple(args.namespace) if args.namespace else None
+    settings.WATCHED_NAMESPACES = tuple(args.namespace) if args.namespace else None
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,

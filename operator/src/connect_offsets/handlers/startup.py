@@ -17,13 +17,9 @@ from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry
-from connect_offsets.service import (
-    ClusterRegistry,
-    ClusterService,
-    ConnectorService,
-    MirrorMaker2Service,
-    resolve_cluster,
-)
+from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, resolve_cluster
+from connect_offsets.reconcile.connectors import ConnectorService
+from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
     API_GROUP,
     WATCH_LABEL,

@@ -1,54 +1,34 @@
-"""Reconcile services: gather observed state, ask the planner, act, write status once.
-
-Driven by a thin layer of kopf handlers (``connect_offsets.handlers``), but importing no kopf, so
-the same code runs in tests and tools. One reconcile of a KafkaConnector:
-
-1. read the resource fresh from the API (never act on a stale body: an annotation we already
-   handled must not run twice);
-2. resolve its ConnectCluster into a long-lived Connect client;
-3. observe the connector in Connect (config, status, and the ConfigMap an alter reads);
-4. ``planning.plan_connector`` decides; we execute its actions in order;
-5. ``write_status`` patches status only if it changed, and Events record each outcome.
-
-Errors decide what happens next (``Outcome``): transient ones (Connect unreachable, 5xx, 409)
-come back with a retry delay; permanent ones are recorded and wait for a change.
+"""Runs one planned connector (a KafkaConnector, or one connector of a KafkaMirrorMaker2):
+observe, plan, execute the actions in order (backups before changes, staged stop -> change -> resume,
+chunked PATCHes), report. The biggest room of the reconcile layer; splitting TargetRunner by
+concern (observe, offsets requests, backups, lifecycle) is the next step of issue 19.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
-
-from pydantic import ValidationError
+from typing import Any, Literal
 
 from connect_offsets import (
     metrics,
 )
 from connect_offsets.clients.connect import (
-    ConnectAuth,
     ConnectClient,
     ConnectConflict,
-    ConnectEndpoint,
     ConnectError,
     ConnectHTTPError,
     ConnectUnavailable,
 )
-from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
 from connect_offsets.clients.kafka import (
-    ClusterIdCache,
     KafkaAdminError,
-    delete_topic,
-    librdkafka_config,
     offsets_for_timestamp,
 )
 from connect_offsets.clients.kubernetes import (
@@ -66,12 +46,9 @@ from connect_offsets.clients.offsets_configmaps import (
     OffsetsStoreError,
     OffsetsTooLarge,
 )
-from connect_offsets.errors import TransientError, UserError
+from connect_offsets.errors import UserError
 from connect_offsets.faults import fault_point
-from connect_offsets.lag import LagRegistry, mirror_kafka_config, mirror_secrets
 from connect_offsets.models.chunking import (
-    DEFAULT_MAX_ENTRIES,
-    ChunkLimits,
     ChunkProgress,
     ChunkResume,
     document_entries,
@@ -80,15 +57,8 @@ from connect_offsets.models.chunking import (
 from connect_offsets.models.connect import ServerInfo, supports_initial_state
 from connect_offsets.models.crds import (
     AppliedOffsetsStatus,
-    Condition,
-    ConnectClusterResource,
-    ConnectClusterSpec,
-    KafkaConnectorResource,
-    KafkaMirrorMaker2Resource,
-    MirrorConnectorStatus,
     OffsetsOperationStatus,
     PendingOffsetsOperation,
-    WriteToTarget,
     parse_rfc3339,
 )
 from connect_offsets.models.java_regex import PatternRefused, compile_java
@@ -104,64 +74,34 @@ from connect_offsets.models.offsets import (
 from connect_offsets.planning import (
     HANDLED_REQUEST_IDS,
     Action,
-    BindingRefusal,
     ConditionSpec,
     ConnectorTarget,
-    MirrorClusterIds,
-    MirrorPlan,
     Observed,
     OffsetsConfigMap,
     Plan,
     RestoreSource,
     SeekOffsets,
-    check_binding,
     leftovers_owned_elsewhere,
-    mirror_connector_name,
-    mirror_direction,
-    mirror_targets,
     plan_target,
-    target_for_connector,
 )
+from connect_offsets.reconcile import settings
+from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
+from connect_offsets.reconcile.settings import backup_retention, patch_limits
+from connect_offsets.reconcile.status import owner_reference, truncate
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTORE_FROM,
     API_GROUP,
-    API_VERSION,
     CLUSTER_LABEL,
-    CLUSTER_NAMESPACE_LABEL,
-    CLUSTERS,
-    CONNECTORS,
     LAST_OWNER_LABEL,
-    MIRROR_CLASS_SUFFIXES,
-    MIRROR_CLASSES,
-    MIRRORS,
     OWNER_CONFIG_KEY,
     WATCH_LABEL,
     dry_run_key,
     iso,
-    java_string,
 )
 
-__all__ = [
-    "ClusterRegistry",
-    "ClusterService",
-    "ConnectorService",
-    "MirrorMaker2Service",
-    "Outcome",
-    "merge_conditions",
-]
-
 log = logging.getLogger(__name__)
-
-#: Back-off for transient failures: 2, 4, 8 ... seconds, capped so recovery is noticed quickly.
-MAX_RETRY_DELAY_S = 60.0
-#: Backups kept per connector (newest first); CONNECT_OFFSETS_BACKUP_RETENTION overrides it.
-DEFAULT_BACKUP_RETENTION = 5
-
-
-#: Namespaces the operator watches (set by the entry point); None: the whole cluster.
-WATCHED_NAMESPACES: tuple[str, ...] | None = None
 
 
 def _owner_record_hash(name: str) -> str:
@@ -171,319 +111,6 @@ def _owner_record_hash(name: str) -> str:
 def _connector_hash(name: str) -> str:
     """Connector names (``a->b.X``) are not valid label values; their hash is."""
     return hashlib.sha256(name.encode()).hexdigest()[:8]
-
-
-def patch_limits() -> ChunkLimits:
-    """Partitions per PATCH: CONNECT_OFFSETS_PATCH_MAX_PARTITIONS, default 50,000 (about 2.4 s per
-    PATCH on a local worker, far below Connect's fixed 90 s request timeout)."""
-    raw = os.environ.get("CONNECT_OFFSETS_PATCH_MAX_PARTITIONS", "")
-    try:
-        value = int(raw) if raw else DEFAULT_MAX_ENTRIES
-    except ValueError:
-        log.warning("CONNECT_OFFSETS_PATCH_MAX_PARTITIONS=%r is not an integer; using %d", raw, DEFAULT_MAX_ENTRIES)
-        value = DEFAULT_MAX_ENTRIES
-    return ChunkLimits(max_entries=max(value, 1))
-
-
-def backup_retention() -> int:
-    raw = os.environ.get("CONNECT_OFFSETS_BACKUP_RETENTION", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_BACKUP_RETENTION
-
-
-#: A replaced Connect client is closed this long after its replacement, once requests drain.
-RETIRE_AFTER_S = 300.0
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-@dataclass
-class Outcome:
-    """What the caller (a kopf daemon) should do next."""
-
-    requeue_after: float | None = None
-    transient_error: str | None = None
-    referenced_configmaps: set[str] = field(default_factory=set)
-
-
-class ClusterUnusable(UserError):
-    """The ConnectCluster is missing, invalid, or its credentials cannot be read or may not be sent.
-
-    ``reason``: set when a credentials rule refused (SecretNotOptedIn, PlaintextCredentials,
-    HostNotAllowed ...), the Ready reason on the ConnectCluster and on the resources that use it.
-    ``invalid_spec``: the ConnectCluster itself fails validation.
-    """
-
-    def __init__(self, message: str, reason: str | None = None, *, invalid_spec: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.invalid_spec = invalid_spec
-
-    def reason_or(self, default: str) -> str:
-        return self.reason or ("InvalidSpec" if self.invalid_spec else default)
-
-
-class ClusterBindingRefused(ClusterUnusable):
-    """The ConnectCluster does not allow this resource (namespace or connector names)."""
-
-    def __init__(self, refusal: BindingRefusal) -> None:
-        super().__init__(refusal.message)
-        self.reason = refusal.reason
-
-
-# --- Connect clients per ConnectCluster ---------------------------------------------------
-
-
-#: How long a Connect cluster's ``GET /`` answer (version, Kafka cluster id) is trusted.
-SERVER_INFO_TTL_S = 60.0
-
-
-@dataclass
-class _Entry:
-    fingerprint: str
-    client: ConnectClient
-    info: ServerInfo | None = None
-    info_at: float = 0.0
-
-
-class ClusterRegistry:
-    """One long-lived ``ConnectClient`` per ConnectCluster, rebuilt when its spec or Secrets change."""
-
-    def __init__(self, kube: KubernetesApi, policy: CredentialsPolicy | None = None) -> None:
-        self._kube = kube
-        #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
-        self.policy = policy if policy is not None else CredentialsPolicy.from_env()
-        self._entries: dict[tuple[str, str], _Entry] = {}
-        self._lock = asyncio.Lock()
-
-    async def endpoint(self, namespace: str, spec: ConnectClusterSpec) -> ConnectEndpoint:
-        """The endpoint to reach, once the policy allows it: refused before any Secret is read or
-        anything is sent (ClusterUnusable with the policy's reason)."""
-        auth: ConnectAuth | None = None
-        try:
-            self.policy.check_connect_url(spec.url, credentials=spec.authentication is not None)
-            if spec.authentication is not None:
-                a = spec.authentication
-                wanted = [a.username_key, a.password_key] if a.type == "basic" else [a.token_key]
-                data = await self._kube.get_secret_data(namespace, a.secret_name, wanted)
-                missing = [k for k in wanted if k not in data]
-                if missing:
-                    raise ClusterUnusable(f"Secret {a.secret_name} has no key(s) {', '.join(missing)}")
-                if a.type == "basic":
-                    auth = ConnectAuth(
-                        kind="basic", username=data[a.username_key], password=data[a.password_key], token=None
-                    )
-                else:
-                    auth = ConnectAuth(kind="bearer", username=None, password=None, token=data[a.token_key])
-            ca_pem = cert_pem = key_pem = None
-            if spec.tls is not None:
-                if spec.tls.ca is not None:
-                    ca_pem = await self._read_key_ref(namespace, spec.tls.ca.secret, spec.tls.ca.config_map)
-                if spec.tls.client_certificate is not None:
-                    cc = spec.tls.client_certificate
-                    data = await self._kube.get_secret_data(namespace, cc.secret_name, [cc.cert_key, cc.key_key])
-                    if cc.cert_key not in data or cc.key_key not in data:
-                        raise ClusterUnusable(f"Secret {cc.secret_name} needs keys {cc.cert_key} and {cc.key_key}")
-                    cert_pem, key_pem = data[cc.cert_key], data[cc.key_key]
-        except KubernetesRejected as error:
-            raise ClusterUnusable(str(error)) from error
-        except CredentialsRefused as error:
-            raise ClusterUnusable(str(error), error.reason) from error
-        return ConnectEndpoint(
-            url=spec.url,
-            auth=auth,
-            ca_pem=ca_pem,
-            client_cert_pem=cert_pem,
-            client_key_pem=key_pem,
-            insecure_skip_verify=spec.tls.insecure_skip_verify if spec.tls else False,
-            timeout_seconds=spec.request_timeout_seconds,
-        )
-
-    async def _read_key_ref(self, namespace: str, secret: Any, config_map: Any) -> str:
-        if secret is not None:
-            data = await self._kube.get_secret_data(namespace, secret.name, [secret.key])
-            ref = secret
-        else:
-            cm = await self._kube.get_configmap(namespace, config_map.name)
-            if cm is None:
-                raise ClusterUnusable(f"ConfigMap {config_map.name} does not exist")
-            data, ref = cm.data, config_map
-        if ref.key not in data:
-            raise ClusterUnusable(f"{ref.name} has no key {ref.key}")
-        value: str = data[ref.key]
-        return value
-
-    async def client_for(
-        self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
-    ) -> tuple[ConnectClient, ServerInfo]:
-        """The client for a ConnectCluster, probing ``GET /`` when (re)built and every
-        ``SERVER_INFO_TTL_S`` (the same URL may come to serve workers on another Kafka cluster,
-        which decides where MirrorMaker 2 connectors write).
-
-        ``for_namespace``: the namespace of the resource that wants it; the cluster's
-        ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
-        before its credentials are read, and a refusal raises ``ClusterBindingRefused``.
-        """
-        body = await self._kube.get_resource(CLUSTERS, namespace, name)
-        if body is None:
-            raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
-        try:
-            cluster = ConnectClusterResource.model_validate(body)
-        except ValidationError as error:
-            raise ClusterUnusable(
-                f"ConnectCluster {name} is invalid: {_validation_text(error)}", invalid_spec=True
-            ) from error
-        if for_namespace is not None:
-            refusal = check_binding(cluster.spec, namespace, name, for_namespace, list(connector_names))
-            if refusal is not None:
-                raise ClusterBindingRefused(refusal)
-        endpoint = await self.endpoint(namespace, cluster.spec)
-        fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
-        async with self._lock:
-            entry = self._entries.get((namespace, name))
-            if entry is None or entry.fingerprint != fingerprint:
-                if entry is not None:
-                    self._retire(entry.client)
-                entry = _Entry(fingerprint, ConnectClient(endpoint))
-                self._entries[(namespace, name)] = entry
-        if entry.info is None or time.monotonic() - entry.info_at > SERVER_INFO_TTL_S:
-            entry.info = await entry.client.server_info()
-            entry.info_at = time.monotonic()
-        return entry.client, entry.info
-
-    async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
-        """librdkafka settings for a ConnectCluster's ``spec.kafka`` (secrets resolved); ClusterUnusable if absent."""
-        body = await self._kube.get_resource(CLUSTERS, namespace, name)
-        if body is None:
-            raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
-        try:
-            kafka = ConnectClusterResource.model_validate(body).spec.kafka
-        except ValidationError as error:
-            raise ClusterUnusable(f"ConnectCluster {name} is invalid: {_validation_text(error)}") from error
-        if kafka is None:
-            raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
-        java = {k: java_string(v) for k, v in kafka.config.items() if v is not None}
-        try:
-            self.policy.check_kafka(
-                f"ConnectCluster {name} spec.kafka",
-                kafka.bootstrap_servers,
-                java,
-                credentials=bool(kafka.secret_config),
-            )
-            for key, ref in kafka.secret_config.items():
-                data = await self._kube.get_secret_data(namespace, ref.name, [ref.key])
-                if ref.key not in data:
-                    raise ClusterUnusable(
-                        f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
-                    )
-                java[key] = data[ref.key]
-        except CredentialsRefused as error:
-            raise ClusterUnusable(str(error), error.reason) from error
-        except KubernetesRejected as error:
-            raise ClusterUnusable(f"ConnectCluster {name} spec.kafka.secretConfig: {error}") from error
-        return librdkafka_config(kafka.bootstrap_servers, java)
-
-    async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
-        """Like ``client_for``, but asks ``GET /`` again (a worker may have been upgraded)."""
-        client, _ = await self.client_for(namespace, name)
-        info = await client.server_info()
-        entry = self._entries.get((namespace, name))
-        if entry is not None and entry.client is client:
-            entry.info = info
-        return client, info
-
-    def _retire(self, client: ConnectClient) -> None:
-        # Other reconciles may still be using the old client: close it later, not now.
-        loop = asyncio.get_running_loop()
-        loop.call_later(RETIRE_AFTER_S, lambda: loop.create_task(client.aclose()))
-
-    async def forget(self, namespace: str, name: str) -> None:
-        async with self._lock:
-            entry = self._entries.pop((namespace, name), None)
-        if entry is not None:
-            self._retire(entry.client)
-
-    async def aclose(self) -> None:
-        async with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
-        for entry in entries:
-            await entry.client.aclose()
-
-
-def _endpoint_key(endpoint: ConnectEndpoint) -> tuple[Any, ...]:
-    auth = endpoint.auth
-    return (
-        endpoint.url,
-        (auth.kind, auth.username, auth.password, auth.token) if auth else None,
-        endpoint.ca_pem,
-        endpoint.client_cert_pem,
-        endpoint.client_key_pem,
-        endpoint.insecure_skip_verify,
-        endpoint.timeout_seconds,
-    )
-
-
-def _validation_text(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors()[:5]:
-        path = ".".join(str(p) for p in item["loc"])
-        parts.append(f"{path}: {item['msg']}")
-    return "; ".join(parts)
-
-
-# --- status -------------------------------------------------------------------------------
-
-
-def merge_conditions(
-    previous: list[Condition], wanted: list[ConditionSpec], generation: int, now: str
-) -> list[dict[str, Any]]:
-    """Conditions per API conventions: keep lastTransitionTime unless the status flips."""
-    by_type = {c.type: c for c in previous}
-    merged: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for spec in wanted:
-        if spec.type in seen:
-            continue
-        seen.add(spec.type)
-        old = by_type.get(spec.type)
-        transition = old.last_transition_time if old is not None and old.status == spec.status else now
-        message = spec.message if len(spec.message) <= MAX_CONDITION_MESSAGE else _truncate(spec.message)
-        merged.append(
-            {
-                "type": spec.type,
-                "status": spec.status,
-                "reason": spec.reason,
-                "message": message,
-                "lastTransitionTime": transition,
-                "observedGeneration": generation,
-            }
-        )
-    return merged
-
-
-#: Condition messages stay readable in `kubectl describe` and far below object size limits; a
-#: validation report of a huge document (e.g. a 500 KB partition key) is cut, with a marker.
-MAX_CONDITION_MESSAGE = 4096
-
-
-def _truncate(message: str, limit: int = MAX_CONDITION_MESSAGE) -> str:
-    """At most ``limit`` characters, keeping the start and the end (validation reports end with
-    "... and N more")."""
-    if len(message) <= limit:
-        return message
-    tail = limit // 4
-    head = limit - tail - 64
-    cut = len(message) - head - tail
-    return f"{message[:head]} ... ({cut} characters cut) ... {message[-tail:]}"
-
-
-def _canonical(status: dict[str, Any]) -> dict[str, Any]:
-    """Status as plain JSON data, so two statuses compare equal whatever their Python types."""
-    return json.loads(json.dumps(status, sort_keys=True))  # type: ignore[no-any-return]
-
-
-# --- KafkaConnector -----------------------------------------------------------------------
 
 
 @dataclass
@@ -501,11 +128,16 @@ class TargetResult:
 #: Called right before an offsets action; returns text to prefix to its message. Raising
 #: OffsetsRequestInvalid fails the request permanently, ConnectError-like errors retry it.
 BeforeOffsets = Callable[[Action], Awaitable[str]]
+
+
 #: Resolves the ConnectCluster's Kafka settings (only called when a request needs Kafka).
 KafkaConfig = Callable[[], Awaitable[dict[str, Any]]]
+
+
 #: Writes status fields of one connector target right away (before the next step runs): how a
 #: multi-step change survives an operator restart. A None value removes the field.
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+
 
 OFFSETS_OPS = {
     "list_offsets": "list",
@@ -968,7 +600,7 @@ class TargetRunner:
             reason=pending.reason,
             backup=pending.backup,
             time=iso(now),
-            message=_truncate(message, 2048),
+            message=truncate(message, 2048),
             request=pending.request,
             request_id=pending.request_id,
         ).model_dump(by_alias=True, exclude_none=True)
@@ -1031,7 +663,7 @@ class TargetRunner:
                     key,
                     json.dumps(document, indent=2, ensure_ascii=False) + "\n",
                     labels=_labels(body),
-                    owner=_owner_reference(body),
+                    owner=owner_reference(body),
                 )
             except KubernetesRejected as error:
                 where = f"the diff could not be written: {error}"
@@ -1175,10 +807,14 @@ class TargetRunner:
         namespace, digest = body["metadata"]["namespace"], _owner_record_hash(name)
         selector = f"{LAST_OWNER_LABEL}={digest}"
         try:
-            if WATCHED_NAMESPACES is None:
+            if settings.WATCHED_NAMESPACES is None:
                 found = await self.kube.list_configmap_metadata(None, selector)
             else:
-                found = [m for ns in WATCHED_NAMESPACES for m in await self.kube.list_configmap_metadata(ns, selector)]
+                found = [
+                    m
+                    for ns in settings.WATCHED_NAMESPACES
+                    for m in await self.kube.list_configmap_metadata(ns, selector)
+                ]
         except KubernetesRejected as error:
             raise OffsetsRequestInvalid(
                 "LeftoverOffsetsOwnerUnknown",
@@ -1267,7 +903,7 @@ class TargetRunner:
                     f"{API_GROUP}/operation": operation,
                     f"{API_GROUP}/time": created,
                 },
-                owner_references=[_owner_reference(body)],
+                owner_references=[owner_reference(body)],
             )
         except KubernetesRejected as error:
             # A quota, a policy or missing RBAC: retrying changes nothing, and without a backup
@@ -1309,7 +945,7 @@ class TargetRunner:
 
     async def cleanup_failed(self, body: dict[str, Any], message: str) -> None:
         """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""
-        await self.event(body, "Warning", "CleanupFailed", _truncate(message, 1024))
+        await self.event(body, "Warning", "CleanupFailed", truncate(message, 1024))
 
     async def _chunked_alter(
         self,
@@ -1385,7 +1021,7 @@ class TargetRunner:
                     offsets,
                     # Watched (a user editing the listed document for an alter is noticed at once).
                     labels={**_labels(body), WATCH_LABEL: "true"},
-                    owner_references=[_owner_reference(body)],
+                    owner_references=[owner_reference(body)],
                     claim_only_if=f"{API_GROUP}/kind",  # a ConfigMap we did not create stays its owner's
                 )
             except (KubernetesRejected, OffsetsStoreError) as error:
@@ -1474,7 +1110,7 @@ def _op_status(
         reason=reason,
         backup=backup,
         time=iso(now),
-        message=_truncate(message, 2048),
+        message=truncate(message, 2048),
         request=plan.offsets_request,
         request_id=plan.request_id,
         dry_run=True if dry_run else None,
@@ -1489,167 +1125,6 @@ def _labels(body: dict[str, Any]) -> dict[str, str]:
         f"{API_GROUP}/name": label_value(meta["name"]),
         CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
     }
-
-
-def cluster_ref(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
-    """(namespace, name) of the ConnectCluster a resource's labels name: ``connect-offsets.io/cluster``,
-    in ``connect-offsets.io/cluster-namespace`` if set, else in the resource's own namespace."""
-    cluster_name = labels.get(CLUSTER_LABEL)
-    if not cluster_name:
-        raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
-    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, cluster_name
-
-
-async def resolve_cluster(
-    clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str] = ()
-) -> tuple[ConnectClient, ServerInfo]:
-    """The Connect client for a resource's ``connect-offsets.io/cluster`` label (and the optional
-    ``connect-offsets.io/cluster-namespace``), once the cluster allows this namespace and these
-    connector names (``ClusterBindingRefused`` otherwise)."""
-    cluster_namespace, cluster_name = cluster_ref(namespace, labels)
-    try:
-        return await clusters.client_for(
-            cluster_namespace, cluster_name, for_namespace=namespace, connector_names=connector_names
-        )
-    except ConnectError as error:
-        raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
-
-
-class ClusterUnreachable(TransientError):
-    """The ConnectCluster is configured but Connect does not answer (transient)."""
-
-
-ResourceT = TypeVar("ResourceT", KafkaConnectorResource, KafkaMirrorMaker2Resource)
-
-
-async def load_resource(
-    kube: KubernetesApi, plural: str, model: type[ResourceT], namespace: str, name: str, now: datetime
-) -> tuple[dict[str, Any], ResourceT] | None:
-    """Read a resource fresh and parse it; None when it is gone, being deleted, or invalid.
-
-    An invalid spec is reported (Ready=False, InvalidSpec, with the field paths) right here.
-    """
-    body = await kube.get_resource(plural, namespace, name)
-    if body is None or body["metadata"].get("deletionTimestamp"):
-        metrics.forget_connector(model.__name__.removesuffix("Resource"), namespace, name)
-        return None
-    try:
-        return body, model.model_validate(body)
-    except ValidationError as error:
-        invalid = [ConditionSpec("Ready", "False", "InvalidSpec", _validation_text(error))]
-        await write_status(kube, plural, body, invalid, now, {})
-        return None
-
-
-#: How an API server refusal reads in a condition: what the user (or the platform team) can change.
-_REFUSAL_HINTS = {
-    400: "the request was malformed",
-    403: "the operator's ServiceAccount may not do this here (RBAC, or a ResourceQuota)",
-    404: "the object it names does not exist",
-    413: "the object would be too large",
-    422: "the API server refused the object as invalid (a name, a size, an immutable ConfigMap, a policy)",
-}
-
-
-async def report_refusal(
-    kube: KubernetesApi, plural: str, namespace: str, name: str, error: KubernetesRejected
-) -> Outcome:
-    """An API server refusal a retry cannot fix: a condition that names it, then wait for a change.
-
-    Why not the transient back-off: a 403, 404 or 422 on an object the user named (their
-    ConfigMap, a Secret, the resource itself) answers the same until someone changes something, and
-    the exponential retry loop would redo everything before it each time. The resource is checked
-    again on its next change or drift pass, and the condition is gone once a pass succeeds.
-    """
-    hint = _REFUSAL_HINTS.get(error.status, "the API server refused it")
-    reason = {403: "Forbidden", 404: "NotFound", 422: "Invalid"}.get(error.status, "Refused")
-    message = _truncate(f"{error} ({hint}); nothing more was done in this pass, it runs again on the next change")
-    log.warning("%s/%s: %s", namespace, name, message)
-    body = await kube.get_resource(plural, namespace, name)
-    if body is None:
-        return Outcome()
-    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
-    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old if c.type != "ApiServerRefused"]
-    if any(c.type == "ApiServerRefused" and c.message == message for c in old):
-        return Outcome()  # reported already: nothing is written again until something changes
-    try:
-        await write_status(
-            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc(), {}
-        )
-    except KubernetesError as write_error:  # the status itself refused: the Event still tells
-        log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
-    await kube.post_event(involved=body, event_type="Warning", reason="ApiServerRefused", message=message)
-    return Outcome()
-
-
-class ConnectorService:
-    """Reconcile one KafkaConnector."""
-
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
-        self.kube = kube
-        self.clusters = clusters
-        self.runner = TargetRunner(kube)
-
-    async def reconcile(self, namespace: str, name: str) -> Outcome:
-        try:
-            return await self._reconcile(namespace, name)
-        except KubernetesRejected as error:
-            return await report_refusal(self.kube, CONNECTORS, namespace, name, error)
-
-    async def _reconcile(self, namespace: str, name: str) -> Outcome:
-        now = now_utc()
-        loaded = await load_resource(self.kube, CONNECTORS, KafkaConnectorResource, namespace, name, now)
-        if loaded is None:
-            return Outcome()
-        body, resource = loaded
-        target = target_for_connector(resource)
-        outcome = Outcome(
-            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None}
-        )
-        try:
-            client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
-        except (ClusterUnusable, ClusterUnreachable) as error:
-            reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
-            plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
-            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, {})
-            if isinstance(error, ClusterUnreachable):
-                outcome.transient_error = str(error)
-            else:
-                outcome.requeue_after = 30.0
-            return outcome
-
-        async def checkpoint(fields: dict[str, Any]) -> None:
-            await write_status_fields(self.kube, CONNECTORS, body, now, fields)
-
-        # The cluster's Secrets are read in the cluster's namespace (a platform's credentials).
-        cluster_namespace, cluster_name = cluster_ref(namespace, resource.metadata.labels)
-
-        async def kafka() -> dict[str, Any]:
-            return await self.clusters.kafka_config(cluster_namespace, cluster_name)
-
-        result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint, kafka=kafka)
-        extra = dict(result.status)
-        if result.observed.status is not None:
-            extra["tasksMax"] = resource.spec.tasks_max
-        if result.observed.config is not None and result.transient_error is None:
-            # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
-            with contextlib.suppress(ConnectError):
-                extra["topics"] = sorted(await client.get_connector_topics(target.name))
-        await write_status(self.kube, CONNECTORS, body, result.conditions, now, extra)
-        await self.runner.finish_requests([result], body, CONNECTORS)
-        outcome.transient_error = result.transient_error
-        outcome.requeue_after = result.plan.requeue_after
-        return outcome
-
-    async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
-        """Delete the connector in Connect if this resource owns it. Returns what happened."""
-        try:
-            resource = KafkaConnectorResource.model_validate(body)
-        except ValidationError:
-            return "resource invalid; nothing to delete in Connect"
-        return await delete_owned(
-            self.clusters, self.runner, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
-        )
 
 
 async def delete_owned(
@@ -1695,458 +1170,3 @@ class OffsetsRequestInvalid(UserError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-def _owner_reference(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": body.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
-        "kind": body.get("kind", "KafkaConnector"),
-        "name": body["metadata"]["name"],
-        "uid": body["metadata"]["uid"],
-        "controller": False,
-        "blockOwnerDeletion": False,
-    }
-
-
-async def write_status(
-    kube: KubernetesApi,
-    plural: str,
-    body: dict[str, Any],
-    conditions: list[ConditionSpec],
-    now: datetime,
-    extra: dict[str, Any],
-) -> None:
-    """Write status only if it differs from what the resource already has."""
-    old: dict[str, Any] = body.get("status") or {}
-    previous = [Condition.model_validate(c) for c in old.get("conditions", []) if isinstance(c, dict)]
-    generation = int(body["metadata"].get("generation", 0))
-    new = dict(old)
-    new.update({k: v for k, v in extra.items() if v is not None})
-    # None removes a field (a finished pending operation); a merge patch needs an explicit null.
-    removed = {k for k, v in extra.items() if v is None and k in old}
-    for key in removed:
-        new.pop(key)
-    new["conditions"] = merge_conditions(previous, conditions, generation, iso(now))
-    new["observedGeneration"] = generation
-    if _canonical(new) == _canonical(old):
-        return
-    # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
-    try:
-        await kube.patch_status(
-            plural, body["metadata"]["namespace"], body["metadata"]["name"], {**new, **dict.fromkeys(removed)}
-        )
-    except KubernetesError as error:
-        log.warning("status not written: %s", error)
-        raise
-    # Later writes in the same pass (checkpoints, then the final one) compare against this one.
-    body["status"] = new
-
-
-async def write_status_fields(
-    kube: KubernetesApi, plural: str, body: dict[str, Any], now: datetime, fields: dict[str, Any]
-) -> None:
-    """A checkpoint in the middle of a pass: these fields now, the conditions as they are."""
-    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
-    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old]
-    await write_status(kube, plural, body, kept, now, fields)
-
-
-# --- ConnectCluster -----------------------------------------------------------------------
-
-
-#: Server info fields a Connect URL sends are echoed at most this long (a version is ~10 characters).
-MAX_SERVER_FIELD = 256
-#: Plugin classes listed in status (a real worker has a few dozen; a hostile URL may send millions).
-MAX_PLUGINS_SHOWN = 500
-
-
-class ClusterService:
-    """Probe a ConnectCluster (``GET /``, plugins) and report it in status."""
-
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
-        self.kube = kube
-        self.clusters = clusters
-
-    async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.get_resource(CLUSTERS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            await self.clusters.forget(namespace, name)
-            return Outcome()
-        now = now_utc()
-        extra: dict[str, Any] = {}
-        outcome = Outcome()
-        try:
-            # A fresh probe every time: a worker upgraded behind our back must be noticed.
-            client, info = await self.clusters.refresh(namespace, name)
-            plugins = await client.connector_plugins()
-
-            def echoed(text: str | None) -> str | None:
-                # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
-                return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
-
-            extra = {
-                "version": echoed(info.version),
-                "commit": echoed(info.commit),
-                "kafkaClusterId": echoed(info.kafka_cluster_id),
-                "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
-            }
-            url = reflect(str(body["spec"].get("url", "")))
-            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
-        except ClusterUnusable as error:
-            conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
-        except ConnectError as error:
-            conditions = [ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])]
-            outcome.transient_error = str(error)
-        await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
-        return outcome
-
-
-# --- KafkaMirrorMaker2 -----------------------------------------------------------------------
-
-
-class MirrorMaker2Service:
-    """Reconcile one KafkaMirrorMaker2: its connectors, their offsets, the optional full reset."""
-
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry, lag: LagRegistry | None = None) -> None:
-        self.kube = kube
-        self.clusters = clusters
-        self.runner = TargetRunner(kube)
-        self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
-        self.cluster_ids = ClusterIdCache()
-        #: Connect's validation of producer-override configs: (when, problems) by (Connect, config).
-        self._validated: dict[str, tuple[float, list[str]]] = {}
-
-    async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
-        try:
-            return await mirror_secrets(self.kube, resource, self.clusters.policy)
-        except CredentialsRefused as error:
-            raise ClusterUnusable(str(error), error.reason) from error
-        except LookupError as error:
-            raise ClusterUnusable(str(error)) from error
-
-    async def reconcile(self, namespace: str, name: str) -> Outcome:
-        try:
-            return await self._reconcile(namespace, name)
-        except KubernetesRejected as error:
-            return await report_refusal(self.kube, MIRRORS, namespace, name, error)
-
-    async def _reconcile(self, namespace: str, name: str) -> Outcome:
-        now = now_utc()
-        loaded = await load_resource(self.kube, MIRRORS, KafkaMirrorMaker2Resource, namespace, name, now)
-        if loaded is None:
-            return Outcome()
-        body, resource = loaded
-        outcome = Outcome()
-        try:
-            secrets = await self._secrets(resource)
-            mirror = mirror_targets(resource, secrets)
-            outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
-            client, info = await resolve_cluster(
-                self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
-            )
-            if secrets:
-                # The values go to Connect inside the connectors' config: over https only, too.
-                try:
-                    self.clusters.policy.check_connect_url(
-                        client.endpoint.url, credentials=True, what="the ConnectCluster's spec.url"
-                    )
-                except CredentialsRefused as error:
-                    raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
-                client.also_redact(secrets.values())
-        except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
-            if isinstance(error, KubernetesRejected):
-                reason = "SecretUnreadable"
-            elif isinstance(error, ClusterUnusable):
-                reason = error.reason or "ConnectClusterUnavailable"
-            else:
-                reason = "ConnectClusterUnavailable"
-            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
-            if isinstance(error, ClusterUnreachable):
-                outcome.transient_error = str(error)
-            else:
-                outcome.requeue_after = 30.0
-            return outcome
-
-        held, gate_error = await self._gate(body, resource, mirror, client, info)
-        if gate_error is not None:
-            outcome.transient_error = gate_error
-        entries: list[dict[str, Any]] = []
-        conditions: list[ConditionSpec] = list(mirror.conditions)
-        not_ready: list[ConditionSpec] = []
-        previous = {c.name: c for c in resource.status.connectors}
-        last_operation: dict[str, Any] | None = None
-        results: list[TargetResult] = []
-        handled_ids: list[str] | None = None
-        for target in mirror.targets:
-            refusal = held.get(target.name)
-            if refusal is not None:
-                kept = _kept_entry_fields(previous.get(target.name))
-                entries.append(
-                    {**kept, "name": target.name, "ready": False, "reason": refusal.reason, "message": refusal.message}
-                )
-                not_ready.append(refusal)
-                continue
-            hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
-            result = await self.runner.run(
-                target, body, MIRRORS, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
-            )
-            results.append(result)
-            handled = result.status.pop("handledRequestIds", None)
-            if handled is not None:
-                handled_ids = handled
-            if result.transient_error and outcome.transient_error is None:
-                outcome.transient_error = result.transient_error
-            if result.plan.requeue_after is not None:
-                outcome.requeue_after = min(
-                    outcome.requeue_after or result.plan.requeue_after, result.plan.requeue_after
-                )
-            ready = next((c for c in result.conditions if c.type == "Ready"), None)
-            entry: dict[str, Any] = {
-                "name": target.name,
-                "ready": ready is not None and ready.status == "True",
-                "reason": ready.reason if ready else "",
-                "message": ready.message if ready else "",
-                **_kept_entry_fields(previous.get(target.name)),
-            }
-            entry.update(result.status)
-            entry = {k: v for k, v in entry.items() if v is not None}
-            if "lastOffsetsOperation" in result.status:
-                last_operation = {**result.status["lastOffsetsOperation"], "connector": target.name}
-            entries.append(entry)
-            if ready is not None and ready.status != "True":
-                not_ready.append(ready)
-            for item in result.conditions:
-                if item.type != "Ready":
-                    conditions.append(
-                        ConditionSpec(item.type, item.status, item.reason, f"{target.name}: {item.message}")
-                    )
-        await self._delete_undeclared(body, client, {t.name for t in mirror.targets})
-        if not mirror.targets:
-            ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
-        elif not_ready:
-            first = not_ready[0]
-            names = [e["name"] for e in entries if not e["ready"]]
-            ready_condition = ConditionSpec(
-                "Ready", "False", first.reason, f"not ready: {', '.join(names)}; first: {first.message}"
-            )
-        else:
-            ready_condition = ConditionSpec(
-                "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
-            )
-        extra: dict[str, Any] = {"connectors": entries}
-        if handled_ids is not None:
-            extra["handledRequestIds"] = handled_ids
-        if last_operation is not None:
-            extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
-        replication_lag, lag_conditions = self.lag.report(resource, now)
-        if replication_lag is not None:
-            extra["replicationLag"] = replication_lag
-        conditions += lag_conditions
-        await write_status(self.kube, MIRRORS, body, [ready_condition, *_merge_same_type(conditions)], now, extra)
-        await self.runner.finish_requests(results, body, MIRRORS)
-        return outcome
-
-    async def _gate(
-        self,
-        body: dict[str, Any],
-        resource: KafkaMirrorMaker2Resource,
-        mirror: MirrorPlan,
-        client: ConnectClient,
-        info: ServerInfo,
-    ) -> tuple[dict[str, ConditionSpec], str | None]:
-        """The declared connectors that must not be created or changed this pass, with the reason;
-        and a transient error when a cluster could not be asked (the pass is retried with back-off).
-
-        Checked on every pass, not once: a ConnectCluster can be re-pointed and a mirror's clusters
-        edited, and a mirror writing into the wrong cluster floods it within minutes. Running
-        connectors of a refused mirror are stopped, not deleted (their offsets stay).
-        """
-        declared = {t.name: t for t in mirror.targets}
-        held: dict[str, ConditionSpec] = {}
-        transient: str | None = None
-        for index, spec in enumerate(resource.spec.mirrors):
-            names = [
-                name
-                for kind in MIRROR_CLASSES
-                if (name := mirror_connector_name(spec.source_cluster, spec.target_cluster, kind)) in declared
-            ]
-            if not names:
-                continue
-            sample = declared[names[0]]
-            try:
-                source_id, target_id = await asyncio.gather(
-                    self.cluster_ids.get(mirror_kafka_config(sample, "source")),
-                    self.cluster_ids.get(mirror_kafka_config(sample, "target")),
-                )
-                found = MirrorClusterIds(source_id, target_id)
-            except KafkaAdminError as error:
-                found = MirrorClusterIds(error=str(error))
-            refusal = mirror_direction(index, spec, info.kafka_cluster_id, found)
-            if refusal is None and spec.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
-                try:
-                    refusal = await self._override_refusal(index, [declared[n] for n in names], client)
-                except ConnectError as error:
-                    refusal = ConditionSpec(
-                        "Ready", "False", "ConnectClusterUnavailable", f"validating spec.mirrors[{index}]: {error}"
-                    )
-                    transient = transient or refusal.message
-            if refusal is None:
-                continue
-            held.update(dict.fromkeys(names, refusal))
-            if refusal.reason == "MirrorClusterUnreachable":
-                transient = transient or refusal.message
-            elif refusal.reason != "ConnectClusterUnavailable":
-                await self._stop_refused(body, client, names, refusal)
-        return held, transient
-
-    async def _override_refusal(
-        self, index: int, targets: list[ConnectorTarget], client: ConnectClient
-    ) -> ConditionSpec | None:
-        """Connect's own verdict on the producer overrides (its ``connector.client.config.override.policy``),
-        asked before anything is created; the answer is kept while the config stays the same."""
-        now = time.monotonic()
-        problems: list[str] = []
-        for target in targets:
-            key = hashlib.sha256(json.dumps([client.endpoint.url, sorted(target.config.items())]).encode()).hexdigest()
-            cached = self._validated.get(key)
-            if cached is None or now - cached[0] > VALIDATION_TTL_S:
-                cached = (now, await client.validate_config(target.config))
-                self._validated = {k: v for k, v in self._validated.items() if now - v[0] <= VALIDATION_TTL_S}
-                self._validated[key] = cached
-            problems += [f"{target.name}: {problem}" for problem in cached[1]]
-        if not problems:
-            return None
-        return ConditionSpec(
-            "Ready",
-            "False",
-            "ProducerOverrideRefused",
-            f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
-            f"config, so nothing was created. Connect says: {'; '.join(problems)}",
-        )
-
-    async def _stop_refused(
-        self, body: dict[str, Any], client: ConnectClient, names: list[str], refusal: ConditionSpec
-    ) -> None:
-        """Stop (not delete) this resource's running connectors of a refused mirror, once each."""
-        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-        for name in names:
-            status = await client.get_connector_status(name)
-            if status is None or status.connector.state == "STOPPED":
-                continue
-            config = await client.get_connector_config(name)
-            if config is None or config.get(OWNER_CONFIG_KEY) != owner:
-                continue
-            await client.stop_connector(name)
-            await self.runner.event(
-                body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
-            )
-
-    def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
-        """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""
-
-        async def checkpoint(fields: dict[str, Any]) -> None:
-            entries = [dict(e) for e in (body.get("status") or {}).get("connectors", []) if isinstance(e, dict)]
-            entry = next((e for e in entries if e.get("name") == connector), None)
-            if entry is None:
-                entry = {"name": connector}
-                entries.append(entry)
-            for key, value in fields.items():
-                if value is None:
-                    entry.pop(key, None)
-                else:
-                    entry[key] = value
-            await write_status_fields(self.kube, MIRRORS, body, now, {"connectors": entries})
-
-        return checkpoint
-
-    def _offset_syncs_hook(
-        self, resource: KafkaMirrorMaker2Resource, mirror: MirrorPlan, target: ConnectorTarget, body: dict[str, Any]
-    ) -> BeforeOffsets | None:
-        assert mirror.offset_syncs_reset is not None
-        connector, topic, alias = mirror.offset_syncs_reset
-        if target.name != connector:
-            return None
-        clusters = {c.alias: c for c in resource.spec.clusters}
-        if alias not in clusters:  # the spec validator makes this impossible; stay safe anyway
-            return None
-        cluster = clusters[alias]
-
-        async def delete_offset_syncs(action: Action) -> str:
-            if action.kind != "reset_offsets":
-                return ""
-            java = {k: java_string(v) for k, v in cluster.config.items()}
-            java.update(
-                {
-                    k: target.config.get(
-                        f"source.cluster.{k}"
-                        if alias == target.config["source.cluster.alias"]
-                        else f"target.cluster.{k}",
-                        "",
-                    )
-                    for k in cluster.secret_config
-                }
-            )
-            try:
-                deleted = await delete_topic(librdkafka_config(cluster.bootstrap_servers, java), topic)
-            except KafkaAdminError as error:
-                raise ConnectUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
-            step = f"deleted topic {topic} on cluster {alias}" if deleted else f"topic {topic} on {alias} did not exist"
-            await self.runner.event(body, "Normal", "OffsetSyncsReset", f"{connector}: {step}")
-            return f"offset-syncs: {step}; connector "
-
-        return delete_offset_syncs
-
-    async def _delete_undeclared(self, body: dict[str, Any], client: ConnectClient, declared: set[str]) -> None:
-        """Remove connectors this resource created but no longer declares (a mirror was removed)."""
-        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-        for name in await client.list_connectors():
-            if name in declared or "->" not in name or not name.endswith(tuple(MIRROR_CLASS_SUFFIXES)):
-                continue
-            config = await client.get_connector_config(name)
-            if config is not None and config.get(OWNER_CONFIG_KEY) == owner:
-                await client.delete_connector(name)
-                await self.runner.event(body, "Normal", "ConnectorDeleted", f"Deleted {name}: no mirror declares it")
-
-    async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
-        try:
-            resource = KafkaMirrorMaker2Resource.model_validate(body)
-        except ValidationError:
-            return "resource invalid; nothing to delete in Connect"
-        names = [t.name for t in mirror_targets(resource, {}).targets]
-        return await delete_owned(self.clusters, self.runner, body, resource.metadata.labels, names, give_up=give_up)
-
-
-#: How long Connect's answer to a producer-override config is trusted (its policy changes only with
-#: a worker restart; a changed config is asked again at once).
-VALIDATION_TTL_S = 300.0
-
-
-def _kept_entry_fields(old: MirrorConnectorStatus | None) -> dict[str, Any]:
-    """The fields of a connector's previous status entry that a new pass carries over."""
-    kept: dict[str, Any] = {}
-    if old is None:
-        return kept
-    for key, value in (
-        ("autoRestart", old.auto_restart),
-        ("lastOffsetsOperation", old.last_offsets_operation),
-        ("pendingOffsetsOperation", old.pending_offsets_operation),
-        ("appliedOffsets", old.applied_offsets),
-        ("offsetsProgress", old.offsets_progress),
-    ):
-        if isinstance(value, dict):
-            kept[key] = value
-        elif value is not None:
-            kept[key] = value.model_dump(by_alias=True, exclude_none=True)
-    return kept
-
-
-def _merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:
-    """One condition per type (API conventions): messages of several connectors are joined."""
-    merged: dict[str, ConditionSpec] = {}
-    for item in conditions:
-        if item.type in merged:
-            old = merged[item.type]
-            merged[item.type] = ConditionSpec(item.type, old.status, old.reason, f"{old.message}; {item.message}")
-        else:
-            merged[item.type] = item
-    return list(merged.values())

@@ -1,0 +1,20 @@
+"""The reconcile layer: everything that does I/O to bring one resource to what it asks for.
+
+Driven by a thin layer of kopf handlers (``connect_offsets.handlers``) but importing no kopf, so
+the same code runs in tests and tools. One reconcile of a KafkaConnector:
+
+1. read the resource fresh from the API (never act on a stale body: an annotation already
+   handled must not run twice) — ``status.load_resource``;
+2. resolve its ConnectCluster into a long-lived Connect client — ``clusters.ClusterRegistry``;
+3. observe the connector in Connect (config, status, and the ConfigMap an alter reads), let the
+   pure planner (``connect_offsets.planning``) decide, execute its actions in order —
+   ``runner.TargetRunner``;
+4. write status only if it changed, and record each outcome as an Event — ``status.write_status``.
+
+Errors decide what happens next (``settings.Outcome``): transient ones (Connect unreachable, 5xx,
+409) come back with a retry delay; the ones a person must fix are recorded and wait for a change.
+
+The rooms: ``settings`` (environment, ``Outcome``), ``status`` (the one status writer, refusals),
+``clusters`` (Connect clients per ConnectCluster, the ConnectCluster reconcile), ``runner`` (one
+planned connector), ``connectors`` (KafkaConnector), ``mirrormaker2`` (KafkaMirrorMaker2).
+"""

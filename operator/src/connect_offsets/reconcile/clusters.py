@@ -1,0 +1,342 @@
+"""ConnectClusters: one long-lived Connect client per cluster, the binding checks, and the
+ConnectCluster's own reconcile (probe ``GET /``, report what the cluster is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from connect_offsets.clients.connect import (
+    ConnectAuth,
+    ConnectClient,
+    ConnectEndpoint,
+    ConnectError,
+)
+from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
+from connect_offsets.clients.kafka import (
+    librdkafka_config,
+)
+from connect_offsets.clients.kubernetes import (
+    KubernetesApi,
+    KubernetesRejected,
+)
+from connect_offsets.errors import TransientError, UserError
+from connect_offsets.models.connect import ServerInfo
+from connect_offsets.models.crds import (
+    ConnectClusterResource,
+    ConnectClusterSpec,
+)
+from connect_offsets.planning import (
+    BindingRefusal,
+    ConditionSpec,
+    check_binding,
+)
+from connect_offsets.reconcile.settings import RETIRE_AFTER_S, Outcome, now_utc
+from connect_offsets.reconcile.status import validation_text, write_status
+from connect_offsets.vocabulary import (
+    CLUSTER_LABEL,
+    CLUSTER_NAMESPACE_LABEL,
+    CLUSTERS,
+    java_string,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ClusterUnusable(UserError):
+    """The ConnectCluster is missing, invalid, or its credentials cannot be read or may not be sent.
+
+    ``reason``: set when a credentials rule refused (SecretNotOptedIn, PlaintextCredentials,
+    HostNotAllowed ...), the Ready reason on the ConnectCluster and on the resources that use it.
+    ``invalid_spec``: the ConnectCluster itself fails validation.
+    """
+
+    def __init__(self, message: str, reason: str | None = None, *, invalid_spec: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.invalid_spec = invalid_spec
+
+    def reason_or(self, default: str) -> str:
+        return self.reason or ("InvalidSpec" if self.invalid_spec else default)
+
+
+class ClusterBindingRefused(ClusterUnusable):
+    """The ConnectCluster does not allow this resource (namespace or connector names)."""
+
+    def __init__(self, refusal: BindingRefusal) -> None:
+        super().__init__(refusal.message)
+        self.reason = refusal.reason
+
+
+#: How long a Connect cluster's ``GET /`` answer (version, Kafka cluster id) is trusted.
+SERVER_INFO_TTL_S = 60.0
+
+
+@dataclass
+class _Entry:
+    fingerprint: str
+    client: ConnectClient
+    info: ServerInfo | None = None
+    info_at: float = 0.0
+
+
+class ClusterRegistry:
+    """One long-lived ``ConnectClient`` per ConnectCluster, rebuilt when its spec or Secrets change."""
+
+    def __init__(self, kube: KubernetesApi, policy: CredentialsPolicy | None = None) -> None:
+        self._kube = kube
+        #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
+        self.policy = policy if policy is not None else CredentialsPolicy.from_env()
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._lock = asyncio.Lock()
+
+    async def endpoint(self, namespace: str, spec: ConnectClusterSpec) -> ConnectEndpoint:
+        """The endpoint to reach, once the policy allows it: refused before any Secret is read or
+        anything is sent (ClusterUnusable with the policy's reason)."""
+        auth: ConnectAuth | None = None
+        try:
+            self.policy.check_connect_url(spec.url, credentials=spec.authentication is not None)
+            if spec.authentication is not None:
+                a = spec.authentication
+                wanted = [a.username_key, a.password_key] if a.type == "basic" else [a.token_key]
+                data = await self._kube.get_secret_data(namespace, a.secret_name, wanted)
+                missing = [k for k in wanted if k not in data]
+                if missing:
+                    raise ClusterUnusable(f"Secret {a.secret_name} has no key(s) {', '.join(missing)}")
+                if a.type == "basic":
+                    auth = ConnectAuth(
+                        kind="basic", username=data[a.username_key], password=data[a.password_key], token=None
+                    )
+                else:
+                    auth = ConnectAuth(kind="bearer", username=None, password=None, token=data[a.token_key])
+            ca_pem = cert_pem = key_pem = None
+            if spec.tls is not None:
+                if spec.tls.ca is not None:
+                    ca_pem = await self._read_key_ref(namespace, spec.tls.ca.secret, spec.tls.ca.config_map)
+                if spec.tls.client_certificate is not None:
+                    cc = spec.tls.client_certificate
+                    data = await self._kube.get_secret_data(namespace, cc.secret_name, [cc.cert_key, cc.key_key])
+                    if cc.cert_key not in data or cc.key_key not in data:
+                        raise ClusterUnusable(f"Secret {cc.secret_name} needs keys {cc.cert_key} and {cc.key_key}")
+                    cert_pem, key_pem = data[cc.cert_key], data[cc.key_key]
+        except KubernetesRejected as error:
+            raise ClusterUnusable(str(error)) from error
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
+        return ConnectEndpoint(
+            url=spec.url,
+            auth=auth,
+            ca_pem=ca_pem,
+            client_cert_pem=cert_pem,
+            client_key_pem=key_pem,
+            insecure_skip_verify=spec.tls.insecure_skip_verify if spec.tls else False,
+            timeout_seconds=spec.request_timeout_seconds,
+        )
+
+    async def _read_key_ref(self, namespace: str, secret: Any, config_map: Any) -> str:
+        if secret is not None:
+            data = await self._kube.get_secret_data(namespace, secret.name, [secret.key])
+            ref = secret
+        else:
+            cm = await self._kube.get_configmap(namespace, config_map.name)
+            if cm is None:
+                raise ClusterUnusable(f"ConfigMap {config_map.name} does not exist")
+            data, ref = cm.data, config_map
+        if ref.key not in data:
+            raise ClusterUnusable(f"{ref.name} has no key {ref.key}")
+        value: str = data[ref.key]
+        return value
+
+    async def client_for(
+        self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
+    ) -> tuple[ConnectClient, ServerInfo]:
+        """The client for a ConnectCluster, probing ``GET /`` when (re)built and every
+        ``SERVER_INFO_TTL_S`` (the same URL may come to serve workers on another Kafka cluster,
+        which decides where MirrorMaker 2 connectors write).
+
+        ``for_namespace``: the namespace of the resource that wants it; the cluster's
+        ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
+        before its credentials are read, and a refusal raises ``ClusterBindingRefused``.
+        """
+        body = await self._kube.get_resource(CLUSTERS, namespace, name)
+        if body is None:
+            raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
+        try:
+            cluster = ConnectClusterResource.model_validate(body)
+        except ValidationError as error:
+            raise ClusterUnusable(
+                f"ConnectCluster {name} is invalid: {validation_text(error)}", invalid_spec=True
+            ) from error
+        if for_namespace is not None:
+            refusal = check_binding(cluster.spec, namespace, name, for_namespace, list(connector_names))
+            if refusal is not None:
+                raise ClusterBindingRefused(refusal)
+        endpoint = await self.endpoint(namespace, cluster.spec)
+        fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
+        async with self._lock:
+            entry = self._entries.get((namespace, name))
+            if entry is None or entry.fingerprint != fingerprint:
+                if entry is not None:
+                    self._retire(entry.client)
+                entry = _Entry(fingerprint, ConnectClient(endpoint))
+                self._entries[(namespace, name)] = entry
+        if entry.info is None or time.monotonic() - entry.info_at > SERVER_INFO_TTL_S:
+            entry.info = await entry.client.server_info()
+            entry.info_at = time.monotonic()
+        return entry.client, entry.info
+
+    async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
+        """librdkafka settings for a ConnectCluster's ``spec.kafka`` (secrets resolved); ClusterUnusable if absent."""
+        body = await self._kube.get_resource(CLUSTERS, namespace, name)
+        if body is None:
+            raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
+        try:
+            kafka = ConnectClusterResource.model_validate(body).spec.kafka
+        except ValidationError as error:
+            raise ClusterUnusable(f"ConnectCluster {name} is invalid: {validation_text(error)}") from error
+        if kafka is None:
+            raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
+        java = {k: java_string(v) for k, v in kafka.config.items() if v is not None}
+        try:
+            self.policy.check_kafka(
+                f"ConnectCluster {name} spec.kafka",
+                kafka.bootstrap_servers,
+                java,
+                credentials=bool(kafka.secret_config),
+            )
+            for key, ref in kafka.secret_config.items():
+                data = await self._kube.get_secret_data(namespace, ref.name, [ref.key])
+                if ref.key not in data:
+                    raise ClusterUnusable(
+                        f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
+                    )
+                java[key] = data[ref.key]
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
+        except KubernetesRejected as error:
+            raise ClusterUnusable(f"ConnectCluster {name} spec.kafka.secretConfig: {error}") from error
+        return librdkafka_config(kafka.bootstrap_servers, java)
+
+    async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
+        """Like ``client_for``, but asks ``GET /`` again (a worker may have been upgraded)."""
+        client, _ = await self.client_for(namespace, name)
+        info = await client.server_info()
+        entry = self._entries.get((namespace, name))
+        if entry is not None and entry.client is client:
+            entry.info = info
+        return client, info
+
+    def _retire(self, client: ConnectClient) -> None:
+        # Other reconciles may still be using the old client: close it later, not now.
+        loop = asyncio.get_running_loop()
+        loop.call_later(RETIRE_AFTER_S, lambda: loop.create_task(client.aclose()))
+
+    async def forget(self, namespace: str, name: str) -> None:
+        async with self._lock:
+            entry = self._entries.pop((namespace, name), None)
+        if entry is not None:
+            self._retire(entry.client)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            await entry.client.aclose()
+
+
+def _endpoint_key(endpoint: ConnectEndpoint) -> tuple[Any, ...]:
+    auth = endpoint.auth
+    return (
+        endpoint.url,
+        (auth.kind, auth.username, auth.password, auth.token) if auth else None,
+        endpoint.ca_pem,
+        endpoint.client_cert_pem,
+        endpoint.client_key_pem,
+        endpoint.insecure_skip_verify,
+        endpoint.timeout_seconds,
+    )
+
+
+def cluster_ref(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
+    """(namespace, name) of the ConnectCluster a resource's labels name: ``connect-offsets.io/cluster``,
+    in ``connect-offsets.io/cluster-namespace`` if set, else in the resource's own namespace."""
+    cluster_name = labels.get(CLUSTER_LABEL)
+    if not cluster_name:
+        raise ClusterUnusable(f"label {CLUSTER_LABEL}: <ConnectCluster name> is missing")
+    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, cluster_name
+
+
+async def resolve_cluster(
+    clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str] = ()
+) -> tuple[ConnectClient, ServerInfo]:
+    """The Connect client for a resource's ``connect-offsets.io/cluster`` label (and the optional
+    ``connect-offsets.io/cluster-namespace``), once the cluster allows this namespace and these
+    connector names (``ClusterBindingRefused`` otherwise)."""
+    cluster_namespace, cluster_name = cluster_ref(namespace, labels)
+    try:
+        return await clusters.client_for(
+            cluster_namespace, cluster_name, for_namespace=namespace, connector_names=connector_names
+        )
+    except ConnectError as error:
+        raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
+
+
+class ClusterUnreachable(TransientError):
+    """The ConnectCluster is configured but Connect does not answer (transient)."""
+
+
+#: Server info fields a Connect URL sends are echoed at most this long (a version is ~10 characters).
+MAX_SERVER_FIELD = 256
+
+
+#: Plugin classes listed in status (a real worker has a few dozen; a hostile URL may send millions).
+MAX_PLUGINS_SHOWN = 500
+
+
+class ClusterService:
+    """Probe a ConnectCluster (``GET /``, plugins) and report it in status."""
+
+    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+        self.kube = kube
+        self.clusters = clusters
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        body = await self.kube.get_resource(CLUSTERS, namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            await self.clusters.forget(namespace, name)
+            return Outcome()
+        now = now_utc()
+        extra: dict[str, Any] = {}
+        outcome = Outcome()
+        try:
+            # A fresh probe every time: a worker upgraded behind our back must be noticed.
+            client, info = await self.clusters.refresh(namespace, name)
+            plugins = await client.connector_plugins()
+
+            def echoed(text: str | None) -> str | None:
+                # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
+                return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
+
+            extra = {
+                "version": echoed(info.version),
+                "commit": echoed(info.commit),
+                "kafkaClusterId": echoed(info.kafka_cluster_id),
+                "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
+            }
+            url = reflect(str(body["spec"].get("url", "")))
+            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
+        except ClusterUnusable as error:
+            conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
+        except ConnectError as error:
+            conditions = [ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])]
+            outcome.transient_error = str(error)
+        await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
+        return outcome

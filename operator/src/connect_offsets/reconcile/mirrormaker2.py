@@ -1,0 +1,402 @@
+"""Reconcile one KafkaMirrorMaker2: check where each mirror writes, run its connectors, write status."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from connect_offsets.clients.connect import (
+    ConnectClient,
+    ConnectError,
+    ConnectUnavailable,
+)
+from connect_offsets.clients.credentials import CredentialsRefused
+from connect_offsets.clients.kafka import (
+    ClusterIdCache,
+    KafkaAdminError,
+    delete_topic,
+    librdkafka_config,
+)
+from connect_offsets.clients.kubernetes import (
+    KubernetesApi,
+    KubernetesRejected,
+)
+from connect_offsets.lag import LagRegistry, mirror_kafka_config, mirror_secrets
+from connect_offsets.models.connect import ServerInfo
+from connect_offsets.models.crds import (
+    KafkaMirrorMaker2Resource,
+    MirrorConnectorStatus,
+    WriteToTarget,
+)
+from connect_offsets.planning import (
+    Action,
+    ConditionSpec,
+    ConnectorTarget,
+    MirrorClusterIds,
+    MirrorPlan,
+    mirror_connector_name,
+    mirror_direction,
+    mirror_targets,
+)
+from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
+from connect_offsets.reconcile.runner import BeforeOffsets, Checkpoint, TargetResult, TargetRunner, delete_owned
+from connect_offsets.reconcile.settings import Outcome, now_utc
+from connect_offsets.reconcile.status import (
+    load_resource,
+    merge_same_type,
+    report_refusal,
+    write_status,
+    write_status_fields,
+)
+from connect_offsets.vocabulary import (
+    MIRROR_CLASS_SUFFIXES,
+    MIRROR_CLASSES,
+    MIRRORS,
+    OWNER_CONFIG_KEY,
+    java_string,
+)
+
+log = logging.getLogger(__name__)
+
+
+class MirrorMaker2Service:
+    """Reconcile one KafkaMirrorMaker2: its connectors, their offsets, the optional full reset."""
+
+    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry, lag: LagRegistry | None = None) -> None:
+        self.kube = kube
+        self.clusters = clusters
+        self.runner = TargetRunner(kube)
+        self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
+        self.cluster_ids = ClusterIdCache()
+        #: Connect's validation of producer-override configs: (when, problems) by (Connect, config).
+        self._validated: dict[str, tuple[float, list[str]]] = {}
+
+    async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
+        try:
+            return await mirror_secrets(self.kube, resource, self.clusters.policy)
+        except CredentialsRefused as error:
+            raise ClusterUnusable(str(error), error.reason) from error
+        except LookupError as error:
+            raise ClusterUnusable(str(error)) from error
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        try:
+            return await self._reconcile(namespace, name)
+        except KubernetesRejected as error:
+            return await report_refusal(self.kube, MIRRORS, namespace, name, error)
+
+    async def _reconcile(self, namespace: str, name: str) -> Outcome:
+        now = now_utc()
+        loaded = await load_resource(self.kube, MIRRORS, KafkaMirrorMaker2Resource, namespace, name, now)
+        if loaded is None:
+            return Outcome()
+        body, resource = loaded
+        outcome = Outcome()
+        try:
+            secrets = await self._secrets(resource)
+            mirror = mirror_targets(resource, secrets)
+            outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
+            client, info = await resolve_cluster(
+                self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
+            )
+            if secrets:
+                # The values go to Connect inside the connectors' config: over https only, too.
+                try:
+                    self.clusters.policy.check_connect_url(
+                        client.endpoint.url, credentials=True, what="the ConnectCluster's spec.url"
+                    )
+                except CredentialsRefused as error:
+                    raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
+                client.also_redact(secrets.values())
+        except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
+            if isinstance(error, KubernetesRejected):
+                reason = "SecretUnreadable"
+            elif isinstance(error, ClusterUnusable):
+                reason = error.reason or "ConnectClusterUnavailable"
+            else:
+                reason = "ConnectClusterUnavailable"
+            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
+            if isinstance(error, ClusterUnreachable):
+                outcome.transient_error = str(error)
+            else:
+                outcome.requeue_after = 30.0
+            return outcome
+
+        held, gate_error = await self._gate(body, resource, mirror, client, info)
+        if gate_error is not None:
+            outcome.transient_error = gate_error
+        entries: list[dict[str, Any]] = []
+        conditions: list[ConditionSpec] = list(mirror.conditions)
+        not_ready: list[ConditionSpec] = []
+        previous = {c.name: c for c in resource.status.connectors}
+        last_operation: dict[str, Any] | None = None
+        results: list[TargetResult] = []
+        handled_ids: list[str] | None = None
+        for target in mirror.targets:
+            refusal = held.get(target.name)
+            if refusal is not None:
+                kept = _kept_entry_fields(previous.get(target.name))
+                entries.append(
+                    {**kept, "name": target.name, "ready": False, "reason": refusal.reason, "message": refusal.message}
+                )
+                not_ready.append(refusal)
+                continue
+            hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
+            result = await self.runner.run(
+                target, body, MIRRORS, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
+            )
+            results.append(result)
+            handled = result.status.pop("handledRequestIds", None)
+            if handled is not None:
+                handled_ids = handled
+            if result.transient_error and outcome.transient_error is None:
+                outcome.transient_error = result.transient_error
+            if result.plan.requeue_after is not None:
+                outcome.requeue_after = min(
+                    outcome.requeue_after or result.plan.requeue_after, result.plan.requeue_after
+                )
+            ready = next((c for c in result.conditions if c.type == "Ready"), None)
+            entry: dict[str, Any] = {
+                "name": target.name,
+                "ready": ready is not None and ready.status == "True",
+                "reason": ready.reason if ready else "",
+                "message": ready.message if ready else "",
+                **_kept_entry_fields(previous.get(target.name)),
+            }
+            entry.update(result.status)
+            entry = {k: v for k, v in entry.items() if v is not None}
+            if "lastOffsetsOperation" in result.status:
+                last_operation = {**result.status["lastOffsetsOperation"], "connector": target.name}
+            entries.append(entry)
+            if ready is not None and ready.status != "True":
+                not_ready.append(ready)
+            for item in result.conditions:
+                if item.type != "Ready":
+                    conditions.append(
+                        ConditionSpec(item.type, item.status, item.reason, f"{target.name}: {item.message}")
+                    )
+        await self._delete_undeclared(body, client, {t.name for t in mirror.targets})
+        if not mirror.targets:
+            ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
+        elif not_ready:
+            first = not_ready[0]
+            names = [e["name"] for e in entries if not e["ready"]]
+            ready_condition = ConditionSpec(
+                "Ready", "False", first.reason, f"not ready: {', '.join(names)}; first: {first.message}"
+            )
+        else:
+            ready_condition = ConditionSpec(
+                "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
+            )
+        extra: dict[str, Any] = {"connectors": entries}
+        if handled_ids is not None:
+            extra["handledRequestIds"] = handled_ids
+        if last_operation is not None:
+            extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
+        replication_lag, lag_conditions = self.lag.report(resource, now)
+        if replication_lag is not None:
+            extra["replicationLag"] = replication_lag
+        conditions += lag_conditions
+        await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, extra)
+        await self.runner.finish_requests(results, body, MIRRORS)
+        return outcome
+
+    async def _gate(
+        self,
+        body: dict[str, Any],
+        resource: KafkaMirrorMaker2Resource,
+        mirror: MirrorPlan,
+        client: ConnectClient,
+        info: ServerInfo,
+    ) -> tuple[dict[str, ConditionSpec], str | None]:
+        """The declared connectors that must not be created or changed this pass, with the reason;
+        and a transient error when a cluster could not be asked (the pass is retried with back-off).
+
+        Checked on every pass, not once: a ConnectCluster can be re-pointed and a mirror's clusters
+        edited, and a mirror writing into the wrong cluster floods it within minutes. Running
+        connectors of a refused mirror are stopped, not deleted (their offsets stay).
+        """
+        declared = {t.name: t for t in mirror.targets}
+        held: dict[str, ConditionSpec] = {}
+        transient: str | None = None
+        for index, spec in enumerate(resource.spec.mirrors):
+            names = [
+                name
+                for kind in MIRROR_CLASSES
+                if (name := mirror_connector_name(spec.source_cluster, spec.target_cluster, kind)) in declared
+            ]
+            if not names:
+                continue
+            sample = declared[names[0]]
+            try:
+                source_id, target_id = await asyncio.gather(
+                    self.cluster_ids.get(mirror_kafka_config(sample, "source")),
+                    self.cluster_ids.get(mirror_kafka_config(sample, "target")),
+                )
+                found = MirrorClusterIds(source_id, target_id)
+            except KafkaAdminError as error:
+                found = MirrorClusterIds(error=str(error))
+            refusal = mirror_direction(index, spec, info.kafka_cluster_id, found)
+            if refusal is None and spec.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
+                try:
+                    refusal = await self._override_refusal(index, [declared[n] for n in names], client)
+                except ConnectError as error:
+                    refusal = ConditionSpec(
+                        "Ready", "False", "ConnectClusterUnavailable", f"validating spec.mirrors[{index}]: {error}"
+                    )
+                    transient = transient or refusal.message
+            if refusal is None:
+                continue
+            held.update(dict.fromkeys(names, refusal))
+            if refusal.reason == "MirrorClusterUnreachable":
+                transient = transient or refusal.message
+            elif refusal.reason != "ConnectClusterUnavailable":
+                await self._stop_refused(body, client, names, refusal)
+        return held, transient
+
+    async def _override_refusal(
+        self, index: int, targets: list[ConnectorTarget], client: ConnectClient
+    ) -> ConditionSpec | None:
+        """Connect's own verdict on the producer overrides (its ``connector.client.config.override.policy``),
+        asked before anything is created; the answer is kept while the config stays the same."""
+        now = time.monotonic()
+        problems: list[str] = []
+        for target in targets:
+            key = hashlib.sha256(json.dumps([client.endpoint.url, sorted(target.config.items())]).encode()).hexdigest()
+            cached = self._validated.get(key)
+            if cached is None or now - cached[0] > VALIDATION_TTL_S:
+                cached = (now, await client.validate_config(target.config))
+                self._validated = {k: v for k, v in self._validated.items() if now - v[0] <= VALIDATION_TTL_S}
+                self._validated[key] = cached
+            problems += [f"{target.name}: {problem}" for problem in cached[1]]
+        if not problems:
+            return None
+        return ConditionSpec(
+            "Ready",
+            "False",
+            "ProducerOverrideRefused",
+            f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
+            f"config, so nothing was created. Connect says: {'; '.join(problems)}",
+        )
+
+    async def _stop_refused(
+        self, body: dict[str, Any], client: ConnectClient, names: list[str], refusal: ConditionSpec
+    ) -> None:
+        """Stop (not delete) this resource's running connectors of a refused mirror, once each."""
+        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        for name in names:
+            status = await client.get_connector_status(name)
+            if status is None or status.connector.state == "STOPPED":
+                continue
+            config = await client.get_connector_config(name)
+            if config is None or config.get(OWNER_CONFIG_KEY) != owner:
+                continue
+            await client.stop_connector(name)
+            await self.runner.event(
+                body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
+            )
+
+    def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
+        """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""
+
+        async def checkpoint(fields: dict[str, Any]) -> None:
+            entries = [dict(e) for e in (body.get("status") or {}).get("connectors", []) if isinstance(e, dict)]
+            entry = next((e for e in entries if e.get("name") == connector), None)
+            if entry is None:
+                entry = {"name": connector}
+                entries.append(entry)
+            for key, value in fields.items():
+                if value is None:
+                    entry.pop(key, None)
+                else:
+                    entry[key] = value
+            await write_status_fields(self.kube, MIRRORS, body, now, {"connectors": entries})
+
+        return checkpoint
+
+    def _offset_syncs_hook(
+        self, resource: KafkaMirrorMaker2Resource, mirror: MirrorPlan, target: ConnectorTarget, body: dict[str, Any]
+    ) -> BeforeOffsets | None:
+        assert mirror.offset_syncs_reset is not None
+        connector, topic, alias = mirror.offset_syncs_reset
+        if target.name != connector:
+            return None
+        clusters = {c.alias: c for c in resource.spec.clusters}
+        if alias not in clusters:  # the spec validator makes this impossible; stay safe anyway
+            return None
+        cluster = clusters[alias]
+
+        async def delete_offset_syncs(action: Action) -> str:
+            if action.kind != "reset_offsets":
+                return ""
+            java = {k: java_string(v) for k, v in cluster.config.items()}
+            java.update(
+                {
+                    k: target.config.get(
+                        f"source.cluster.{k}"
+                        if alias == target.config["source.cluster.alias"]
+                        else f"target.cluster.{k}",
+                        "",
+                    )
+                    for k in cluster.secret_config
+                }
+            )
+            try:
+                deleted = await delete_topic(librdkafka_config(cluster.bootstrap_servers, java), topic)
+            except KafkaAdminError as error:
+                raise ConnectUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
+            step = f"deleted topic {topic} on cluster {alias}" if deleted else f"topic {topic} on {alias} did not exist"
+            await self.runner.event(body, "Normal", "OffsetSyncsReset", f"{connector}: {step}")
+            return f"offset-syncs: {step}; connector "
+
+        return delete_offset_syncs
+
+    async def _delete_undeclared(self, body: dict[str, Any], client: ConnectClient, declared: set[str]) -> None:
+        """Remove connectors this resource created but no longer declares (a mirror was removed)."""
+        owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        for name in await client.list_connectors():
+            if name in declared or "->" not in name or not name.endswith(tuple(MIRROR_CLASS_SUFFIXES)):
+                continue
+            config = await client.get_connector_config(name)
+            if config is not None and config.get(OWNER_CONFIG_KEY) == owner:
+                await client.delete_connector(name)
+                await self.runner.event(body, "Normal", "ConnectorDeleted", f"Deleted {name}: no mirror declares it")
+
+    async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
+        try:
+            resource = KafkaMirrorMaker2Resource.model_validate(body)
+        except ValidationError:
+            return "resource invalid; nothing to delete in Connect"
+        names = [t.name for t in mirror_targets(resource, {}).targets]
+        return await delete_owned(self.clusters, self.runner, body, resource.metadata.labels, names, give_up=give_up)
+
+
+#: How long Connect's answer to a producer-override config is trusted (its policy changes only with
+#: a worker restart; a changed config is asked again at once).
+VALIDATION_TTL_S = 300.0
+
+
+def _kept_entry_fields(old: MirrorConnectorStatus | None) -> dict[str, Any]:
+    """The fields of a connector's previous status entry that a new pass carries over."""
+    kept: dict[str, Any] = {}
+    if old is None:
+        return kept
+    for key, value in (
+        ("autoRestart", old.auto_restart),
+        ("lastOffsetsOperation", old.last_offsets_operation),
+        ("pendingOffsetsOperation", old.pending_offsets_operation),
+        ("appliedOffsets", old.applied_offsets),
+        ("offsetsProgress", old.offsets_progress),
+    ):
+        if isinstance(value, dict):
+            kept[key] = value
+        elif value is not None:
+            kept[key] = value.model_dump(by_alias=True, exclude_none=True)
+    return kept

@@ -1,0 +1,222 @@
+"""The one way status is written: conditions merged, unchanged status never written again,
+refusals by the API server turned into a condition that waits for a change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from connect_offsets import (
+    metrics,
+)
+from connect_offsets.clients.kubernetes import (
+    KubernetesApi,
+    KubernetesError,
+    KubernetesRejected,
+)
+from connect_offsets.models.crds import (
+    Condition,
+    KafkaConnectorResource,
+    KafkaMirrorMaker2Resource,
+)
+from connect_offsets.planning import (
+    ConditionSpec,
+)
+from connect_offsets.reconcile.settings import Outcome, now_utc
+from connect_offsets.vocabulary import (
+    API_GROUP,
+    API_VERSION,
+    iso,
+)
+
+log = logging.getLogger(__name__)
+
+
+def merge_conditions(
+    previous: list[Condition], wanted: list[ConditionSpec], generation: int, now: str
+) -> list[dict[str, Any]]:
+    """Conditions per API conventions: keep lastTransitionTime unless the status flips."""
+    by_type = {c.type: c for c in previous}
+    merged: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for spec in wanted:
+        if spec.type in seen:
+            continue
+        seen.add(spec.type)
+        old = by_type.get(spec.type)
+        transition = old.last_transition_time if old is not None and old.status == spec.status else now
+        message = spec.message if len(spec.message) <= MAX_CONDITION_MESSAGE else truncate(spec.message)
+        merged.append(
+            {
+                "type": spec.type,
+                "status": spec.status,
+                "reason": spec.reason,
+                "message": message,
+                "lastTransitionTime": transition,
+                "observedGeneration": generation,
+            }
+        )
+    return merged
+
+
+#: Condition messages stay readable in `kubectl describe` and far below object size limits; a
+#: validation report of a huge document (e.g. a 500 KB partition key) is cut, with a marker.
+MAX_CONDITION_MESSAGE = 4096
+
+
+def truncate(message: str, limit: int = MAX_CONDITION_MESSAGE) -> str:
+    """At most ``limit`` characters, keeping the start and the end (validation reports end with
+    "... and N more")."""
+    if len(message) <= limit:
+        return message
+    tail = limit // 4
+    head = limit - tail - 64
+    cut = len(message) - head - tail
+    return f"{message[:head]} ... ({cut} characters cut) ... {message[-tail:]}"
+
+
+def _canonical(status: dict[str, Any]) -> dict[str, Any]:
+    """Status as plain JSON data, so two statuses compare equal whatever their Python types."""
+    return json.loads(json.dumps(status, sort_keys=True))  # type: ignore[no-any-return]
+
+
+ResourceT = TypeVar("ResourceT", KafkaConnectorResource, KafkaMirrorMaker2Resource)
+
+
+async def load_resource(
+    kube: KubernetesApi, plural: str, model: type[ResourceT], namespace: str, name: str, now: datetime
+) -> tuple[dict[str, Any], ResourceT] | None:
+    """Read a resource fresh and parse it; None when it is gone, being deleted, or invalid.
+
+    An invalid spec is reported (Ready=False, InvalidSpec, with the field paths) right here.
+    """
+    body = await kube.get_resource(plural, namespace, name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        metrics.forget_connector(model.__name__.removesuffix("Resource"), namespace, name)
+        return None
+    try:
+        return body, model.model_validate(body)
+    except ValidationError as error:
+        invalid = [ConditionSpec("Ready", "False", "InvalidSpec", validation_text(error))]
+        await write_status(kube, plural, body, invalid, now, {})
+        return None
+
+
+#: How an API server refusal reads in a condition: what the user (or the platform team) can change.
+_REFUSAL_HINTS = {
+    400: "the request was malformed",
+    403: "the operator's ServiceAccount may not do this here (RBAC, or a ResourceQuota)",
+    404: "the object it names does not exist",
+    413: "the object would be too large",
+    422: "the API server refused the object as invalid (a name, a size, an immutable ConfigMap, a policy)",
+}
+
+
+async def report_refusal(
+    kube: KubernetesApi, plural: str, namespace: str, name: str, error: KubernetesRejected
+) -> Outcome:
+    """An API server refusal a retry cannot fix: a condition that names it, then wait for a change.
+
+    Why not the transient back-off: a 403, 404 or 422 on an object the user named (their
+    ConfigMap, a Secret, the resource itself) answers the same until someone changes something, and
+    the exponential retry loop would redo everything before it each time. The resource is checked
+    again on its next change or drift pass, and the condition is gone once a pass succeeds.
+    """
+    hint = _REFUSAL_HINTS.get(error.status, "the API server refused it")
+    reason = {403: "Forbidden", 404: "NotFound", 422: "Invalid"}.get(error.status, "Refused")
+    message = truncate(f"{error} ({hint}); nothing more was done in this pass, it runs again on the next change")
+    log.warning("%s/%s: %s", namespace, name, message)
+    body = await kube.get_resource(plural, namespace, name)
+    if body is None:
+        return Outcome()
+    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
+    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old if c.type != "ApiServerRefused"]
+    if any(c.type == "ApiServerRefused" and c.message == message for c in old):
+        return Outcome()  # reported already: nothing is written again until something changes
+    try:
+        await write_status(
+            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc(), {}
+        )
+    except KubernetesError as write_error:  # the status itself refused: the Event still tells
+        log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
+    await kube.post_event(involved=body, event_type="Warning", reason="ApiServerRefused", message=message)
+    return Outcome()
+
+
+def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": body.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+        "kind": body.get("kind", "KafkaConnector"),
+        "name": body["metadata"]["name"],
+        "uid": body["metadata"]["uid"],
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+
+
+async def write_status(
+    kube: KubernetesApi,
+    plural: str,
+    body: dict[str, Any],
+    conditions: list[ConditionSpec],
+    now: datetime,
+    extra: dict[str, Any],
+) -> None:
+    """Write status only if it differs from what the resource already has."""
+    old: dict[str, Any] = body.get("status") or {}
+    previous = [Condition.model_validate(c) for c in old.get("conditions", []) if isinstance(c, dict)]
+    generation = int(body["metadata"].get("generation", 0))
+    new = dict(old)
+    new.update({k: v for k, v in extra.items() if v is not None})
+    # None removes a field (a finished pending operation); a merge patch needs an explicit null.
+    removed = {k for k, v in extra.items() if v is None and k in old}
+    for key in removed:
+        new.pop(key)
+    new["conditions"] = merge_conditions(previous, conditions, generation, iso(now))
+    new["observedGeneration"] = generation
+    if _canonical(new) == _canonical(old):
+        return
+    # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
+    try:
+        await kube.patch_status(
+            plural, body["metadata"]["namespace"], body["metadata"]["name"], {**new, **dict.fromkeys(removed)}
+        )
+    except KubernetesError as error:
+        log.warning("status not written: %s", error)
+        raise
+    # Later writes in the same pass (checkpoints, then the final one) compare against this one.
+    body["status"] = new
+
+
+async def write_status_fields(
+    kube: KubernetesApi, plural: str, body: dict[str, Any], now: datetime, fields: dict[str, Any]
+) -> None:
+    """A checkpoint in the middle of a pass: these fields now, the conditions as they are."""
+    old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
+    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old]
+    await write_status(kube, plural, body, kept, now, fields)
+
+
+def merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:
+    """One condition per type (API conventions): messages of several connectors are joined."""
+    merged: dict[str, ConditionSpec] = {}
+    for item in conditions:
+        if item.type in merged:
+            old = merged[item.type]
+            merged[item.type] = ConditionSpec(item.type, old.status, old.reason, f"{old.message}; {item.message}")
+        else:
+            merged[item.type] = item
+    return list(merged.values())
+
+
+def validation_text(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:5]:
+        path = ".".join(str(p) for p in item["loc"])
+        parts.append(f"{path}: {item['msg']}")
+    return "; ".join(parts)
