@@ -46,6 +46,7 @@ from connect_offsets.models.java_regex import JavaPattern, compile_java
 from connect_offsets.planning import (
     ConditionSpec,
     ConnectorTarget,
+    mirror_connector_name,
     mirror_targets,
 )
 from connect_offsets.vocabulary import (
@@ -408,7 +409,7 @@ def _declared(resource: KafkaMirrorMaker2Resource) -> list[tuple[str, str, str]]
     seen: dict[str, tuple[str, str, str]] = {}
     for mirror in resource.spec.mirrors:
         if mirror.source_connector is not None:
-            name = f"{mirror.source_cluster}->{mirror.target_cluster}.MirrorSourceConnector"
+            name = mirror_connector_name(mirror.source_cluster, mirror.target_cluster, "MirrorSourceConnector")
             seen.setdefault(name, (name, mirror.source_cluster, mirror.target_cluster))
     return list(seen.values())
 

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
+from connect_offsets.vocabulary import java_string
+
 __all__ = [
     "AlterOffsetsSpec",
     "AuthenticationSpec",
@@ -361,7 +363,7 @@ class KafkaConnectorSpec(Model):
 
     def connect_config(self, name: str) -> dict[str, str]:
         """The config document Connect receives (all values as strings, as Connect returns them)."""
-        config = {key: _to_connect_string(value) for key, value in self.config.items() if value is not None}
+        config = {key: java_string(value) for key, value in self.config.items() if value is not None}
         config["connector.class"] = self.class_
         config["name"] = name
         if self.tasks_max is not None:
@@ -374,12 +376,6 @@ def _flat_values(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict | list):
             raise ValueError(f"config.{key}: expected a string, number or boolean, got {type(value).__name__}")
     return config
-
-
-def _to_connect_string(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 class AutoRestartStatus(StatusModel):
@@ -469,8 +465,6 @@ class KafkaConnectorResource(BaseModel):
 
 
 # --- KafkaMirrorMaker2 -------------------------------------------------------------------
-
-MIRROR_CONNECTOR_TYPES = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
 
 
 class MirrorClusterSpec(Model):

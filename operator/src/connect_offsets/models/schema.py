@@ -17,6 +17,9 @@ from connect_offsets.models import crds
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
+    CLUSTERS,
+    CONNECTORS,
+    MIRRORS,
 )
 
 __all__ = ["crd_documents", "structural_schema"]
@@ -150,7 +153,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
     return {
         "connectclusters.yaml": _crd(
             kind="ConnectCluster",
-            plural="connectclusters",
+            plural=CLUSTERS,
             short_names=["cocl"],
             spec_model=crds.ConnectClusterSpec,
             status_model=crds.ConnectClusterStatus,
@@ -162,7 +165,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
         ),
         "kafkaconnectors.yaml": _crd(
             kind="KafkaConnector",
-            plural="kafkaconnectors",
+            plural=CONNECTORS,
             short_names=["cokc"],
             spec_model=crds.KafkaConnectorSpec,
             status_model=crds.KafkaConnectorStatus,
@@ -180,7 +183,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
         ),
         "kafkamirrormaker2s.yaml": _crd(
             kind="KafkaMirrorMaker2",
-            plural="kafkamirrormaker2s",
+            plural=MIRRORS,
             short_names=["comm2"],
             spec_model=crds.KafkaMirrorMaker2Spec,
             status_model=crds.KafkaMirrorMaker2Status,
