@@ -39,9 +39,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
+from connect_offsets import vocabulary
 from connect_offsets.errors import UserError
 from connect_offsets.models.java_regex import JavaPattern, PatternRefused, compile_java
-from connect_offsets.vocabulary import MIRROR_CLASSES
 
 Primitive = str | int | float | bool | None
 
@@ -53,9 +53,9 @@ _MAX_SHOWN_VALUE = 80
 
 FILE_STREAM_SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_STREAM_SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-MIRROR_SOURCE_CLASS = MIRROR_CLASSES["MirrorSourceConnector"]
-MIRROR_CHECKPOINT_CLASS = MIRROR_CLASSES["MirrorCheckpointConnector"]
-MIRROR_HEARTBEAT_CLASS = MIRROR_CLASSES["MirrorHeartbeatConnector"]
+MIRROR_SOURCE_CLASS = vocabulary.MIRROR_CLASSES["MirrorSourceConnector"]
+MIRROR_CHECKPOINT_CLASS = vocabulary.MIRROR_CLASSES["MirrorCheckpointConnector"]
+MIRROR_HEARTBEAT_CLASS = vocabulary.MIRROR_CLASSES["MirrorHeartbeatConnector"]
 
 #: MirrorConnectorConfig.SOURCE_CLUSTER_ALIAS_DEFAULT: used when ``source.cluster.alias`` is unset.
 MIRROR_SOURCE_ALIAS_DEFAULT = "source"
