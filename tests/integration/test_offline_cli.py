@@ -23,8 +23,8 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from connect_offsets.clients.offsets_store import topic_partition_count
-from connect_offsets.models.storage import encode_key, murmur2_partition
+from connect_offsets.offline.records import encode_key, murmur2_partition
+from connect_offsets.offline.store import topic_partition_count
 from tests.conftest import STACK, wait_for
 from tests.integration.support import FILE_SOURCE, connect_offsets, end_offset, wait_connect_state
 

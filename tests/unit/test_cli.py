@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from connect_offsets import cli
-from connect_offsets.models.storage import decode_offsets_file, encode_key, encode_offsets_file, encode_value
+from connect_offsets.offline.records import decode_offsets_file, encode_key, encode_offsets_file, encode_value
 
 pytestmark = pytest.mark.unit
 

@@ -32,7 +32,21 @@ from typing import Any, TextIO
 import yaml
 
 from connect_offsets import __version__
-from connect_offsets.clients.offsets_store import (
+from connect_offsets.errors import ConnectOffsetsError
+from connect_offsets.models.offsets import OffsetsValidationError, partition_key
+from connect_offsets.models.schema import crd_documents
+from connect_offsets.offline.records import (
+    ImportDocument,
+    OffsetsFileError,
+    StoredRecord,
+    encode_key,
+    encode_value,
+    latest,
+    murmur2_partition,
+    parse_import_document,
+    render_export,
+)
+from connect_offsets.offline.store import (
     ConnectorInfo,
     PlannedWrite,
     WorkerStoreError,
@@ -44,21 +58,7 @@ from connect_offsets.clients.offsets_store import (
     write_offsets_file,
     write_transaction,
 )
-from connect_offsets.errors import ConnectOffsetsError
-from connect_offsets.models.offsets import OffsetsValidationError, partition_key
-from connect_offsets.models.schema import crd_documents
-from connect_offsets.models.storage import (
-    ImportDocument,
-    OffsetsFileError,
-    StoredRecord,
-    encode_key,
-    encode_value,
-    latest,
-    murmur2_partition,
-    parse_import_document,
-    render_export,
-)
-from connect_offsets.models.worker_config import WorkerConfig, WorkerConfigError
+from connect_offsets.offline.worker_config import WorkerConfig, WorkerConfigError
 from connect_offsets.pipeline.command import register as register_pipeline
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]

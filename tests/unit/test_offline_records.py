@@ -1,4 +1,4 @@
-"""models/storage.py: keys and values byte-identical to Connect's, murmur2, documents.
+"""offline/records.py: keys and values byte-identical to Connect's, murmur2, documents.
 
 Expected bytes below were printed by Kafka 4.1.1's own ``JsonConverter`` (schemas off) and
 ``Utils.murmur2`` on JDK 17; tests/integration/test_offline_cli.py re-checks hundreds of random
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connect_offsets.models.offsets import OffsetsValidationError
-from connect_offsets.models.storage import (
+from connect_offsets.offline.records import (
     KafkaPosition,
     OffsetsFileError,
     StoredRecord,

@@ -1,4 +1,4 @@
-"""models/worker_config.py: java.util.Properties syntax, config providers, client settings."""
+"""offline/worker_config.py: java.util.Properties syntax, config providers, client settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connect_offsets.models.worker_config import (
+from connect_offsets.offline.worker_config import (
     WorkerConfig,
     WorkerConfigError,
     kafka_client_settings,

@@ -8,7 +8,7 @@ none of which REST offers. The price is that we must do what the worker does, ex
   connectors write in transactions; aborted records must not count), until each partition's end;
 - read the config topic the same way, to learn each connector's target state and its own
   ``offsets.storage.topic`` (KIP-618), and read that topic too;
-- write with the key bytes Connect uses (models/storage.py), to the partition Java's murmur2
+- write with the key bytes Connect uses (offline/records.py), to the partition Java's murmur2
   partitioner picks (computed by us and passed explicitly; ``partitioner=murmur2_random`` is set
   as well so nothing falls back to librdkafka's CRC32 default), all in one transaction so a
   failure leaves nothing half-written;
@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from connect_offsets.errors import ConnectOffsetsError
-from connect_offsets.models.storage import (
+from connect_offsets.offline.records import (
     KafkaPosition,
     StoredRecord,
     decode_key,
