@@ -46,9 +46,11 @@ sys.path.insert(0, str(REPO))
 from tests.conftest import delete_namespace, stack_info, wait_for  # noqa: E402
 from tests.integration.chart_install import chart_operator  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
+from tests.integration.hostile import Prober, gzip_zeros, huge_answers, peak_rss_mib  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     FILE_SINK,
     GROUP,
+    MONITORABLE_SOURCE,
     VERSION,
     annotate,
     condition,
@@ -60,8 +62,6 @@ from tests.integration.support import (  # noqa: E402
     wait_annotation_removed,
     wait_condition,
 )
-from tests.integration.test_shared_cpu import MONITORABLE_SOURCE, Prober  # noqa: E402
-from tests.integration.test_shared_memory import gzip_zeros, huge_answers, peak_rss_mib  # noqa: E402
 
 from bench.report import machine, write_section  # noqa: E402
 from connect_offsets.clients.kubernetes import KubernetesApi  # noqa: E402

@@ -50,6 +50,8 @@ from kubernetes import config as kube_config
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.integration.support import MONITORABLE_SOURCE  # noqa: E402
+
 from bench.report import machine, write_section  # noqa: E402
 from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint, ConnectServerError  # noqa: E402
 from connect_offsets.clients.kubernetes import KubernetesApi  # noqa: E402
@@ -66,7 +68,6 @@ from connect_offsets.models.chunking import (  # noqa: E402
 PARTITIONS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 EXTRA = 1_000
 CONNECT_HEAP = "-Xmx3g"
-MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 LIMITS = ChunkLimits()  # the defaults the operator uses
 
 

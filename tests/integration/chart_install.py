@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any
 from kubernetes import client, config
 
 from tests.conftest import REPO, OperatorProcess, delete_namespace
+from tests.integration.support import free_port
 
 CHART = REPO / "charts" / "connect-offsets-operator"
 
@@ -31,13 +31,6 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

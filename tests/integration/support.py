@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import uuid
 from collections.abc import Collection
@@ -14,12 +15,15 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 
+from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import wait_for
 
 GROUP = "connect-offsets.io"
 VERSION = "v1alpha1"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+#: A test source connector of Connect's own test jar: any partitions and offsets, no external system.
+MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 
 
 def file_source_spec(path: Path, topic: str, configmap: str, state: str = "running") -> dict[str, Any]:
@@ -265,3 +269,66 @@ def offsets_requests(log: Path, connectors: Collection[str]) -> list[OffsetsRequ
 def connect_log(stack: dict[str, Any]) -> Path:
     """The shared worker's log, request log included."""
     return Path(stack["logs"]) / "connect.log"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def get_mm2(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    body: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS, name)
+    return body
+
+
+def annotate_mm2(custom: Any, namespace: str, name: str, values: dict[str, str | None]) -> None:
+    custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        MIRRORS,
+        name,
+        {"metadata": {"annotations": {f"{GROUP}/{k}": v for k, v in values.items()}}},
+    )
+
+
+def wait_mm2_annotations_removed(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        body = get_mm2(custom, namespace, name)
+        annotations = body["metadata"].get("annotations") or {}
+        pending = [
+            k
+            for k in annotations
+            if k.endswith(("/connector-offsets", "/mirrormaker-connector", "/reset-offset-syncs"))
+        ]
+        return None if pending else body
+
+    try:
+        return wait_for("MM2 offsets annotations removed", check, timeout=90)
+    except AssertionError as error:
+        annotations = get_mm2(custom, namespace, name)["metadata"].get("annotations")
+        raise AssertionError(f"{error}; annotations now: {annotations}") from None
+
+
+def wait_mm2_condition(
+    custom: Any,
+    namespace: str,
+    name: str,
+    kind: str,
+    reason: str | None = None,
+    status: str = "True",
+    fragment: str = "",
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        found = condition(get_mm2(custom, namespace, name), kind)
+        if (
+            found
+            and found["status"] == status
+            and (reason is None or found["reason"] == reason)
+            and (fragment in found["message"])
+        ):
+            return found
+        return None
+
+    return wait_for(f"{kind}={status} ({reason}) on {name}", check, timeout=90)

@@ -41,7 +41,7 @@ from tests.integration.support import (
     wait_condition,
     wait_connect_state,
 )
-from tests.unit.test_planner_fuzz import SPECIAL_DOCS
+from tests.offsets_documents import SPECIAL_DOCS
 
 pytestmark = pytest.mark.local_stack  # reads the local worker's request log
 

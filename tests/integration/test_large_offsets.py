@@ -36,9 +36,7 @@ from connect_offsets.clients.offsets_configmaps import (
 )
 from connect_offsets.models.chunking import ChunkLimits, ChunkProgress, ChunkResume
 from tests.conftest import wait_for
-from tests.integration.support import wait_connect_state
-
-MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
+from tests.integration.support import MONITORABLE_SOURCE, wait_connect_state
 
 
 def source_document(n: int, salt: str = "") -> bytes:

@@ -5,7 +5,6 @@ Covers: operations by kind/operation/result, the duration histogram, connectors 
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,10 @@ from tests.integration.support import (
     create_cluster,
     create_connector,
     file_source_spec,
+    free_port,
     wait_annotation_removed,
     wait_condition,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_metrics_endpoint_reports_operations_and_states(

@@ -20,77 +20,22 @@ import httpx
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from connect_offsets.vocabulary import MIRRORS as PLURAL
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     GROUP,
     VERSION,
-    condition,
+    annotate_mm2,
     connect_offsets,
     connect_state,
     create_cluster,
     events_for,
+    get_mm2,
     read_topic,
     wait_connect_state,
+    wait_mm2_annotations_removed,
+    wait_mm2_condition,
 )
-
-PLURAL = "kafkamirrormaker2s"
-
-
-def get_mm2(custom: Any, namespace: str, name: str) -> dict[str, Any]:
-    body: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    return body
-
-
-def annotate_mm2(custom: Any, namespace: str, name: str, values: dict[str, str | None]) -> None:
-    custom.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        name,
-        {"metadata": {"annotations": {f"{GROUP}/{k}": v for k, v in values.items()}}},
-    )
-
-
-def wait_mm2_annotations_removed(custom: Any, namespace: str, name: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        body = get_mm2(custom, namespace, name)
-        annotations = body["metadata"].get("annotations") or {}
-        pending = [
-            k
-            for k in annotations
-            if k.endswith(("/connector-offsets", "/mirrormaker-connector", "/reset-offset-syncs"))
-        ]
-        return None if pending else body
-
-    try:
-        return wait_for("MM2 offsets annotations removed", check, timeout=90)
-    except AssertionError as error:
-        annotations = get_mm2(custom, namespace, name)["metadata"].get("annotations")
-        raise AssertionError(f"{error}; annotations now: {annotations}") from None
-
-
-def wait_mm2_condition(
-    custom: Any,
-    namespace: str,
-    name: str,
-    kind: str,
-    reason: str | None = None,
-    status: str = "True",
-    fragment: str = "",
-) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        found = condition(get_mm2(custom, namespace, name), kind)
-        if (
-            found
-            and found["status"] == status
-            and (reason is None or found["reason"] == reason)
-            and (fragment in found["message"])
-        ):
-            return found
-        return None
-
-    return wait_for(f"{kind}={status} ({reason}) on {name}", check, timeout=90)
 
 
 def topic_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:

@@ -28,11 +28,20 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from connect_offsets.vocabulary import MIRRORS as PLURAL
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker
-from tests.integration.support import GROUP, VERSION, connect_state, create_cluster, events_for, read_topic
-from tests.integration.test_metrics import free_port
-from tests.integration.test_mirrormaker2 import PLURAL, get_mm2, wait_mm2_condition
+from tests.integration.support import (
+    GROUP,
+    VERSION,
+    connect_state,
+    create_cluster,
+    events_for,
+    free_port,
+    get_mm2,
+    read_topic,
+    wait_mm2_condition,
+)
 
 KINDS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
 

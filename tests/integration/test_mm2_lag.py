@@ -25,8 +25,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connect_offsets.kubectl_plugin import main as plugin_main
 from tests.conftest import OperatorProcess, wait_for
-from tests.integration.support import GROUP, VERSION, condition, connect_offsets, create_cluster, wait_connect_state
-from tests.integration.test_metrics import free_port
+from tests.integration.support import (
+    GROUP,
+    VERSION,
+    condition,
+    connect_offsets,
+    create_cluster,
+    free_port,
+    wait_connect_state,
+)
 
 PLURAL = "kafkamirrormaker2s"
 PARTITIONS = 3

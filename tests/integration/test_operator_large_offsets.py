@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
+    MONITORABLE_SOURCE,
     annotate,
     connect_log,
     create_cluster,
@@ -27,7 +28,6 @@ from tests.integration.support import (
     wait_condition,
 )
 
-MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 PARTITIONS = 30_000
 CHUNK = 12_000  # 3 PATCH requests per full alter
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,10 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
+from tests.integration.hostile import Prober
 from tests.integration.support import (
     FILE_SINK,
+    MONITORABLE_SOURCE,
     annotate,
     condition,
     connect_offsets,
@@ -36,33 +36,8 @@ from tests.integration.support import (
     wait_condition,
 )
 
-MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 HOSTILE_TOPIC = "a" * 40 + "!"
 LARGE = 200_000
-
-
-class Prober(threading.Thread):
-    """Asks the liveness endpoint every 0.2 s (1 s timeout each) and keeps every failure."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(daemon=True)
-        self.url = url
-        self.failures: list[str] = []
-        self.latencies: list[float] = []
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        with httpx.Client(timeout=1.0) as client:
-            while not self.done.is_set():
-                started = time.monotonic()
-                try:
-                    status = client.get(self.url).status_code
-                    if status != 200:
-                        self.failures.append(f"HTTP {status}")
-                except httpx.HTTPError as error:
-                    self.failures.append(repr(error))
-                self.latencies.append(time.monotonic() - started)
-                self.done.wait(0.2)
 
 
 def list_completes(custom: Any, namespace: str, name: str) -> None:

@@ -10,11 +10,7 @@ Before: the bomb took the operator to 463 MiB, the answer to 300 MiB more.
 from __future__ import annotations
 
 import base64
-import contextlib
-import threading
-import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +20,7 @@ import pytest
 from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
+from tests.integration.hostile import gzip_zeros, huge_answers, peak_rss_mib
 from tests.integration.support import (
     GROUP,
     VERSION,
@@ -39,49 +36,6 @@ from tests.integration.support import (
 )
 
 CAP = 64 << 20
-
-
-def gzip_zeros(size: int) -> bytes:
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    zeros = bytes(1 << 20)
-    return b"".join([*(packer.compress(zeros) for _ in range(size >> 20)), packer.flush()])
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmHWM for {pid}")
-
-
-@contextlib.contextmanager
-def huge_answers() -> Iterator[tuple[str, list[str]]]:
-    """An HTTP server on 127.0.0.1 whose every answer is 300 MiB of JSON-ish zeros as ~300 KB gzip."""
-    body = gzip_zeros(300 << 20)
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the operator stops at its cap
-                self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

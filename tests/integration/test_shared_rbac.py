@@ -20,6 +20,7 @@ from connect_offsets.clients.offsets_configmaps import SHARD_LABEL, ShardIndex, 
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, set_configmap_verb, tenant_namespaces
 from tests.integration.support import (
+    MONITORABLE_SOURCE,
     annotate,
     connect_log,
     create_cluster,
@@ -32,7 +33,6 @@ from tests.integration.support import (
     wait_condition,
 )
 
-MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 BACKUP_OF = "connect-offsets.io/backup-of"
 
 

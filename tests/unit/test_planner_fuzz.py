@@ -73,7 +73,8 @@ from connect_offsets.vocabulary import (
     MIRROR_CLASSES,
     OWNER_CONFIG_KEY,
 )
-from tests.unit.test_planning import FAMILIES, NOW, iso
+from tests.offsets_documents import SPECIAL_DOCS
+from tests.unit.planning_fixtures import FAMILIES, NOW, iso
 
 pytestmark = pytest.mark.unit
 
@@ -233,41 +234,6 @@ def _big_documents() -> list[str]:
 
 BIG_DOCUMENTS = _big_documents()
 VALID_DOCS = [json.dumps(doc) for _, _, doc in FAMILIES.values()]
-SPECIAL_DOCS = [
-    "",
-    "   ",
-    "null",
-    "{}",
-    "[]",
-    '{"offsets": null}',
-    '{"offsets": []}',
-    '{"offsets": {}}',
-    '{"offsets": "all"}',
-    '{"offsets": [1, "a", null, []]}',
-    '{"offsets": [{"partition": {"a": 1}, "offset": NaN}]}',
-    '{"offsets": [{"partition": {"a": Infinity}, "offset": {"o": 1}}]}',
-    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": -Infinity}}]}',
-    '{"offsets": [{"partition": {"a": 1e999}, "offset": {"o": 1}}]}',
-    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}}], "offsets": []}',
-    '{"offsets": [{"partition": {"a": 1, "a": 2}, "offset": {"o": 1}}]}',
-    '{"offsets": [{"partition": {"a": {"b": [1]}}, "offset": {"o": {"p": 1}}}]}',
-    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}}, {"partition": {"a": 1}, "offset": null}]}',
-    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}, "extra": 1}]}',
-    '{"offsets": [{"partition": {}, "offset": {}}]}',
-    '{"offsets": [{"partition": {"table": "a\\ud800b"}, "offset": {"id": 1}}]}',
-    '{"offsets": [{"partition": {"table": "\\udc00"}, "offset": null}]}',
-    '{"offsets": [{"partition": {"table": "\\ud83d\\ude00"}, "offset": {"id": 1}}]}',
-    '{"offsets": [{"partition": {"table": "a\\u0000b"}, "offset": {"id": 1}}]}',
-    '\ufeff{"offsets": [{"partition": {"table": "t"}, "offset": {"id": 1}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": "ten"}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": -1}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 1.5}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": true}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 99999999999999999999999}}]}',
-    '{"offsets": [{"partition": {"kafka_topic": "orders", "kafka_partition": "0"}, "offset": {"kafka_offset": 1}}]}',
-    '{"offsets": [{"partition": {"cluster": "source", "partition": 0, "topic": "t"}, "offset": {"offset": -5}}]}',
-    '{"offsets": [{"partition": {"filename": "/data/ïn.txt"}, "offset": {"position": 1}}]}',
-]
 
 
 def _mutated(text: str, cut: int, tail: str) -> str:

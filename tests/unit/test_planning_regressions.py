@@ -10,21 +10,19 @@ from datetime import timedelta
 
 import pytest
 
-from tests.unit.test_planning import (
-    ANNOTATION_OFFSETS,
-    ANNOTATION_RESTART_TASK,
-    FILE_STREAM_SOURCE_CLASS,
+from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS
+from connect_offsets.planning import desired_config, plan_connector
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTART_TASK
+from tests.unit.planning_fixtures import (
     NOW,
     VALID_DOC,
     alter_resource,
     auto_resource,
     conditions,
-    desired_config,
     kinds,
     make_resource,
     observe,
     offsets_cm,
-    plan_connector,
 )
 
 

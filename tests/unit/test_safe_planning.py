@@ -64,7 +64,7 @@ from connect_offsets.vocabulary import (
     OWNER_CONFIG_KEY,
 )
 from tests.unit import test_mirror_planning as mm2
-from tests.unit.test_planning import NAME, NAMESPACE, NOW, conditions, iso, kinds, observe
+from tests.unit.planning_fixtures import NAME, NAMESPACE, NOW, conditions, iso, kinds, observe
 
 pytestmark = pytest.mark.unit
 

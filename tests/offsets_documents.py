@@ -1,0 +1,40 @@
+"""Offsets documents that broke parsers somewhere: shared by the planner fuzz (unit) and the
+real-stack bad-input test (integration)."""
+
+from __future__ import annotations
+
+SPECIAL_DOCS = [
+    "",
+    "   ",
+    "null",
+    "{}",
+    "[]",
+    '{"offsets": null}',
+    '{"offsets": []}',
+    '{"offsets": {}}',
+    '{"offsets": "all"}',
+    '{"offsets": [1, "a", null, []]}',
+    '{"offsets": [{"partition": {"a": 1}, "offset": NaN}]}',
+    '{"offsets": [{"partition": {"a": Infinity}, "offset": {"o": 1}}]}',
+    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": -Infinity}}]}',
+    '{"offsets": [{"partition": {"a": 1e999}, "offset": {"o": 1}}]}',
+    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}}], "offsets": []}',
+    '{"offsets": [{"partition": {"a": 1, "a": 2}, "offset": {"o": 1}}]}',
+    '{"offsets": [{"partition": {"a": {"b": [1]}}, "offset": {"o": {"p": 1}}}]}',
+    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}}, {"partition": {"a": 1}, "offset": null}]}',
+    '{"offsets": [{"partition": {"a": 1}, "offset": {"o": 1}, "extra": 1}]}',
+    '{"offsets": [{"partition": {}, "offset": {}}]}',
+    '{"offsets": [{"partition": {"table": "a\\ud800b"}, "offset": {"id": 1}}]}',
+    '{"offsets": [{"partition": {"table": "\\udc00"}, "offset": null}]}',
+    '{"offsets": [{"partition": {"table": "\\ud83d\\ude00"}, "offset": {"id": 1}}]}',
+    '{"offsets": [{"partition": {"table": "a\\u0000b"}, "offset": {"id": 1}}]}',
+    '\ufeff{"offsets": [{"partition": {"table": "t"}, "offset": {"id": 1}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": "ten"}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": -1}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 1.5}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": true}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 99999999999999999999999}}]}',
+    '{"offsets": [{"partition": {"kafka_topic": "orders", "kafka_partition": "0"}, "offset": {"kafka_offset": 1}}]}',
+    '{"offsets": [{"partition": {"cluster": "source", "partition": 0, "topic": "t"}, "offset": {"offset": -5}}]}',
+    '{"offsets": [{"partition": {"filename": "/data/ïn.txt"}, "offset": {"position": 1}}]}',
+]
