@@ -478,23 +478,9 @@ class KubernetesApi:
             keys = [key for key, value in expected.items() if current.get(key) == value]
             if not keys:
                 return []
-            patch = {
-                "metadata": {
-                    "resourceVersion": body["metadata"]["resourceVersion"],
-                    "annotations": dict.fromkeys(keys),
-                }
-            }
             try:
-                await self._call(
-                    f"remove annotations {what} from {plural} {namespace}/{name}",
-                    self.custom.patch_namespaced_custom_object,
-                    API_GROUP,
-                    API_VERSION,
-                    namespace,
-                    plural,
-                    name,
-                    patch,
-                    _content_type="application/merge-patch+json",
+                await self.patch_annotations_at(
+                    plural, namespace, name, dict.fromkeys(keys), body["metadata"]["resourceVersion"]
                 )
             except KubernetesUnavailable as error:
                 if error.status == 409:
