@@ -285,18 +285,25 @@ def _has_unpaired_surrogate(obj: object) -> bool:
     return False
 
 
+def document_text(text: str | bytes) -> str:
+    """A document's text: bytes are UTF-8 (a leading BOM dropped); anything else is a validation
+    error at ``$`` naming the first bad byte."""
+    if isinstance(text, bytes):
+        try:
+            return text.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise OffsetsValidationError(
+                [OffsetsProblem("$", f"expected UTF-8 text, got invalid byte(s) at position {e.start}")]
+            ) from e
+    return text
+
+
 def parse_offsets_document(text: str | bytes, *, allow_empty: bool = False) -> OffsetsDocument:
     """Parse and generically validate an offsets document (any connector).
 
     Raises ``OffsetsValidationError`` with every problem found; never another exception.
     """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise OffsetsValidationError(
-                [OffsetsProblem("$", f"expected UTF-8 text, got invalid byte(s) at position {e.start}")]
-            ) from e
+    text = document_text(text)
     hook = _DuplicateKeys()
     try:
         obj = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float, object_pairs_hook=hook)
@@ -1013,6 +1020,7 @@ __all__ = [
     "Primitive",
     "RestoreDocument",
     "diff_offsets",
+    "document_text",
     "parse_offsets_document",
     "parse_offsets_obj",
     "partition_key",

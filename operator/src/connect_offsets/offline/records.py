@@ -50,6 +50,7 @@ from connect_offsets.models.offsets import (
     OffsetsProblem,
     OffsetsValidationError,
     Primitive,
+    document_text,
     parse_offsets_obj,
     partition_key,
 )
@@ -467,13 +468,7 @@ def parse_import_document(text: str | bytes) -> ImportDocument:
     times, and which of them to restore is the user's choice, not ours.
     """
     # Reuse the generic parser for JSON errors (duplicate keys, NaN, bad UTF-8): wrap, then unwrap.
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise OffsetsValidationError(
-                [OffsetsProblem("$", f"expected UTF-8 text, got invalid byte(s) at position {e.start}")]
-            ) from e
+    text = document_text(text)
     obj = _load_json(text)
     problems: list[OffsetsProblem] = []
     if not isinstance(obj, dict):
