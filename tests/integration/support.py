@@ -277,6 +277,25 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def create_mm2(
+    custom: Any,
+    namespace: str,
+    name: str,
+    clusters: list[dict[str, Any]],
+    mirrors: list[dict[str, Any]],
+    cluster: str = "local",
+    **spec: Any,
+) -> None:
+    """A KafkaMirrorMaker2 bound to ConnectCluster ``cluster``; ``spec`` adds fields (camelCase)."""
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "KafkaMirrorMaker2",
+        "metadata": {"name": name, "namespace": namespace, "labels": {f"{GROUP}/cluster": cluster}},
+        "spec": {"clusters": clusters, "mirrors": mirrors, **spec},
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS, body)
+
+
 def get_mm2(custom: Any, namespace: str, name: str) -> dict[str, Any]:
     body: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS, name)
     return body

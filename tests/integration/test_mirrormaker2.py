@@ -29,6 +29,7 @@ from tests.integration.support import (
     connect_offsets,
     connect_state,
     create_cluster,
+    create_mm2,
     events_for,
     get_mm2,
     read_topic,
@@ -95,24 +96,11 @@ def test_mirrormaker2_offsets_flow(
     ]
     create_cluster(custom, namespace, connect_url)
     name = "mirror"
-    custom.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KafkaMirrorMaker2",
-            "metadata": {"name": name, "namespace": namespace, "labels": {f"{GROUP}/cluster": "local"}},
-            "spec": {
-                "clusters": [
-                    {"alias": east, "bootstrapServers": stack["kafka_b"]},
-                    {"alias": west, "bootstrapServers": stack["kafka_a"]},
-                ],
-                "mirrors": mirrors,
-            },
-        },
-    )
+    clusters = [
+        {"alias": east, "bootstrapServers": stack["kafka_b"]},
+        {"alias": west, "bootstrapServers": stack["kafka_a"]},
+    ]
+    create_mm2(custom, namespace, name, clusters, mirrors)
 
     def set_source_state(state: str) -> None:
         mirrors[0]["sourceConnector"]["state"] = state

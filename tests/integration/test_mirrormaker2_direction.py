@@ -36,6 +36,7 @@ from tests.integration.support import (
     VERSION,
     connect_state,
     create_cluster,
+    create_mm2,
     events_for,
     free_port,
     get_mm2,
@@ -102,21 +103,6 @@ def mirror_spec(
     return mirror
 
 
-def create_mm2(custom: Any, namespace: str, name: str, clusters: list[dict[str, Any]], mirror: dict[str, Any]) -> None:
-    custom.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KafkaMirrorMaker2",
-            "metadata": {"name": name, "namespace": namespace, "labels": {f"{GROUP}/cluster": "local"}},
-            "spec": {"clusters": clusters, "mirrors": [mirror]},
-        },
-    )
-
-
 def connector_names(source: str, target: str) -> list[str]:
     return [f"{source}->{target}.{kind}" for kind in KINDS]
 
@@ -132,7 +118,7 @@ def mirror_resource(
     stack: dict[str, Any],
 ) -> Iterator[None]:
     """A KafkaMirrorMaker2 for the block; afterwards its connectors and the topics it made are gone."""
-    create_mm2(custom, namespace, name, clusters, mirror)
+    create_mm2(custom, namespace, name, clusters, [mirror])
     names = connector_names(mirror["sourceCluster"], mirror["targetCluster"])
     try:
         yield
@@ -258,17 +244,13 @@ def test_producer_override_refused_by_the_worker_policy_creates_nothing(
             {"alias": east, "bootstrapServers": stack["kafka_a"]},
             {"alias": west, "bootstrapServers": stack["kafka_b"]},
         ]
-        custom.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
+        create_mm2(
+            custom,
             namespace,
-            PLURAL,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "KafkaMirrorMaker2",
-                "metadata": {"name": "strict", "namespace": namespace, "labels": {f"{GROUP}/cluster": "strict"}},
-                "spec": {"clusters": clusters, "mirrors": [mirror_spec(east, west, topic, "producerOverride")]},
-            },
+            "strict",
+            clusters,
+            [mirror_spec(east, west, topic, "producerOverride")],
+            cluster="strict",
         )
         ready = wait_mm2_condition(
             custom, namespace, "strict", "Ready", reason="ProducerOverrideRefused", status="False"
@@ -300,7 +282,7 @@ def test_an_unreachable_target_creates_nothing_and_is_retried_with_back_off(
     names = connector_names(east, west)
     clusters = [{"alias": east, "bootstrapServers": stack["kafka_b"]}, {"alias": west, "bootstrapServers": dead}]
     create_cluster(custom, namespace, connect_url)
-    create_mm2(custom, namespace, "unreachable", clusters, mirror_spec(east, west, topic))
+    create_mm2(custom, namespace, "unreachable", clusters, [mirror_spec(east, west, topic)])
     try:
         ready = wait_mm2_condition(
             custom, namespace, "unreachable", "Ready", reason="MirrorClusterUnreachable", status="False"

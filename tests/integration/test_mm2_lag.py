@@ -31,6 +31,7 @@ from tests.integration.support import (
     condition,
     connect_offsets,
     create_cluster,
+    create_mm2,
     free_port,
     wait_connect_state,
 )
@@ -132,21 +133,13 @@ def test_replication_lag_status_metrics_and_condition(
         }
     ]
     name = "lagging"
-    custom.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
+    create_mm2(
+        custom,
         namespace,
-        PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KafkaMirrorMaker2",
-            "metadata": {"name": name, "namespace": namespace, "labels": {f"{GROUP}/cluster": "local"}},
-            "spec": {
-                "clusters": clusters,
-                "mirrors": mirrors,
-                "replicationLag": {"intervalSeconds": 2, "threshold": 5, "forSeconds": 2},
-            },
-        },
+        name,
+        clusters,
+        mirrors,
+        replicationLag={"intervalSeconds": 2, "threshold": 5, "forSeconds": 2},
     )
 
     def patch_spec(**spec: Any) -> None:
