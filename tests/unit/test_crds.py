@@ -73,6 +73,7 @@ ALLOWED_KEYWORDS = {
     "pattern",
     "format",
     "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-validations",
 }
 
 
@@ -499,3 +500,85 @@ def test_cluster_resource() -> None:
     assert cluster.status.connector_plugins == ["a"]
     with pytest.raises(ValidationError):
         ConnectClusterResource.model_validate({"metadata": {"name": "m"}, "spec": {"url": "http://c", "urll": 1}})
+
+
+# --------------------------------------------------------------------------- kubectl explain
+
+
+def test_every_field_has_a_description_for_kubectl_explain() -> None:
+    """`kubectl explain` shows the schema's descriptions: every spec and status field needs one."""
+    missing = [
+        f"{name} {path}"
+        for name, schema in crd_schemas()
+        for part in ("spec", "status")
+        for path, node in schema_nodes(schema["properties"][part], f"$.{part}")
+        if path != f"$.{part}" and not path.endswith(("[]", "{*}")) and not node.get("description", "").strip()
+    ]
+    assert missing == [], "fields without a description (add one in models/crds.py):\n" + "\n".join(missing)
+
+
+# --------------------------------------------------------------------------- CEL rules
+
+
+def cel_rules() -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (name, path, rule)
+        for name, schema in crd_schemas()
+        for path, node in schema_nodes(schema)
+        for rule in node.get("x-kubernetes-validations", [])
+    ]
+
+
+def test_every_cel_rule_has_a_message_and_only_known_keys() -> None:
+    rules = cel_rules()
+    assert len(rules) >= 8
+    for name, path, rule in rules:
+        assert set(rule) <= {"rule", "message", "fieldPath"}, f"{name} {path}: {rule}"
+        assert rule["message"].strip(), f"{name} {path}: a rule without a message gives users the CEL source"
+
+
+@pytest.mark.parametrize(
+    ("model", "document", "message"),
+    [
+        (
+            crds.AlterOffsetsSpec,
+            {"fromConfigMap": {"name": "a"}, "toTimestamp": "2026-11-21T10:00:00Z"},
+            "set exactly one of fromConfigMap and toTimestamp",
+        ),
+        (crds.AlterOffsetsSpec, {}, "set exactly one of fromConfigMap and toTimestamp"),
+        (
+            crds.AlterOffsetsSpec,
+            {"toTimestamp": "2026-11-21T10:00:00Z", "applyOnChange": True},
+            "applyOnChange needs fromConfigMap",
+        ),
+        (crds.KeyRef, {}, "set exactly one of `secret` or `configMap`"),
+        (
+            crds.KafkaMirrorMaker2Spec,
+            {
+                "clusters": [{"alias": "a", "bootstrapServers": "a:9092"}],
+                "mirrors": [{"sourceCluster": "a", "targetCluster": "a"}],
+            },
+            "sourceCluster and targetCluster must differ",
+        ),
+    ],
+)
+def test_the_models_refuse_what_the_cel_rules_refuse_with_the_same_message(
+    model: type[BaseModel], document: dict[str, Any], message: str
+) -> None:
+    """The CLI and the plugin build documents that never pass admission: the models say the same."""
+    rule_messages = {rule["message"] for _, _, rule in cel_rules()}
+    with pytest.raises(ValidationError, match=message.replace("`", ".")):
+        model.model_validate(document)
+    assert any(message in text for text in rule_messages)
+
+
+def test_cel_toTimestamp_pattern_accepts_what_the_model_accepts() -> None:
+    import re
+
+    pattern = re.compile(crds.RFC3339_CEL)
+    for text in ("2026-11-21T10:00:00Z", "2026-11-21t10:00:00.123+02:00", "2026-11-21 10:00:00-05:00"):
+        assert pattern.match(text), text
+        assert crds.parse_rfc3339(text) is not None, text
+    for text in ("2026-11-21T10:00:00", "yesterday", "2026-11-21"):
+        assert not pattern.match(text), text
+        assert crds.parse_rfc3339(text) is None, text

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic.config import JsonDict
+from pydantic.config import JsonDict, JsonValue
 
 from connect_offsets.vocabulary import java_string
 
@@ -61,7 +61,38 @@ __all__ = [
 #: Keys Connect derives from the resource itself; setting them in ``config`` would be ambiguous.
 RESERVED_CONFIG_KEYS = ("name", "connector.class", "tasks.max")
 
+#: ... and for a MirrorMaker 2 connector, the cluster aliases its mirror sets.
+MIRROR_RESERVED_CONFIG_KEYS = (*RESERVED_CONFIG_KEYS, "source.cluster.alias", "target.cluster.alias")
+
 PRESERVE_UNKNOWN: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
+
+#: Bounds that keep the CEL rules' estimated cost within the API server's budget (it refuses a
+#: CRD whose rules could cost too much on an unbounded list or string).
+MAX_ALIAS = 100
+MAX_MIRROR_CLUSTERS = 32
+MAX_MIRRORS = 100
+
+
+def cel(*rules: tuple[str, str] | tuple[str, str, str]) -> JsonDict:
+    """Cross-field rules the API server checks at admission (CEL, ``x-kubernetes-validations``).
+
+    Each rule is ``(rule, message[, fieldPath])`` and repeats a pydantic validator of the same
+    model, so ``kubectl apply`` refuses the resource with the message the operator would give
+    later, naming the field. The validators stay: documents built by the CLI and the plugin never
+    pass through admission. Rules over ``config`` keys are not possible: CEL cannot see inside a
+    free-form map whose values may be strings, numbers or booleans, so those stay operator-side.
+    """
+    out: list[JsonValue] = []
+    for rule in rules:
+        entry: dict[str, JsonValue] = {"rule": rule[0], "message": rule[1]}
+        if len(rule) == 3:
+            entry["fieldPath"] = rule[2]
+        out.append(entry)
+    return {"x-kubernetes-validations": out}
+
+
+#: RFC 3339 with an explicit zone, as ``parse_rfc3339`` accepts (``T``/``t``/space, fraction optional).
+RFC3339_CEL = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 
 
 class Model(BaseModel):
@@ -111,13 +142,32 @@ class ConfigMapRef(Model):
 
 
 class ListOffsetsSpec(Model):
+    """Where `connect-offsets.io/connector-offsets=list` writes the connector's offsets."""
+
     to_config_map: ConfigMapRef = Field(description="ConfigMap that `list` writes `offsets.json` to.")
 
 
 class AlterOffsetsSpec(Model):
+    """What `connect-offsets.io/connector-offsets=alter` applies: offsets from a ConfigMap, or a time (sinks)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("has(self.fromConfigMap) != has(self.toTimestamp)", "set exactly one of fromConfigMap and toTimestamp"),
+            (
+                "!has(self.applyOnChange) || !self.applyOnChange || has(self.fromConfigMap)",
+                "applyOnChange needs fromConfigMap",
+            ),
+            (
+                f"!has(self.toTimestamp) || self.toTimestamp.matches('{RFC3339_CEL}')",
+                "toTimestamp must be an RFC 3339 time with a zone, e.g. 2026-11-21T10:00:00Z",
+            ),
+        )
+    )
+
     from_config_map: ConfigMapRef | None = Field(None, description="ConfigMap whose `offsets.json` `alter` applies.")
     to_timestamp: str | None = Field(
         None,
+        max_length=64,
         description=(
             "Sink connectors: `alter` seeks every consumed topic-partition to the first record with a timestamp "
             "at or after this RFC 3339 time (partitions without one: to their end). Needs ConnectCluster "
@@ -159,6 +209,8 @@ def parse_rfc3339(value: str) -> datetime | None:
 
 
 class OffsetsPolicySpec(Model):
+    """How offsets changes treat a connector that is not STOPPED."""
+
     stop_connector: bool = Field(
         False,
         description=(
@@ -169,6 +221,8 @@ class OffsetsPolicySpec(Model):
 
 
 class InitialOffsetsSpec(Model):
+    """Offsets a new connector starts from (created STOPPED, offsets applied, then brought to spec.state)."""
+
     from_config_map: ConfigMapRef = Field(
         description="ConfigMap whose `offsets.json` the connector starts from when it is first created (KIP-995)."
     )
@@ -181,6 +235,10 @@ class SecretKeyRef(Model):
 
 class KeyRef(Model):
     """A key of a Secret or of a ConfigMap (exactly one)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(("has(self.secret) != has(self.configMap)", "set exactly one of `secret` or `configMap`"))
+    )
 
     secret: SecretKeyRef | None = Field(None, description="Read the value from a Secret.")
     config_map: SecretKeyRef | None = Field(None, description="Read the value from a ConfigMap.")
@@ -290,24 +348,31 @@ class ConnectClusterSpec(Model):
         return url
 
 
+#: Descriptions shared by every status.
+CONDITIONS = "Ready and the other conditions of this resource; `kubectl wait --for=condition=Ready` works."
+OBSERVED_GENERATION = "The metadata.generation the operator last acted on."
+
+
 class Condition(StatusModel):
     """A condition per the Kubernetes API conventions."""
 
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str | None = None
-    observed_generation: int | None = None
+    type: str = Field(description="Condition type, e.g. Ready, OffsetsOperation, ReplicationLagging.")
+    status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
+    reason: str = Field("", description="CamelCase reason, stable for alerts and scripts.")
+    message: str = Field("", description="What happened and what to do, for people; Connect's own text verbatim.")
+    last_transition_time: str | None = Field(None, description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, description="metadata.generation the condition was computed for.")
 
 
 class ConnectClusterStatus(StatusModel):
-    conditions: list[Condition] = Field(default_factory=list)
-    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
+    observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
     version: str | None = Field(None, description="Connect worker version, from `GET /`.")
-    commit: str | None = None
-    kafka_cluster_id: str | None = None
-    connector_plugins: list[str] = Field(default_factory=list)
+    commit: str | None = Field(None, description="Connect worker commit id, from `GET /`.")
+    kafka_cluster_id: str | None = Field(None, description="Id of the Kafka cluster the Connect workers use.")
+    connector_plugins: list[str] = Field(
+        default_factory=list, description="Connector classes installed on the workers (`GET /connector-plugins`)."
+    )
 
 
 class ConnectClusterResource(BaseModel):
@@ -321,6 +386,14 @@ class ConnectClusterResource(BaseModel):
 # --- KafkaConnector ----------------------------------------------------------------------
 
 
+#: Descriptions shared by a KafkaConnector and each MirrorMaker 2 connector.
+AUTO_RESTART = "Restart the connector or its tasks when they FAIL, with back-off."
+LIST_OFFSETS = "Where the `list` request writes the offsets (a ConfigMap, key offsets.json)."
+ALTER_OFFSETS = "What the `alter` request applies: a ConfigMap's offsets, or a time to seek to (sinks)."
+OFFSETS_POLICY = "Whether alter/reset/restore may stop a running connector and resume it after the change."
+CONNECTOR_STATUS = "Connect's GET /connectors/<name>/status answer, as Connect wrote it."
+
+
 class ConnectorState(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"
@@ -328,6 +401,8 @@ class ConnectorState(StrEnum):
 
 
 class AutoRestartSpec(Model):
+    """Restart a FAILED connector or its tasks with back-off (Strimzi's autoRestart)."""
+
     enabled: bool = Field(True, description="Restart a FAILED connector or tasks with back-off.")
     max_restarts: Annotated[int, Field(ge=0, description="Give up after this many restarts.")] | None = None
 
@@ -337,15 +412,20 @@ class KafkaConnectorSpec(Model):
     tasks_max: Annotated[int, Field(ge=1, description="Maximum number of tasks.")] | None = None
     config: dict[str, Any] = Field(
         default_factory=dict,
-        description="Connector configuration; values are sent to Connect as strings.",
+        description=(
+            "Connector configuration; values are sent to Connect as strings. Not name, connector.class or "
+            "tasks.max: metadata.name, spec.class and spec.tasksMax set them."
+        ),
         json_schema_extra=PRESERVE_UNKNOWN,
     )
     state: ConnectorState = Field(ConnectorState.RUNNING, description="Desired state in Connect.")
-    auto_restart: AutoRestartSpec | None = None
-    list_offsets: ListOffsetsSpec | None = None
-    alter_offsets: AlterOffsetsSpec | None = None
-    offsets_policy: OffsetsPolicySpec | None = None
-    initial_offsets: InitialOffsetsSpec | None = None
+    auto_restart: AutoRestartSpec | None = Field(None, description=AUTO_RESTART)
+    list_offsets: ListOffsetsSpec | None = Field(None, description=LIST_OFFSETS)
+    alter_offsets: AlterOffsetsSpec | None = Field(None, description=ALTER_OFFSETS)
+    offsets_policy: OffsetsPolicySpec | None = Field(None, description=OFFSETS_POLICY)
+    initial_offsets: InitialOffsetsSpec | None = Field(
+        None, description="Offsets the connector starts from when the operator first creates it (KIP-995)."
+    )
 
     @field_validator("config")
     @classmethod
@@ -379,16 +459,20 @@ def _flat_values(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class AutoRestartStatus(StatusModel):
-    count: int = 0
-    last_restart_time: str | None = None
+    """Auto-restarts so far; the count resets once the connector stays healthy."""
+
+    count: int = Field(0, description="Restarts made since the connector was last healthy.")
+    last_restart_time: str | None = Field(None, description="When the last restart was made (RFC 3339).")
 
 
 class OffsetsOperationStatus(StatusModel):
-    operation: str
-    result: Literal["Succeeded", "Failed"]
+    """The outcome of the last offsets request (list, alter, reset or restore)."""
+
+    operation: str = Field(description="list, alter, reset or restore.")
+    result: Literal["Succeeded", "Failed"] = Field(description="Succeeded or Failed.")
     reason: str = Field("", description="Why it failed (the condition reason), empty on success.")
-    time: str
-    message: str = ""
+    time: str = Field(description="When it finished (RFC 3339).")
+    message: str = Field("", description="What was done, or Connect's error verbatim (capped).")
     request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
     request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
     backup: str | None = Field(None, description="ConfigMap holding the offsets from before this change.")
@@ -398,44 +482,60 @@ class OffsetsOperationStatus(StatusModel):
 class PendingOffsetsOperation(StatusModel):
     """An offsets change in progress with stop -> change -> resume; survives operator restarts."""
 
-    operation: str
+    operation: str = Field(description="alter, reset or restore.")
     step: Literal["Stopping", "Changing", "Resuming"] = Field(
         description="Stopping: waiting for STOPPED; Changing: backup and change; Resuming: back to spec.state."
     )
-    source: Literal["annotation", "applyOnChange"] = "annotation"
-    request: str | None = None
-    request_id: str | None = None
+    source: Literal["annotation", "applyOnChange"] = Field(
+        "annotation", description="What asked for the change: the annotation or spec.alterOffsets.applyOnChange."
+    )
+    request: str | None = Field(None, description="Fingerprint of the request being carried out.")
+    request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
     content_hash: str | None = Field(None, description="applyOnChange: hash of the offsets being applied.")
     restore_from: str | None = Field(None, description="restore: the backup chosen when the request started.")
     seek_to: str | None = Field(None, description="alter by timestamp: the RFC 3339 time sought.")
     backup: str | None = Field(None, description="Backup taken before the change (set once it exists).")
-    started: str
+    started: str = Field(description="When the request started (RFC 3339).")
     result: Literal["Succeeded", "Failed"] | None = Field(None, description="Outcome of the change, once made.")
-    reason: str = ""
-    message: str = ""
+    reason: str = Field("", description="Why the change failed (the condition reason), once made.")
+    message: str = Field("", description="The change's outcome message, reported once the connector is resumed.")
 
 
 class AppliedOffsetsStatus(StatusModel):
-    config_map: str
-    content_hash: str
-    time: str
-    result: Literal["Succeeded", "Failed"]
+    """applyOnChange: the ConfigMap content last applied, so the same content is never applied twice."""
+
+    config_map: str = Field(description="The ConfigMap applied.")
+    content_hash: str = Field(description="Hash of the offsets applied.")
+    time: str = Field(description="When they were applied (RFC 3339).")
+    result: Literal["Succeeded", "Failed"] = Field(description="Succeeded or Failed.")
 
 
 class InitialOffsetsStatus(StatusModel):
-    config_map: str
-    step: Literal["Creating", "Applied", "Failed"]
-    time: str
+    """Progress of spec.initialOffsets: the connector is created STOPPED, offsets applied, then started."""
+
+    config_map: str = Field(description="The ConfigMap the initial offsets come from.")
+    step: Literal["Creating", "Applied", "Failed"] = Field(
+        description="Creating: created STOPPED, offsets not yet applied; Applied: done; Failed: see message."
+    )
+    time: str = Field(description="When the step was reached (RFC 3339).")
     request: str | None = Field(None, description="Fingerprint of the inputs of a failed attempt.")
-    message: str = ""
+    message: str = Field("", description="Why it failed.")
+
+
+OFFSETS_PROGRESS = (
+    "Progress of an offsets change on a STOPPED connector: its request and backup, and for a chunked alter "
+    "the chunks applied of total; a retry or a restarted operator continues from here."
+)
 
 
 class KafkaConnectorStatus(StatusModel):
-    conditions: list[Condition] = Field(default_factory=list)
-    observed_generation: int | None = None
-    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
-    tasks_max: int | None = None
-    topics: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
+    observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
+    connector_status: dict[str, Any] | None = Field(
+        None, description=CONNECTOR_STATUS, json_schema_extra=PRESERVE_UNKNOWN
+    )
+    tasks_max: int | None = Field(None, description="The number of tasks Connect reports for the connector.")
+    topics: list[str] = Field(default_factory=list, description="Topics the connector used (GET .../topics).")
     auto_restart: AutoRestartStatus | None = None
     last_offsets_operation: OffsetsOperationStatus | None = None
     pending_offsets_operation: PendingOffsetsOperation | None = None
@@ -445,10 +545,7 @@ class KafkaConnectorStatus(StatusModel):
     applied_offsets: AppliedOffsetsStatus | None = None
     initial_offsets: InitialOffsetsStatus | None = None
     offsets_progress: dict[str, Any] | None = Field(
-        None,
-        description="Progress of an offsets change on a STOPPED connector: its request and backup, and for a "
-        "chunked alter the chunks applied of total; a retry or a restarted operator continues from here.",
-        json_schema_extra=PRESERVE_UNKNOWN,
+        None, description=OFFSETS_PROGRESS, json_schema_extra=PRESERVE_UNKNOWN
     )
 
 
@@ -470,7 +567,9 @@ class KafkaConnectorResource(BaseModel):
 class MirrorClusterSpec(Model):
     """A Kafka cluster MirrorMaker 2 reads from or writes to."""
 
-    alias: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Cluster alias.")]
+    alias: Annotated[
+        str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_ALIAS, description="Cluster alias.")
+    ]
     bootstrap_servers: Annotated[str, Field(min_length=1, description="host:port[,host:port...]")]
     config: dict[str, Any] = Field(
         default_factory=dict,
@@ -494,18 +593,22 @@ class MirrorClusterSpec(Model):
 class MirrorConnectorSpec(Model):
     """One MirrorMaker 2 connector of a mirror; the same knobs as a KafkaConnector."""
 
-    tasks_max: Annotated[int, Field(ge=1)] | None = None
-    config: dict[str, Any] = Field(default_factory=dict, json_schema_extra=PRESERVE_UNKNOWN)
-    state: ConnectorState = ConnectorState.RUNNING
-    auto_restart: AutoRestartSpec | None = None
-    list_offsets: ListOffsetsSpec | None = None
-    alter_offsets: AlterOffsetsSpec | None = None
-    offsets_policy: OffsetsPolicySpec | None = None
+    tasks_max: Annotated[int, Field(ge=1, description="Maximum number of tasks.")] | None = None
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Connector settings added to what the mirror derives (topics, clusters, converters).",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    state: ConnectorState = Field(ConnectorState.RUNNING, description="Desired state in Connect.")
+    auto_restart: AutoRestartSpec | None = Field(None, description=AUTO_RESTART)
+    list_offsets: ListOffsetsSpec | None = Field(None, description=LIST_OFFSETS)
+    alter_offsets: AlterOffsetsSpec | None = Field(None, description=ALTER_OFFSETS)
+    offsets_policy: OffsetsPolicySpec | None = Field(None, description=OFFSETS_POLICY)
 
     @field_validator("config")
     @classmethod
     def _no_reserved_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
-        reserved = [k for k in (*RESERVED_CONFIG_KEYS, "source.cluster.alias", "target.cluster.alias") if k in config]
+        reserved = [k for k in MIRROR_RESERVED_CONFIG_KEYS if k in config]
         if reserved:
             raise ValueError(f"config must not contain {', '.join(reserved)}: the mirror sets them")
         return _flat_values(config)
@@ -528,8 +631,20 @@ class WriteToTarget(StrEnum):
 
 
 class MirrorSpec(Model):
-    source_cluster: Annotated[str, Field(min_length=1, description="Alias of the source cluster.")]
-    target_cluster: Annotated[str, Field(min_length=1, description="Alias of the target cluster.")]
+    """One replication flow: its source and target clusters, and the connectors that run it."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("self.sourceCluster != self.targetCluster", "sourceCluster and targetCluster must differ")
+        )
+    )
+
+    source_cluster: Annotated[
+        str, Field(min_length=1, max_length=MAX_ALIAS, description="Alias of the source cluster.")
+    ]
+    target_cluster: Annotated[
+        str, Field(min_length=1, max_length=MAX_ALIAS, description="Alias of the target cluster.")
+    ]
     write_to_target: WriteToTarget = Field(
         WriteToTarget.WORKER,
         description=(
@@ -565,42 +680,72 @@ class ReplicationLagSpec(Model):
 class PartitionLagStatus(StatusModel):
     """One source partition and its lag in records."""
 
-    topic: str
-    partition: int
-    lag: int
+    topic: str = Field(description="Source topic.")
+    partition: int = Field(description="Partition number.")
+    lag: int = Field(description="Records on the source not yet replicated.")
     mirror: str | None = Field(None, description="`<source>-><target>`, in the resource-wide summary.")
 
 
 class MirrorLagStatus(StatusModel):
     """The latest replication lag measurement of one mirror."""
 
-    source_cluster: str
-    target_cluster: str
-    connector: str
+    source_cluster: str = Field(description="Alias of the source cluster.")
+    target_cluster: str = Field(description="Alias of the target cluster.")
+    connector: str = Field(description="The MirrorSourceConnector measured.")
     total: int | None = Field(None, description="Records on the source not yet replicated, all partitions.")
     max: int | None = Field(None, description="The largest lag of one partition.")
     partitions: int | None = Field(None, description="Source partitions measured.")
     worst_partition: PartitionLagStatus | None = None
     measured_at: str | None = Field(None, description="Time of the last successful measurement.")
     stale: bool = Field(False, description="The numbers are from an earlier measurement; see message.")
-    message: str = ""
+    message: str = Field("", description="Why the measurement failed or is stale.")
 
 
 class ReplicationLagStatus(StatusModel):
     """Replication lag over all mirrors (the sum of their totals, the worst partition of all)."""
 
-    total: int | None = None
-    max: int | None = None
+    total: int | None = Field(None, description="Records not yet replicated, summed over the mirrors.")
+    max: int | None = Field(None, description="The largest lag of one partition, over the mirrors.")
     worst_partition: PartitionLagStatus | None = None
     measured_at: str | None = Field(None, description="The oldest measurement time among the mirrors.")
-    stale: bool = False
-    message: str = ""
-    mirrors: list[MirrorLagStatus] = Field(default_factory=list)
+    stale: bool = Field(False, description="Some mirror's numbers are from an earlier measurement.")
+    message: str = Field("", description="Why some measurement failed or is stale.")
+    mirrors: list[MirrorLagStatus] = Field(default_factory=list, description="The lag of each mirror.")
 
 
 class KafkaMirrorMaker2Spec(Model):
-    clusters: Annotated[list[MirrorClusterSpec], Field(min_length=1)]
-    mirrors: Annotated[list[MirrorSpec], Field(min_length=1)]
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.clusters.all(c, self.clusters.exists_one(d, d.alias == c.alias))",
+                "every alias must be unique",
+                ".clusters",
+            ),
+            (
+                "self.mirrors.all(m, self.clusters.exists(c, c.alias == m.sourceCluster)"
+                " && self.clusters.exists(c, c.alias == m.targetCluster))",
+                "sourceCluster and targetCluster must each be the alias of one of the clusters",
+                ".mirrors",
+            ),
+        )
+    )
+
+    clusters: Annotated[
+        list[MirrorClusterSpec],
+        Field(
+            min_length=1,
+            max_length=MAX_MIRROR_CLUSTERS,
+            description="The Kafka clusters the mirrors refer to by alias.",
+        ),
+    ]
+    mirrors: Annotated[
+        list[MirrorSpec],
+        Field(
+            min_length=1,
+            max_length=MAX_MIRRORS,
+            description="Source -> target replication flows, each a set of connectors.",
+        ),
+    ]
     replication_lag: ReplicationLagSpec = Field(
         default_factory=ReplicationLagSpec,
         description="Replication lag monitoring: source end offsets minus the MirrorSourceConnector's offsets.",
@@ -626,25 +771,35 @@ class KafkaMirrorMaker2Spec(Model):
 
 
 class MirrorConnectorStatus(StatusModel):
-    name: str
-    ready: bool = False
-    reason: str = ""
-    message: str = ""
-    connector_status: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
+    """One MirrorMaker 2 connector: its readiness and the same offsets status a KafkaConnector has."""
+
+    name: str = Field(description="Connector name in Connect.")
+    ready: bool = Field(False, description="Running as desired with no failed task.")
+    reason: str = Field("", description="Why it is not ready (a condition reason).")
+    message: str = Field("", description="Details of reason.")
+    connector_status: dict[str, Any] | None = Field(
+        None, description=CONNECTOR_STATUS, json_schema_extra=PRESERVE_UNKNOWN
+    )
     auto_restart: AutoRestartStatus | None = None
     last_offsets_operation: OffsetsOperationStatus | None = None
     pending_offsets_operation: PendingOffsetsOperation | None = None
     applied_offsets: AppliedOffsetsStatus | None = None
-    offsets_progress: dict[str, Any] | None = Field(None, json_schema_extra=PRESERVE_UNKNOWN)
+    offsets_progress: dict[str, Any] | None = Field(
+        None, description=OFFSETS_PROGRESS, json_schema_extra=PRESERVE_UNKNOWN
+    )
 
 
 class KafkaMirrorMaker2Status(StatusModel):
-    conditions: list[Condition] = Field(default_factory=list)
-    observed_generation: int | None = None
-    connectors: list[MirrorConnectorStatus] = Field(default_factory=list)
-    replication_lag: ReplicationLagStatus | None = None
+    conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
+    observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
+    connectors: list[MirrorConnectorStatus] = Field(default_factory=list, description="Each mirror connector.")
+    replication_lag: ReplicationLagStatus | None = Field(
+        None, description="Replication lag over all mirrors (spec.replicationLag)."
+    )
     last_offsets_operation: OffsetsOperationStatus | None = None
-    handled_request_ids: list[str] = Field(default_factory=list)
+    handled_request_ids: list[str] = Field(
+        default_factory=list, description="The newest connect-offsets.io/request-id values already handled."
+    )
 
 
 class KafkaMirrorMaker2Resource(BaseModel):
