@@ -193,3 +193,18 @@ def test_every_shipped_sample_is_admitted(stack: dict[str, Any], namespace: str,
     result = kubectl_apply(stack, yaml.safe_dump_all(documents))
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("(server dry run)") == len(documents), result.stdout
+
+
+def test_kubectl_explain_describes_spec_and_status_fields(stack: dict[str, Any]) -> None:
+    env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
+    for path, expected in (
+        ("kafkaconnectors.spec.alterOffsets", "a time to seek to (sinks)"),
+        ("kafkaconnectors.spec.offsetsPolicy.stopConnector", "stop it, wait for STOPPED"),
+        ("kafkaconnectors.status.lastOffsetsOperation.message", "Connect's error verbatim"),
+        ("kafkamirrormaker2s.status.replicationLag.total", "Records not yet replicated"),
+    ):
+        result = subprocess.run(
+            [stack["kubectl"], "explain", f"{path}"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        assert expected in " ".join(result.stdout.split()), (path, result.stdout)
