@@ -77,3 +77,25 @@ def test_health_mapping(obj: dict[str, Any], expected: str) -> None:
 def test_degraded_message_carries_the_reason() -> None:
     status, message = health(resource([ready("False", "ConnectorFailed", "task 0 FAILED: boom")]))
     assert status == "Degraded" and message == "ConnectorFailed: task 0 FAILED: boom"
+
+
+def ignore_differences_blocks(markdown: str) -> list[Any]:
+    import re
+
+    import yaml
+
+    blocks = re.findall(r"```yaml\n(.*?)```", markdown, re.S)
+    return [yaml.safe_load(b) for b in blocks if "ignoreDifferences" in b]
+
+
+def test_the_gitops_advice_is_one_stanza_everywhere() -> None:
+    """The Argo CD notes and the operator guide once disagreed (never commit vs commit with an id)."""
+    repo = Path(__file__).resolve().parents[2]
+    guide = ignore_differences_blocks((repo / "docs" / "operator-guide.md").read_text())
+    argocd = ignore_differences_blocks((repo / "deploy" / "argocd" / "README.md").read_text())
+    assert len(guide) == 1 and guide == argocd
+    entries = guide[0]["spec"]["ignoreDifferences"]
+    assert {e["kind"] for e in entries} == {"KafkaConnector", "KafkaMirrorMaker2"}
+    assert all(
+        e["jqPathExpressions"] == ['.metadata.annotations["connect-offsets.io/connector-offsets"]'] for e in entries
+    )
