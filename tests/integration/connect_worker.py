@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 from confluent_kafka.admin import AdminClient
@@ -46,15 +47,26 @@ def _free_port() -> int:
 class DedicatedWorker:
     """``start()`` a single-worker Connect cluster; ``url``, ``log`` (its request log), ``stop()``."""
 
-    def __init__(self, heap: str = "-Xmx768m", name: str = "load", extra_props: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        heap: str = "-Xmx768m",
+        name: str = "load",
+        extra_props: tuple[str, ...] = (),
+        scheme: str = "http",
+        probe_options: dict[str, Any] | None = None,
+    ) -> None:
+        """``scheme="https"`` with ``listeners.https.ssl.*`` in ``extra_props`` serves TLS;
+        ``probe_options`` (httpx keywords: ``verify``, ``cert``) let the readiness probe through."""
         self.stack = _stack_module()
         self.heap = heap
         self.extra_props = extra_props
+        self.scheme = scheme
+        self.probe_options = probe_options or {}
         self.port = _free_port()
         self.suffix = f"{name}-{uuid.uuid4().hex[:6]}"
         self.topics = [f"connect-{kind}-{self.suffix}" for kind in ("offsets", "configs", "status")]
         self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS['kafka-a']}"
-        self.url = f"http://{self.stack.HOST}:{self.port}"
+        self.url = f"{scheme}://{self.stack.HOST}:{self.port}"
         self.log: Path = self.stack.LOG_DIR / f"connect-{self.suffix}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -62,7 +74,7 @@ class DedicatedWorker:
         props = [
             f"bootstrap.servers={self.bootstrap}",
             f"group.id=connect-cluster-{self.suffix}",
-            f"listeners=http://{self.stack.HOST}:{self.port}",
+            f"listeners={self.scheme}://{self.stack.HOST}:{self.port}",
             f"rest.advertised.host.name={self.stack.HOST}",
             f"rest.advertised.port={self.port}",
             "key.converter=org.apache.kafka.connect.json.JsonConverter",
@@ -91,7 +103,7 @@ class DedicatedWorker:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the dedicated Connect worker exited; see {self.log}")
             try:
-                if httpx.get(f"{self.url}/connectors", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}/connectors", timeout=2, **self.probe_options).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

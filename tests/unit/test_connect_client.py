@@ -419,6 +419,19 @@ async def test_connection_refused_is_unavailable_and_chained() -> None:
     assert str(err) == "GET /connectors/a/status: ConnectError: [Errno 111] Connection refused"
 
 
+async def test_a_refused_client_certificate_is_unavailable_and_says_what_to_check() -> None:
+    """TLS 1.3: the worker's alert arrives on the first read, as a bare ssl.SSLError httpx does not wrap."""
+    cause = ssl.SSLError(1, "[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate (_ssl.c:2580)")
+    async with client_for(Recorder(cause)) as c:
+        with pytest.raises(ConnectUnavailable) as info:
+            await c.get_connector_status("a")
+        with pytest.raises(ConnectUnavailable) as offsets:
+            await c.get_offsets_raw("a")
+    assert info.value.__cause__ is cause and offsets.value.__cause__ is cause
+    assert "ALERT_BAD_CERTIFICATE" in str(info.value)
+    assert str(info.value).endswith("check spec.tls.clientCertificate)")
+
+
 @pytest.mark.parametrize("cause", [httpx.ReadTimeout("timed out"), httpx.ConnectTimeout(""), httpx.PoolTimeout("pool")])
 async def test_timeouts_are_unavailable(cause: httpx.TimeoutException) -> None:
     async with client_for(Recorder(cause)) as c:

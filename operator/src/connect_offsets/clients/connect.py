@@ -612,6 +612,14 @@ async def _read_capped(response: httpx.Response, limit: int, method: str, path: 
     response._content = b"".join(parts)
 
 
+#: TLS alerts a worker with ``ssl.client.auth=required`` sends when it refuses the client's
+#: certificate (or its absence). OpenSSL's wording names neither side; the hint says what to check.
+_CLIENT_CERTIFICATE_ALERTS: Final = ("ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_REQUIRED", "ALERT_UNKNOWN_CA")
+_CLIENT_CERTIFICATE_HINT: Final = (
+    "the Connect worker refused the client certificate, or its absence: check spec.tls.clientCertificate"
+)
+
+
 class ConnectClient:
     """Async client for one Kafka Connect cluster. Create once, reuse, :meth:`aclose` at the end."""
 
@@ -791,7 +799,7 @@ class ConnectClient:
                 async for part in _decoded_parts(response, max_document_bytes(), "GET", path):
                     buffer.write(part)
                 return buffer.getvalue()  # hands over the buffer without a copy
-        except httpx.TransportError as e:
+        except (httpx.TransportError, ssl.SSLError) as e:
             raise ConnectUnavailable(self._describe(e), method="GET", path=path) from e
         except httpx.HTTPError as e:
             raise ConnectError(self._describe(e), method="GET", path=path) from e
@@ -914,7 +922,9 @@ class ConnectClient:
                 await _read_capped(response, limit, method, path)
             finally:
                 await response.aclose()
-        except httpx.TransportError as e:
+        except (httpx.TransportError, ssl.SSLError) as e:
+            # ssl.SSLError: with TLS 1.3 a worker refuses our client certificate *after* the
+            # handshake, as an alert on the first read, which httpx does not wrap.
             _log.debug("%s %s -> %s", method, path, type(e).__name__)
             raise ConnectUnavailable(self._describe(e), method=method, path=path) from e
         except httpx.HTTPError as e:  # TooManyRedirects, DecodingError, ...
@@ -934,7 +944,10 @@ class ConnectClient:
 
     def _describe(self, e: Exception) -> str:
         text = str(e)
-        return self._scrub(f"{type(e).__name__}: {text}" if text else type(e).__name__)
+        described = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        if any(alert in text for alert in _CLIENT_CERTIFICATE_ALERTS):
+            described += f" ({_CLIENT_CERTIFICATE_HINT})"
+        return self._scrub(described)
 
     def _error_from_response(self, method: str, path: str, response: httpx.Response) -> ConnectHTTPError:
         status = response.status_code
