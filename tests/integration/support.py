@@ -351,3 +351,30 @@ def wait_mm2_condition(
         return None
 
     return wait_for(f"{kind}={status} ({reason}) on {name}", check, timeout=90)
+
+
+def raw_records(bootstrap: str, topic: str, connector: str) -> list[tuple[int, bytes, bytes | None]]:
+    """(partition, key, value) of every record of ``connector`` in ``topic``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"probe-{uuid.uuid4().hex[:6]}",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, -2) for p in partitions])
+        pending, found = set(partitions), []
+        while pending:
+            for message in consumer.consume(500, timeout=2):
+                if message.error():
+                    pending.discard(message.partition())
+                    continue
+                key = message.key() or b""
+                if key.startswith(json.dumps([connector]).encode()[:-1] + b","):
+                    found.append((message.partition(), key, message.value()))
+        return found
+    finally:
+        consumer.close()

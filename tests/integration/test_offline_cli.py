@@ -21,12 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from connect_offsets.offline.records import encode_key, murmur2_partition
 from connect_offsets.offline.store import topic_partition_count
 from tests.conftest import STACK, wait_for
-from tests.integration.support import FILE_SOURCE, connect_offsets, end_offset, wait_connect_state
+from tests.integration.support import FILE_SOURCE, connect_offsets, end_offset, raw_records, wait_connect_state
 
 CLI = str(Path(sys.executable).parent / "connect-offsets")
 LINE = "line-{:02d}\n"  # 8 bytes per line: position n*8 is the start of line n
@@ -38,33 +37,6 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 def canonical(entries: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(e, sort_keys=True) for e in entries)
-
-
-def raw_records(bootstrap: str, topic: str, connector: str) -> list[tuple[int, bytes, bytes | None]]:
-    """(partition, key, value) of every record of ``connector`` in ``topic``."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"probe-{uuid.uuid4().hex[:6]}",
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, -2) for p in partitions])
-        pending, found = set(partitions), []
-        while pending:
-            for message in consumer.consume(500, timeout=2):
-                if message.error():
-                    pending.discard(message.partition())
-                    continue
-                key = message.key() or b""
-                if key.startswith(json.dumps([connector]).encode()[:-1] + b","):
-                    found.append((message.partition(), key, message.value()))
-        return found
-    finally:
-        consumer.close()
 
 
 def create_file_source(client: httpx.Client, name: str, file: Path, topic: str, **extra: Any) -> None:
