@@ -514,3 +514,68 @@ def test_sample_documents_match_the_crds(name: str) -> None:
         if doc["kind"] != "ConnectCluster":
             assert doc["metadata"].get("labels", {}).get("connect-offsets.io/cluster"), f"{name}: no cluster label"
     assert ours >= 1, f"{name} has no connect-offsets.io resource"
+
+
+# --------------------------------------------------------------------------- shared-cluster scheduling
+
+
+def test_replicas_get_a_pod_disruption_budget_and_a_single_pod_none() -> None:
+    assert objects(render(), "PodDisruptionBudget") == []  # one pod with a PDB would block every drain
+    pdb = one(render("replicaCount=3", "podDisruptionBudget.minAvailable=2"), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 2
+    deployment = one(render("replicaCount=3"), "Deployment")
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert objects(render("replicaCount=2", "podDisruptionBudget.enabled=false"), "PodDisruptionBudget") == []
+
+
+def test_image_digest_replaces_the_tag() -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    assert container(render(f"image.digest={digest}", "image.tag=ignored"))["image"] == f"{IMAGE}@{digest}"
+    result = run_helm("template", RELEASE, CHART, "--set", "image.digest=latest")
+    assert result.returncode != 0 and "digest" in result.stderr
+
+
+def test_priority_class_and_topology_spread_constraints_reach_the_pod() -> None:
+    pod = one(
+        render(
+            "priorityClassName=system-cluster-critical",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        ),
+        "Deployment",
+    )["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    ]
+    defaults = one(render(), "Deployment")["spec"]["template"]["spec"]
+    assert "priorityClassName" not in defaults and "topologySpreadConstraints" not in defaults
+
+
+def test_metrics_and_health_on_one_port_are_refused_at_render_time() -> None:
+    result = run_helm("template", RELEASE, CHART, "--set", "health.port=9090")
+    assert result.returncode != 0
+    assert "metrics.port and health.port are both 9090" in result.stderr
+    assert (
+        run_helm("template", RELEASE, CHART, "--set", "health.port=9090", "--set", "metrics.enabled=false").returncode
+        == 0
+    )
+
+
+def test_the_sizing_table_quotes_the_benchmarks() -> None:
+    """The chart README's memory figures are the ones `make bench` last measured."""
+    import re
+
+    sizing = (REPO / "charts" / "connect-offsets-operator" / "README.md").read_text().split("## Sizing", 1)[1]
+    bench = (REPO / "bench" / "README.md").read_text()
+    large = bench.split("<!-- bench:operator_large_offsets:start -->", 1)[1].split("end -->", 1)[0]
+    for step in ("list", "alter", "restore"):
+        measured = re.search(rf"^\| {step} \| [0-9.]+ \| (\d+) \|", large, re.M)
+        assert measured, step
+        assert re.search(rf"`{step}` of 1,000,000 partitions \| 116 MiB JSON \| {measured.group(1)} MiB", sizing), step
+    idle = re.search(r"RSS when idle with this resource: (\d+) MiB", large)
+    assert idle and f"idle, one resource | — | {idle.group(1)} MiB" in sizing
+    hostile = bench.split("<!-- bench:hostile_tenant:start -->", 1)[1].split("end -->", 1)[0]
+    peak = max(int(row.rsplit("|", 2)[1]) for row in hostile.splitlines() if row.startswith("| alter of 1,000,000"))
+    assert f"| {peak} MiB |" in sizing

@@ -70,7 +70,11 @@ Name of the metrics Service: <fullname>-metrics, within 63 characters.
 The operator image, tag defaulting to the chart's appVersion.
 */}}
 {{- define "connect-offsets-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/*
