@@ -10,6 +10,7 @@ nothing from the package, so every layer and tool can use it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 
 __all__ = [
     "ANNOTATION_ADOPT",
@@ -39,6 +40,7 @@ __all__ = [
     "OWNER_CONFIG_KEY",
     "REQUEST_ANNOTATIONS",
     "WATCH_LABEL",
+    "MirrorHoldReason",
     "dry_run_key",
     "iso",
     "java_string",
@@ -108,6 +110,24 @@ MIRROR_CLASSES = {
 }
 #: How the operator's MirrorMaker 2 connector names end (``<source>-><target>.<Kind>``).
 MIRROR_CLASS_SUFFIXES = tuple(f".{kind}" for kind in MIRROR_CLASSES)
+
+
+class MirrorHoldReason(StrEnum):
+    """Reasons of the Ready condition of a mirror whose connectors are held back this pass.
+
+    A contract between the mirror's checks (``planning.mirror_direction``, the reconcile layer's
+    producer-override check) and what the KafkaMirrorMaker2 service does with a held mirror:
+    retry with back-off (the cluster could not be asked), or stop its running connectors (refused).
+    """
+
+    #: Connect itself could not be asked (transient; nothing is stopped).
+    CONNECT_CLUSTER_UNAVAILABLE = "ConnectClusterUnavailable"
+    #: A mirror's Kafka cluster could not be asked for its id (transient; nothing is stopped).
+    MIRROR_CLUSTER_UNREACHABLE = "MirrorClusterUnreachable"
+    #: Refusals: the mirror's running connectors are stopped until the spec changes.
+    MIRROR_ONTO_ITSELF = "MirrorOntoItself"
+    TARGET_IS_NOT_CONNECT_CLUSTER = "TargetIsNotConnectCluster"
+    PRODUCER_OVERRIDE_REFUSED = "ProducerOverrideRefused"
 
 
 def dry_run_key(configmap_key: str) -> str:

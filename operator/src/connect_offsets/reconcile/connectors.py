@@ -85,7 +85,7 @@ class ConnectorService:
         async def kafka() -> dict[str, Any]:
             return await self.clusters.kafka_config(cluster_namespace, cluster_name)
 
-        result = await self.runner.run(target, body, CONNECTORS, client, info, now, checkpoint=checkpoint, kafka=kafka)
+        result = await self.runner.run(target, body, client, info, now, checkpoint=checkpoint, kafka=kafka)
         extra = dict(result.status)
         if result.observed.status is not None:
             extra["tasksMax"] = resource.spec.tasks_max
@@ -106,5 +106,5 @@ class ConnectorService:
         except ValidationError:
             return "resource invalid; nothing to delete in Connect"
         return await delete_owned(
-            self.clusters, self.runner, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
+            self.clusters, self.kube, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
         )

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectError,
-    ConnectUnavailable,
 )
 from connect_offsets.clients.credentials import CredentialsRefused
 from connect_offsets.clients.kafka import (
@@ -46,11 +45,13 @@ from connect_offsets.planning import (
     mirror_targets,
 )
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
-from connect_offsets.reconcile.runner import BeforeOffsets, Checkpoint, TargetResult, TargetRunner, delete_owned
+from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult
+from connect_offsets.reconcile.runner import TargetRunner, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.status import (
     load_resource,
     merge_same_type,
+    record_event,
     report_refusal,
     write_status,
     write_status_fields,
@@ -60,6 +61,7 @@ from connect_offsets.vocabulary import (
     MIRROR_CLASSES,
     MIRRORS,
     OWNER_CONFIG_KEY,
+    MirrorHoldReason,
     java_string,
 )
 
@@ -119,9 +121,9 @@ class MirrorMaker2Service:
             if isinstance(error, KubernetesRejected):
                 reason = "SecretUnreadable"
             elif isinstance(error, ClusterUnusable):
-                reason = error.reason or "ConnectClusterUnavailable"
+                reason = error.reason or MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
             else:
-                reason = "ConnectClusterUnavailable"
+                reason = MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
             await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
@@ -150,7 +152,7 @@ class MirrorMaker2Service:
                 continue
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
             result = await self.runner.run(
-                target, body, MIRRORS, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
+                target, body, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
             )
             results.append(result)
             handled = result.status.pop("handledRequestIds", None)
@@ -249,15 +251,18 @@ class MirrorMaker2Service:
                     refusal = await self._override_refusal(index, [declared[n] for n in names], client)
                 except ConnectError as error:
                     refusal = ConditionSpec(
-                        "Ready", "False", "ConnectClusterUnavailable", f"validating spec.mirrors[{index}]: {error}"
+                        "Ready",
+                        "False",
+                        MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE,
+                        f"validating spec.mirrors[{index}]: {error}",
                     )
                     transient = transient or refusal.message
             if refusal is None:
                 continue
             held.update(dict.fromkeys(names, refusal))
-            if refusal.reason == "MirrorClusterUnreachable":
+            if refusal.reason == MirrorHoldReason.MIRROR_CLUSTER_UNREACHABLE:
                 transient = transient or refusal.message
-            elif refusal.reason != "ConnectClusterUnavailable":
+            elif refusal.reason != MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE:
                 await self._stop_refused(body, client, names, refusal)
         return held, transient
 
@@ -281,7 +286,7 @@ class MirrorMaker2Service:
         return ConditionSpec(
             "Ready",
             "False",
-            "ProducerOverrideRefused",
+            MirrorHoldReason.PRODUCER_OVERRIDE_REFUSED,
             f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
             f"config, so nothing was created. Connect says: {'; '.join(problems)}",
         )
@@ -299,8 +304,8 @@ class MirrorMaker2Service:
             if config is None or config.get(OWNER_CONFIG_KEY) != owner:
                 continue
             await client.stop_connector(name)
-            await self.runner.event(
-                body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
+            await record_event(
+                self.kube, body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
             )
 
     def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
@@ -351,9 +356,10 @@ class MirrorMaker2Service:
             try:
                 deleted = await delete_topic(librdkafka_config(cluster.bootstrap_servers, java), topic)
             except KafkaAdminError as error:
-                raise ConnectUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
+                # Kafka may answer later: the pass ends like a Connect outage and is retried.
+                raise StepUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
             step = f"deleted topic {topic} on cluster {alias}" if deleted else f"topic {topic} on {alias} did not exist"
-            await self.runner.event(body, "Normal", "OffsetSyncsReset", f"{connector}: {step}")
+            await record_event(self.kube, body, "Normal", "OffsetSyncsReset", f"{connector}: {step}")
             return f"offset-syncs: {step}; connector "
 
         return delete_offset_syncs
@@ -367,7 +373,9 @@ class MirrorMaker2Service:
             config = await client.get_connector_config(name)
             if config is not None and config.get(OWNER_CONFIG_KEY) == owner:
                 await client.delete_connector(name)
-                await self.runner.event(body, "Normal", "ConnectorDeleted", f"Deleted {name}: no mirror declares it")
+                await record_event(
+                    self.kube, body, "Normal", "ConnectorDeleted", f"Deleted {name}: no mirror declares it"
+                )
 
     async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
         try:
@@ -375,7 +383,7 @@ class MirrorMaker2Service:
         except ValidationError:
             return "resource invalid; nothing to delete in Connect"
         names = [t.name for t in mirror_targets(resource, {}).targets]
-        return await delete_owned(self.clusters, self.runner, body, resource.metadata.labels, names, give_up=give_up)
+        return await delete_owned(self.clusters, self.kube, body, resource.metadata.labels, names, give_up=give_up)
 
 
 #: How long Connect's answer to a producer-override config is trusted (its policy changes only with

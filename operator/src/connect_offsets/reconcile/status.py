@@ -1,5 +1,6 @@
 """The one way status is written: conditions merged, unchanged status never written again,
-refusals by the API server turned into a condition that waits for a change.
+refusals by the API server turned into a condition that waits for a change; and the one way an
+outcome is recorded as an Event (``record_event``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from connect_offsets.models.crds import (
 from connect_offsets.planning import (
     ConditionSpec,
 )
+from connect_offsets.reconcile.outcomes import MAX_CONDITION_MESSAGE, truncate
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -62,22 +64,6 @@ def merge_conditions(
             }
         )
     return merged
-
-
-#: Condition messages stay readable in `kubectl describe` and far below object size limits; a
-#: validation report of a huge document (e.g. a 500 KB partition key) is cut, with a marker.
-MAX_CONDITION_MESSAGE = 4096
-
-
-def truncate(message: str, limit: int = MAX_CONDITION_MESSAGE) -> str:
-    """At most ``limit`` characters, keeping the start and the end (validation reports end with
-    "... and N more")."""
-    if len(message) <= limit:
-        return message
-    tail = limit // 4
-    head = limit - tail - 64
-    cut = len(message) - head - tail
-    return f"{message[:head]} ... ({cut} characters cut) ... {message[-tail:]}"
 
 
 def _canonical(status: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +132,12 @@ async def report_refusal(
         log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
     await kube.post_event(involved=body, event_type="Warning", reason="ApiServerRefused", message=message)
     return Outcome()
+
+
+async def record_event(kube: KubernetesApi, body: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+    """Record one outcome as an Event on the resource (and in the log); best effort, never raises."""
+    log.info("%s/%s %s: %s", body["metadata"]["namespace"], body["metadata"]["name"], reason, message)
+    await kube.post_event(involved=body, event_type=event_type, reason=reason, message=message)
 
 
 def owner_reference(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,133 @@
+"""Backups of a connector's offsets: written before every alter, reset or restore, pruned to the
+newest few, and found again for a restore.
+
+Why separate: a backup is the promise that nothing is lost, and its rules (named per connector
+hash, labelled so a restore finds it, refused changes when it cannot be written, pruning that never
+blocks the change) are read and changed together, apart from the change it protects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime
+
+from connect_offsets.clients.kubernetes import KubernetesError, KubernetesRejected, label_value
+from connect_offsets.clients.offsets_configmaps import NOT_A_SHARD, OffsetsStoreError
+from connect_offsets.planning import RestoreSource
+from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
+from connect_offsets.reconcile.settings import backup_retention
+from connect_offsets.reconcile.status import owner_reference
+from connect_offsets.vocabulary import API_GROUP
+
+#: The key a backup ConfigMap holds its document under.
+BACKUP_KEY = "offsets.json"
+
+
+def connector_hash(name: str) -> str:
+    """Connector names (``a->b.X``) are not valid label values; their hash is."""
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
+def _newest_first(item: tuple[str, dict[str, str]]) -> tuple[str, str]:
+    return item[1].get(f"{API_GROUP}/time", ""), item[0]
+
+
+async def backup(p: Pass, operation: str) -> str:
+    """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION."""
+    meta = p.body["metadata"]
+    namespace = p.namespace
+    hashed = connector_hash(p.target.name)
+    stamp = p.now.strftime("%Y%m%dt%H%M%Sz")
+    # The random suffix keeps two backups within one second apart.
+    name = f"{meta['name'][:200]}-backup-{hashed}-{stamp}-{secrets.token_hex(2)}"
+    created = datetime.now(UTC).isoformat()
+    offsets = await p.client.get_offsets_raw(p.target.name)
+    backup_of = label_value(meta["name"])
+    selector = f"{API_GROUP}/backup-of={backup_of},{API_GROUP}/connector-hash={hashed},{NOT_A_SHARD}"
+    try:
+        await p.store.write(
+            namespace,
+            name,
+            BACKUP_KEY,
+            offsets,
+            labels={
+                **managed_labels(p.body),
+                f"{API_GROUP}/backup-of": backup_of,
+                f"{API_GROUP}/connector-hash": hashed,
+            },
+            annotations={
+                f"{API_GROUP}/connector": p.target.name,
+                f"{API_GROUP}/operation": operation,
+                f"{API_GROUP}/time": created,
+            },
+            owner_references=[owner_reference(p.body)],
+        )
+    except KubernetesRejected as error:
+        # A quota, a policy or missing RBAC: retrying changes nothing, and without a backup
+        # the change must not run (nothing is lost). The request waits for a fix.
+        raise OffsetsRequestInvalid(
+            "BackupFailed",
+            f"the backup ConfigMap {name} could not be written, so nothing was changed: {error}; "
+            "fix the cause (ResourceQuota on ConfigMaps, an admission policy, the operator's RBAC), "
+            f"then ask again with a new {API_GROUP}/request-id",
+        ) from error
+    del offsets
+    await _prune(p, selector)
+    return name
+
+
+async def _prune(p: Pass, selector: str) -> None:
+    """Keep the newest ``backup_retention()`` backups of this connector; delete the older ones.
+
+    A refusal (no RBAC ``delete``, a webhook) must neither block nor repeat the change this
+    backup protects: the change goes on, the backups that stay are named in a Warning Event,
+    and the next change prunes again.
+    """
+    left: list[str] = []
+    error_text = ""
+    try:
+        backups = await p.kube.list_configmaps(p.namespace, selector)
+        backups.sort(key=_newest_first, reverse=True)
+        for old, _ in backups[backup_retention() :]:
+            try:
+                await p.kube.delete_configmap(p.namespace, old)
+            except KubernetesError as error:
+                left.append(old)
+                error_text = error_text or str(error)
+    except KubernetesError as error:
+        error_text = f"listing the backups failed: {error}"
+    if error_text:
+        kept = f" {len(left)} backup(s) beyond the retention of {backup_retention()} kept" if left else ""
+        await p.cleanup_failed(f"{p.target.name}: old backups not pruned;{kept}: {error_text}")
+
+
+async def restore_source(p: Pass, wanted: str | None) -> RestoreSource:
+    """The backup to restore (named by restore-from, else the newest) and the current offsets."""
+    selector = f"{API_GROUP}/connector-hash={connector_hash(p.target.name)},{NOT_A_SHARD}"
+    backups = [
+        (name, annotations)
+        for name, annotations in await p.kube.list_configmaps(p.namespace, selector)
+        if annotations.get(f"{API_GROUP}/connector") == p.target.name
+    ]
+    if wanted:
+        backups = [item for item in backups if item[0] == wanted]
+    backups.sort(key=_newest_first, reverse=True)
+    if not backups:
+        return RestoreSource(None)
+    chosen = await p.kube.get_configmap(p.namespace, backups[0][0])
+    if chosen is None:
+        return RestoreSource(None)
+    try:
+        backup_json = (await p.store.read_from(p.namespace, chosen, BACKUP_KEY)).document.decode()
+    except (OffsetsStoreError, UnicodeDecodeError) as error:
+        backup_json = f"unreadable: {error}"  # the planner reports it as an unreadable backup
+    # The text, not the parsed answer: the planner streams it (a million partitions parsed
+    # whole would be a gigabyte of dicts).
+    current_json = (await p.client.get_offsets_raw(p.target.name)).decode()
+    return RestoreSource(
+        name=chosen.name,
+        resource_version=chosen.resource_version,
+        backup_json=backup_json,
+        current_json=current_json,
+    )

@@ -1,0 +1,142 @@
+"""The per-pass context that every step of one connector target receives, and what a pass produces.
+
+Why separate: observing, executing actions, offsets changes, backups, lifecycle calls and initial
+offsets all need the same handful of things — the target, its resource, the Connect client, the
+clock, where status fields and Events go. One frozen ``Pass`` carries them, so a step's signature
+names only what is special to it (its action), and the step modules share these types without
+importing one another. ``StatusSink`` is the one mutable part: what the pass has to report so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from connect_offsets.clients.connect import ConnectClient
+from connect_offsets.clients.kubernetes import KubernetesApi, label_value
+from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
+from connect_offsets.errors import TransientError, UserError
+from connect_offsets.models.connect import ServerInfo
+from connect_offsets.models.crds import PendingOffsetsOperation
+from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan
+from connect_offsets.reconcile.outcomes import handled_request_ids, op_status, truncate
+from connect_offsets.reconcile.status import record_event
+from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL
+
+#: Called right before an offsets action; returns text to prefix to its message. Raising
+#: OffsetsRequestInvalid fails the request permanently, StepUnavailable (or a ConnectError
+#: that may pass) retries it.
+BeforeOffsets = Callable[[Action], Awaitable[str]]
+
+
+#: Resolves the ConnectCluster's Kafka settings (only called when a request needs Kafka).
+KafkaConfig = Callable[[], Awaitable[dict[str, Any]]]
+
+
+#: Writes status fields of one connector target right away (before the next step runs): how a
+#: multi-step change survives an operator restart. A None value removes the field.
+Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class OffsetsRequestInvalid(UserError):
+    """An offsets request that cannot succeed as given (bad ConfigMap content, ConfigMap write refused)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class StepUnavailable(TransientError):
+    """A step outside Connect (a ``BeforeOffsets`` hook talking to Kafka) could not be done now;
+    the pass ends like a Connect outage: the target reports it, the resource is retried with back-off."""
+
+
+@dataclass
+class TargetResult:
+    """What running one connector target produced, for the resource's status."""
+
+    plan: Plan
+    observed: Observed
+    conditions: list[ConditionSpec]
+    status: dict[str, Any] = field(default_factory=dict)  # lastOffsetsOperation, autoRestart, connectorStatus
+    transient_error: str | None = None
+    removals: list[Action] = field(default_factory=list)  # annotations of finished requests
+
+
+@dataclass
+class StatusSink:
+    """What one target's pass reports so far; checkpoints go to the resource at once, and the final
+    status write includes them too."""
+
+    checkpoint: Checkpoint | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[ConditionSpec] = field(default_factory=list)
+    removals: list[Action] = field(default_factory=list)
+
+    async def fields(self, fields: dict[str, Any]) -> None:
+        self.status.update(fields)
+        if self.checkpoint is not None:
+            await self.checkpoint(fields)
+
+    async def pending(self, pending: PendingOffsetsOperation) -> None:
+        await self.fields({"pendingOffsetsOperation": pending.model_dump(by_alias=True, exclude_none=True)})
+
+    def handled(self, target: ConnectorTarget, request_id: str | None, *, dry_run: bool = False) -> None:
+        """Remember a finished request's id, so the same id re-applied later is a no-op."""
+        if request_id is not None:
+            self.status["handledRequestIds"] = handled_request_ids(target, request_id, dry_run=dry_run)
+
+    def failed(self, plan: Plan, operation: str, reason: str, text: str, now: datetime) -> None:
+        self.status["lastOffsetsOperation"] = op_status(operation, "Failed", text, plan, now, reason)
+        self.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, text))
+
+    def not_ready(self, reason: str, message: str) -> None:
+        """Replace the Ready condition: this pass could not bring the connector where it should be."""
+        self.conditions = [c for c in self.conditions if c.type != "Ready"]
+        self.conditions.insert(0, ConditionSpec("Ready", "False", reason, message[:1024]))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass over one connector target: what every step reads, and where it reports."""
+
+    kube: KubernetesApi
+    # Offsets documents of any size: plain offsets.json, gzip, or shard ConfigMaps.
+    store: OffsetsConfigMapStore
+    target: ConnectorTarget
+    body: dict[str, Any]  # the resource that declares the target, as read at the start of the pass
+    client: ConnectClient
+    info: ServerInfo
+    now: datetime
+    sink: StatusSink
+    before_offsets: BeforeOffsets | None = None
+    kafka: KafkaConfig | None = None
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    @property
+    def kind(self) -> str:
+        """The resource kind, as metrics label it."""
+        return str(self.body.get("kind", ""))
+
+    async def event(self, event_type: str, reason: str, message: str) -> None:
+        await record_event(self.kube, self.body, event_type, reason, message)
+
+    async def cleanup_failed(self, message: str) -> None:
+        """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""
+        await self.event("Warning", "CleanupFailed", truncate(message, 1024))
+
+
+def managed_labels(body: dict[str, Any]) -> dict[str, str]:
+    """Labels of every ConfigMap the operator writes for a resource (listings, backups, dry-run diffs)."""
+    meta = body["metadata"]
+    return {
+        "app.kubernetes.io/managed-by": "connect-offsets-operator",
+        f"{API_GROUP}/kind": str(body.get("kind", "")),
+        f"{API_GROUP}/name": label_value(meta["name"]),
+        CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
+    }

@@ -1,0 +1,61 @@
+"""Carry out a plan's actions in order, each by the module that owns its kind.
+
+Why separate: the dispatch is the one place that shows what a plan can ask and in which order it
+happens (a refused request first, then each action); the steps themselves live in
+``offsets_changes``, ``initial`` and ``lifecycle``, and the pass around it in ``runner``.
+"""
+
+from __future__ import annotations
+
+from connect_offsets.faults import fault_point
+from connect_offsets.planning import Plan
+from connect_offsets.reconcile.context import Pass
+from connect_offsets.reconcile.initial import initial_offsets
+from connect_offsets.reconcile.lifecycle import lifecycle_action
+from connect_offsets.reconcile.offsets_changes import (
+    direct_change,
+    dry_run,
+    finish_change,
+    report_refusal,
+    staged_change,
+)
+from connect_offsets.reconcile.outcomes import OFFSETS_OPS
+
+
+async def execute(p: Pass, plan: Plan) -> None:
+    """Run the plan's actions; stops early when a direct offsets change failed for good."""
+    await report_refusal(p, plan)
+    for action in plan.actions:
+        if action.kind in OFFSETS_OPS and action.pending is not None:
+            await staged_change(p, action)
+        elif action.kind in OFFSETS_OPS:
+            if not await direct_change(p, plan, action):
+                return
+        elif action.kind == "dry_run_offsets":
+            await dry_run(p, plan, action)
+        elif action.kind == "begin_offsets_change":
+            assert action.pending is not None
+            # The intent is in status before the connector is touched: a restarted operator
+            # finds it and finishes the change (or resumes the connector), never forgets it.
+            await p.sink.pending(action.pending)
+            fault_point("after-intent")
+            await p.event(
+                "Normal",
+                "OffsetsChangeStarted",
+                f"{p.target.name}: stopping the connector for {action.pending.operation}",
+            )
+        elif action.kind == "update_pending":
+            assert action.pending is not None
+            await p.sink.pending(action.pending)
+        elif action.kind == "finish_offsets_change":
+            await finish_change(p, action)
+        elif action.kind in ("create_with_initial_offsets", "apply_initial_offsets"):
+            await initial_offsets(p, plan, action)
+        elif action.kind == "remove_annotation":
+            # Done after the status write (TargetRunner.finish_requests): once the annotation is
+            # gone, the status already tells how the request ended.
+            p.sink.removals.append(action)
+        else:
+            await lifecycle_action(p, action)
+            if action.kind == "stop" and plan.hold_stopped:
+                fault_point("after-stop")

@@ -1,0 +1,117 @@
+"""Gather what the planner needs to decide about one connector target: its config and status in
+Connect, the offsets documents its ConfigMaps hold, the backup a restore reads, the offsets a
+sink's seek-to-time finds in Kafka.
+
+Why separate: this is every read of a pass and nothing else. The planner is pure, so all the I/O
+it depends on happens here, before it runs; the execution modules never read state to decide.
+"""
+
+from __future__ import annotations
+
+import json
+
+from connect_offsets.clients.kafka import KafkaAdminError, offsets_for_timestamp
+from connect_offsets.clients.offsets_configmaps import OffsetsCorrupt, OffsetsKeyMissing, OffsetsTooLarge
+from connect_offsets.models.connect import supports_initial_state
+from connect_offsets.models.crds import parse_rfc3339
+from connect_offsets.models.java_regex import PatternRefused, compile_java
+from connect_offsets.planning import Observed, OffsetsConfigMap, RestoreSource, SeekOffsets
+from connect_offsets.reconcile.backups import restore_source
+from connect_offsets.reconcile.clusters import ClusterUnusable
+from connect_offsets.reconcile.context import Pass
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
+
+
+async def observe(p: Pass) -> Observed:
+    """What Connect, the ConfigMaps and (for a seek) Kafka hold for this target now."""
+    target, client = p.target, p.client
+    # One after the other, not concurrently: against a frozen or overloaded worker each retry
+    # must leave one request behind, not two (the fault tests bound the requests a frozen
+    # worker finds queued).
+    config = await client.get_connector_config(target.name)
+    status = await client.get_connector_status(target.name) if config is not None else None
+    pending = target.pending
+    operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
+    configmap: OffsetsConfigMap | None = None
+    if target.alter_configmap and (operation == "alter" or target.apply_on_change):
+        configmap = await _offsets_configmap(p, target.alter_configmap)
+    initial: OffsetsConfigMap | None = None
+    initial_status = target.initial_status
+    if target.initial_configmap and (
+        (config is None and (initial_status is None or initial_status.step != "Applied"))
+        or (initial_status is not None and initial_status.step == "Creating")
+    ):
+        initial = await _offsets_configmap(p, target.initial_configmap)
+    seek: SeekOffsets | None = None
+    when = target.seek_to()
+    if operation == "alter" and when is not None and config is not None and status is not None:
+        seek = await _seek(p, config, when)
+    restore: RestoreSource | None = None
+    if operation == "restore" and config is not None:
+        wanted = pending.restore_from if pending is not None else target.annotations.get(ANNOTATION_RESTORE_FROM)
+        restore = await restore_source(p, wanted)
+    return Observed(
+        now=p.now,
+        cluster_error=None,
+        supports_initial_state=supports_initial_state(p.info.version),
+        config=config,
+        status=status,
+        alter_configmap=configmap,
+        restore=restore,
+        initial_configmap=initial,
+        seek=seek,
+    )
+
+
+async def _seek(p: Pass, config: dict[str, str], when: str) -> SeekOffsets:
+    """The offsets document of a sink seek: every consumed partition at the first offset >= the time."""
+    moment = parse_rfc3339(when)
+    if moment is None:
+        return SeekOffsets(error=f"{when!r} is not an RFC 3339 time")  # the planner names the problem
+    if p.kafka is None:
+        return SeekOffsets(error="seeking to a time needs Kafka access (ConnectCluster spec.kafka)")
+    try:
+        settings = await p.kafka()
+    except ClusterUnusable as error:
+        return SeekOffsets(error=str(error))
+    topics = {t.strip() for t in config.get("topics", "").split(",") if t.strip()}
+    try:  # the tenant's pattern: linear time (RE2), or refused with the reason
+        pattern = compile_java(config["topics.regex"], "config[topics.regex]") if config.get("topics.regex") else None
+    except PatternRefused as error:
+        return SeekOffsets(error=str(error))
+
+    def consumed(topic: str) -> bool:
+        return topic in topics or (pattern is not None and pattern.full_match(topic))
+
+    try:
+        found = await offsets_for_timestamp(settings, consumed, int(moment.timestamp() * 1000))
+    except KafkaAdminError as error:
+        return SeekOffsets(error=f"Kafka: {error}", transient=True)
+    if not found.offsets:
+        wanted = ", ".join(sorted(topics)) or config.get("topics.regex", "")
+        return SeekOffsets(error=f"none of the connector's topics exist in Kafka ({wanted})")
+    entries = [
+        {"partition": {"kafka_topic": topic, "kafka_partition": partition}, "offset": {"kafka_offset": offset}}
+        for (topic, partition), offset in sorted(found.offsets.items())
+    ]
+    return SeekOffsets(json.dumps({"offsets": entries}, separators=(",", ":")), at_end=len(found.at_end))
+
+
+async def _offsets_configmap(p: Pass, name: str) -> OffsetsConfigMap:
+    """The ConfigMap with the target's key as document text, whichever form (plain, gzip, shards) holds it."""
+    key = p.target.configmap_key
+    cm = await p.kube.get_configmap(p.namespace, name)
+    if cm is None:
+        return OffsetsConfigMap(name, False)
+    try:
+        stored = await p.store.read_from(p.namespace, cm, key)
+    except OffsetsKeyMissing:
+        return OffsetsConfigMap(name, True, cm.resource_version, {**cm.data, **dict.fromkeys(cm.binary_data, "")})
+    except OffsetsCorrupt as error:
+        reason = "DocumentTooLarge" if isinstance(error, OffsetsTooLarge) else "InvalidOffsets"
+        return OffsetsConfigMap(name, True, cm.resource_version, dict(cm.data), error=str(error), error_reason=reason)
+    try:
+        text = stored.document.decode()
+    except UnicodeDecodeError as error:
+        return OffsetsConfigMap(name, True, cm.resource_version, {}, error=f"key {key} is not UTF-8: {error}")
+    return OffsetsConfigMap(name, True, cm.resource_version, {**cm.data, key: text})
