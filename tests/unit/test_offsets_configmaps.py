@@ -1,6 +1,6 @@
 """Unit tests for clients.offsets_configmaps (the plain / gzip / sharded ConfigMap format).
 
-Runs against an in-memory stand-in for the five KubernetesApi methods the store uses, with the API
+Runs against the shared in-memory stand-in for KubernetesApi (tests/fakes.py), with the API
 server's rules that matter here (1 MiB of values, merge-patch semantics, 409 on an existing name or
 a stale resourceVersion). The same behaviour is checked on the real kube-apiserver in
 tests/integration/test_large_offsets.py.
@@ -20,15 +20,13 @@ import gzip
 import hashlib
 import json
 import tracemalloc
-import uuid
 import zlib
 from typing import Any
 
 import pytest
 
-from connect_offsets.clients.kubernetes import ConfigMapData, ConfigMapMeta, KubernetesRejected, KubernetesUnavailable
+from connect_offsets.clients.kubernetes import KubernetesRejected, KubernetesUnavailable
 from connect_offsets.clients.offsets_configmaps import (
-    CONFIGMAP_MAX_BYTES,
     INDEX_SUFFIX,
     SHARD_LABEL,
     OffsetsConfigMapStore,
@@ -39,100 +37,12 @@ from connect_offsets.clients.offsets_configmaps import (
     StoredForm,
     name_hash,
 )
+from tests.fakes import FakeKube
 
 pytestmark = pytest.mark.unit
 
 NS = "ns"
 OWNER = {"apiVersion": "connect-offsets.io/v1alpha1", "kind": "KafkaConnector", "name": "c", "uid": "owner-uid"}
-
-
-class FakeKube:
-    """ConfigMaps in a dict, with the API server's rules the store relies on."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.version = 0
-        self.fail_create_after: int | None = None
-        self.creates = 0
-
-    def _bump(self) -> str:
-        self.version += 1
-        return str(self.version)
-
-    @staticmethod
-    def _check_size(obj: dict[str, Any]) -> None:
-        size = sum(len(v.encode()) for v in obj.get("data", {}).values())
-        size += sum(len(base64.b64decode(v)) for v in obj.get("binaryData", {}).values())
-        if size > CONFIGMAP_MAX_BYTES:
-            raise KubernetesRejected(f"create ConfigMap: 422 Too long: may not be more than {CONFIGMAP_MAX_BYTES}", 422)
-
-    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
-        obj = self.objects.get(name)
-        if obj is None:
-            return None
-        meta = obj["metadata"]
-        return ConfigMapData(
-            name=name,
-            resource_version=meta["resourceVersion"],
-            data=dict(obj.get("data", {})),
-            binary_data={k: base64.b64decode(v) for k, v in obj.get("binaryData", {}).items()},
-            labels=dict(meta.get("labels", {})),
-            owner_references=copy.deepcopy(meta.get("ownerReferences", [])),
-            uid=meta["uid"],
-            annotations=dict(meta.get("annotations", {})),
-        )
-
-    async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
-        self.creates += 1
-        if self.fail_create_after is not None and self.creates > self.fail_create_after:
-            raise KubernetesUnavailable("create ConfigMap: 503 etcd is unavailable", 503)
-        name = body["metadata"]["name"]
-        if name in self.objects:
-            raise KubernetesUnavailable(f"create ConfigMap {namespace}/{name}: 409 already exists", 409)
-        obj = copy.deepcopy(body)
-        self._check_size(obj)
-        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._bump())
-        self.objects[name] = obj
-        return str(obj["metadata"]["uid"])
-
-    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
-        await self.create_configmap_uid(namespace, body)
-
-    async def patch_configmap(
-        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> None:
-        obj = copy.deepcopy(self.objects[name])
-        if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
-            raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: 409 the object has been modified", 409)
-        for field in ("data", "binaryData"):
-            for key, value in (patch.get(field) or {}).items():
-                target = obj.setdefault(field, {})
-                if value is None:
-                    target.pop(key, None)
-                else:
-                    target[key] = value
-        meta = patch.get("metadata", {})
-        for field in ("labels", "annotations"):
-            obj["metadata"].setdefault(field, {}).update(meta.get(field, {}))
-        if "ownerReferences" in meta:
-            obj["metadata"]["ownerReferences"] = meta["ownerReferences"]
-        self._check_size(obj)
-        obj["metadata"]["resourceVersion"] = self._bump()
-        self.objects[name] = obj
-
-    async def list_configmap_metadata(self, namespace: str, label_selector: str) -> list[ConfigMapMeta]:
-        key, _, value = label_selector.partition("=")
-        return [
-            ConfigMapMeta(name, o["metadata"]["uid"], o["metadata"].get("labels", {}), o["metadata"]["annotations"])
-            for name, o in self.objects.items()
-            if o["metadata"].get("labels", {}).get(key) == value
-        ]
-
-    async def delete_configmap(self, namespace: str, name: str) -> None:
-        self.objects.pop(name, None)
-
-    def shards(self) -> list[str]:
-        return sorted(n for n, o in self.objects.items() if SHARD_LABEL in o["metadata"].get("labels", {}))
 
 
 def document(n: int, width: int = 0) -> bytes:

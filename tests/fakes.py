@@ -1,0 +1,437 @@
+"""In-memory stand-ins for the two things the operator talks to, shared by the unit tests.
+
+* ``FakeKube`` — the ``KubernetesApi`` methods the reconcile layer and the offsets ConfigMap store
+  call: ConfigMaps (with the API server's rules that matter: 1 MiB of values, merge-patch
+  semantics, 409 on an existing name or a stale resourceVersion, label selectors), Secrets, our
+  custom resources, status patches and Events. One namespace's worth of ConfigMaps: they are keyed
+  by name only (``objects``), which every unit test so far needs.
+* ``FakeConnect`` — a Kafka Connect worker's REST API as an ``httpx`` handler, mounted with respx:
+  connectors with a config, a state and offsets, the checks Connect makes (offsets change only when
+  STOPPED), and canned failures for chosen requests.
+
+Both may share a ``journal`` list: each appends what it was asked to change, so a test can assert
+the order across the two (a backup ConfigMap written before the PATCH that changes offsets).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+import respx
+
+from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.clients.kubernetes import (
+    ConfigMapData,
+    ConfigMapMeta,
+    KubernetesRejected,
+    KubernetesUnavailable,
+)
+from connect_offsets.clients.offsets_configmaps import CONFIGMAP_MAX_BYTES, SHARD_LABEL
+
+
+def matches(labels: dict[str, str], selector: str) -> bool:
+    """A label selector of ``k=v``, ``k`` and ``!k`` terms, comma-separated (all must hold)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif "=" in term:
+            key, _, value = term.partition("=")
+            if labels.get(key) != value:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass
+class Event:
+    type: str
+    reason: str
+    message: str
+    involved: str  # the resource's name
+
+
+class FakeKube:
+    """ConfigMaps, Secrets, custom resources and Events in dicts, with the API server's rules the
+    operator relies on."""
+
+    def __init__(self, journal: list[str] | None = None) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}  # ConfigMaps by name
+        self.resources: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
+        self.secrets: dict[str, dict[str, Any]] = {}  # name -> {"labels": ..., "data": {key: bytes}}
+        self.events: list[Event] = []
+        self.status_patches: list[dict[str, Any]] = []
+        self.journal = journal if journal is not None else []
+        self.version = 0
+        self.fail_create_after: int | None = None
+        self.creates = 0
+
+    def _bump(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    @staticmethod
+    def _check_size(obj: dict[str, Any]) -> None:
+        size = sum(len(v.encode()) for v in obj.get("data", {}).values())
+        size += sum(len(base64.b64decode(v)) for v in obj.get("binaryData", {}).values())
+        if size > CONFIGMAP_MAX_BYTES:
+            raise KubernetesRejected(f"create ConfigMap: 422 Too long: may not be more than {CONFIGMAP_MAX_BYTES}", 422)
+
+    # ---- ConfigMaps ----------------------------------------------------------------------------
+
+    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
+        obj = self.objects.get(name)
+        if obj is None:
+            return None
+        meta = obj["metadata"]
+        return ConfigMapData(
+            name=name,
+            resource_version=meta["resourceVersion"],
+            data=dict(obj.get("data", {})),
+            binary_data={k: base64.b64decode(v) for k, v in obj.get("binaryData", {}).items()},
+            labels=dict(meta.get("labels", {})),
+            owner_references=copy.deepcopy(meta.get("ownerReferences", [])),
+            uid=meta["uid"],
+            annotations=dict(meta.get("annotations", {})),
+        )
+
+    async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
+        self.creates += 1
+        if self.fail_create_after is not None and self.creates > self.fail_create_after:
+            raise KubernetesUnavailable("create ConfigMap: 503 etcd is unavailable", 503)
+        name = body["metadata"]["name"]
+        if name in self.objects:
+            raise KubernetesUnavailable(f"create ConfigMap {namespace}/{name}: 409 already exists", 409)
+        obj = copy.deepcopy(body)
+        self._check_size(obj)
+        obj["metadata"].setdefault("annotations", {})
+        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._bump())
+        self.objects[name] = obj
+        self.journal.append(f"kube: create ConfigMap {name}")
+        return str(obj["metadata"]["uid"])
+
+    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
+        await self.create_configmap_uid(namespace, body)
+
+    async def patch_configmap(
+        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> None:
+        if name not in self.objects:
+            raise KubernetesRejected(f"patch ConfigMap {namespace}/{name}: 404 not found", 404)
+        obj = copy.deepcopy(self.objects[name])
+        if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
+            raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: 409 the object has been modified", 409)
+        for part in ("data", "binaryData"):
+            for key, value in (patch.get(part) or {}).items():
+                target = obj.setdefault(part, {})
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+        meta = patch.get("metadata", {})
+        for part in ("labels", "annotations"):
+            obj["metadata"].setdefault(part, {}).update(meta.get(part, {}))
+        if "ownerReferences" in meta:
+            obj["metadata"]["ownerReferences"] = meta["ownerReferences"]
+        self._check_size(obj)
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.objects[name] = obj
+        self.journal.append(f"kube: patch ConfigMap {name}")
+
+    async def write_configmap_key(
+        self, namespace: str, name: str, key: str, value: str, *, labels: dict[str, str], owner: dict[str, Any]
+    ) -> None:
+        if name in self.objects:
+            await self.patch_configmap(namespace, name, {"data": {key: value}})
+            return
+        body = {"metadata": {"name": name, "labels": labels, "ownerReferences": [owner]}, "data": {key: value}}
+        await self.create_configmap(namespace, body)
+
+    async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
+        return [
+            ConfigMapMeta(name, o["metadata"]["uid"], o["metadata"].get("labels", {}), o["metadata"]["annotations"])
+            for name, o in self.objects.items()
+            if matches(o["metadata"].get("labels", {}), label_selector)
+        ]
+
+    async def list_configmaps(self, namespace: str, label_selector: str) -> list[tuple[str, dict[str, str]]]:
+        return [(m.name, dict(m.annotations)) for m in await self.list_configmap_metadata(namespace, label_selector)]
+
+    async def delete_configmap(self, namespace: str, name: str) -> None:
+        if self.objects.pop(name, None) is not None:
+            self.journal.append(f"kube: delete ConfigMap {name}")
+
+    def shards(self) -> list[str]:
+        return sorted(n for n, o in self.objects.items() if SHARD_LABEL in o["metadata"].get("labels", {}))
+
+    def configmaps_labelled(self, selector: str) -> dict[str, dict[str, Any]]:
+        """The ConfigMaps a selector matches, by name (for assertions)."""
+        return {n: o for n, o in self.objects.items() if matches(o["metadata"].get("labels", {}), selector)}
+
+    # ---- Secrets -------------------------------------------------------------------------------
+
+    def add_secret(self, name: str, data: dict[str, bytes], *, opted_in: bool = True) -> None:
+        self.secrets[name] = {"labels": {CREDENTIALS_LABEL: "true"} if opted_in else {}, "data": data}
+
+    async def get_secret_data(self, namespace: str, name: str, keys: Iterable[str]) -> dict[str, str]:
+        secret = self.secrets.get(name)
+        if secret is None:
+            raise KubernetesRejected(f"get Secret {namespace}/{name}: 404 not found", 404)
+        if secret["labels"].get(CREDENTIALS_LABEL) != "true":
+            raise CredentialsRefused("SecretNotOptedIn", f"Secret {name} is not marked for use as credentials")
+        return {k: secret["data"][k].decode() for k in dict.fromkeys(keys) if k in secret["data"]}
+
+    # ---- custom resources, status, Events ------------------------------------------------------
+
+    def put_resource(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace one of our resources (as ``kubectl apply`` would)."""
+        obj = copy.deepcopy(body)
+        meta = obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("generation", 1)
+        meta.setdefault("annotations", {})
+        meta["resourceVersion"] = self._bump()
+        self.resources[(plural, meta["namespace"], meta["name"])] = obj
+        return obj
+
+    def resource(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.resources[(plural, namespace, name)]
+
+    def annotate(self, plural: str, namespace: str, name: str, **annotations: str) -> None:
+        """Set annotations the way a user does (``connector_offsets`` -> ``connect-offsets.io/connector-offsets``)."""
+        obj = self.resources[(plural, namespace, name)]
+        obj["metadata"]["annotations"].update(
+            {f"connect-offsets.io/{k.replace('_', '-')}": v for k, v in annotations.items()}
+        )
+        obj["metadata"]["resourceVersion"] = self._bump()
+
+    async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self.resources.get((plural, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    async def list_resources(
+        self, plural: str, kind: str, namespace: str | None, label_selector: str
+    ) -> list[dict[str, Any]]:
+        found = [
+            copy.deepcopy(o)
+            for (p, ns, _), o in self.resources.items()
+            if p == plural and namespace in (None, ns) and matches(o["metadata"].get("labels", {}), label_selector)
+        ]
+        return sorted(found, key=lambda b: (b["metadata"]["namespace"], b["metadata"]["name"]))
+
+    async def patch_annotations_at(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str | None], resource_version: str
+    ) -> dict[str, Any]:
+        obj = self.resources.get((plural, namespace, name))
+        if obj is None:
+            raise KubernetesRejected(f"annotate {plural} {namespace}/{name}: 404 not found", 404)
+        if obj["metadata"]["resourceVersion"] != resource_version:
+            raise KubernetesUnavailable(f"annotate {plural} {namespace}/{name}: 409 modified", 409)
+        current = obj["metadata"]["annotations"]
+        for key, value in annotations.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.journal.append(f"kube: annotate {name} {sorted(annotations)}")
+        return copy.deepcopy(obj)
+
+    async def remove_annotations(self, plural: str, namespace: str, name: str, expected: dict[str, str]) -> list[str]:
+        obj = self.resources.get((plural, namespace, name))
+        if obj is None:
+            return []
+        current = obj["metadata"]["annotations"]
+        keys = [key for key, value in expected.items() if current.get(key) == value]
+        if keys:
+            await self.patch_annotations_at(
+                plural, namespace, name, dict.fromkeys(keys), obj["metadata"]["resourceVersion"]
+            )
+        return keys
+
+    async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
+        return key in await self.remove_annotations(plural, namespace, name, {key: expected})
+
+    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of status (None removes a field), recorded in ``status_patches``."""
+        obj = self.resources.get((plural, namespace, name))
+        if obj is None:
+            raise KubernetesRejected(f"patch status of {plural} {namespace}/{name}: 404 not found", 404)
+        merged = dict(obj.get("status") or {})
+        for key, value in status.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = copy.deepcopy(value)
+        obj["status"] = merged
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.status_patches.append(copy.deepcopy(status))
+        self.journal.append(f"kube: status {sorted(status)}")
+
+    async def post_event(self, *, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        self.events.append(Event(event_type, reason, message[:1024], involved["metadata"]["name"]))
+
+    def reasons(self) -> list[str]:
+        return [e.reason for e in self.events]
+
+
+# --------------------------------------------------------------------------------------------------
+# Kafka Connect
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeConnector:
+    config: dict[str, str]
+    state: str = "RUNNING"  # RUNNING, PAUSED, STOPPED
+    offsets: list[dict[str, Any]] = field(default_factory=list)  # [{"partition": ..., "offset": ...}]
+
+
+@dataclass
+class _Failure:
+    method: str
+    path: str
+    skip: int  # matching requests still answered normally first
+    answer: httpx.Response
+
+
+@dataclass
+class Sent:
+    """One request Connect received."""
+
+    method: str
+    path: str
+    body: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+class FakeConnect:
+    """A Connect worker's REST API, enough for the reconcile layer; mount with ``install``."""
+
+    def __init__(
+        self, url: str = "http://connect.test:8083", version: str = "3.7.0", journal: list[str] | None = None
+    ) -> None:
+        self.url = url
+        self.version = version
+        self.connectors: dict[str, FakeConnector] = {}
+        self.requests: list[Sent] = []
+        self.journal = journal if journal is not None else []
+        #: Canned answers for chosen requests (see ``fail``): used once each, in order.
+        self.failures: list[_Failure] = []
+
+    def install(self, router: respx.Router) -> None:
+        router.route(url__startswith=self.url).mock(side_effect=self.handle)
+
+    def fail(self, method: str, path: str, status: int, message: str, *, after: int = 0) -> None:
+        """Answer one ``method path`` request with a Connect error: the next one, or the one after
+        ``after`` more such requests were answered normally."""
+        self.failures.append(_Failure(method, path, after, self._error(status, message)))
+
+    def sent(self, method: str | None = None, suffix: str = "") -> list[Sent]:
+        """The requests received, optionally of one method and ending with ``suffix``."""
+        return [r for r in self.requests if (method is None or r.method == method) and r.path.endswith(suffix)]
+
+    def changes(self) -> list[str]:
+        """Every request but a GET, in order: what a test means by "sent to Connect"."""
+        return [str(r) for r in self.requests if r.method != "GET"]
+
+    @staticmethod
+    def _error(status: int, message: str) -> httpx.Response:
+        return httpx.Response(status, json={"error_code": status, "message": message})
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = unquote(request.url.raw_path.decode().split("?")[0])
+        body = json.loads(request.content) if request.content else None
+        self.requests.append(Sent(request.method, path, body))
+        if request.method != "GET":
+            self.journal.append(f"connect: {request.method} {path}")
+        failure = next((f for f in self.failures if (f.method, f.path) == (request.method, path)), None)
+        if failure is not None:
+            if failure.skip == 0:
+                self.failures.remove(failure)
+                return failure.answer
+            failure.skip -= 1
+        if path == "/":
+            return httpx.Response(200, json={"version": self.version, "commit": "fake", "kafka_cluster_id": "k1"})
+        if path == "/connectors":
+            if request.method == "POST":
+                name = body["name"]
+                if name in self.connectors:
+                    return self._error(409, f"Connector {name} already exists")
+                state = body.get("initial_state", "RUNNING")
+                self.connectors[name] = FakeConnector(dict(body["config"]), state)
+                return httpx.Response(201, json={"name": name, "config": body["config"], "tasks": []})
+            return httpx.Response(200, json=sorted(self.connectors))
+        if path.startswith("/connector-plugins/"):
+            return httpx.Response(200, json={"name": "x", "error_count": 0, "groups": [], "configs": []})
+        parts = path.split("/")  # "", "connectors", name, suffix...
+        name, suffix = parts[2], "/".join(parts[3:])
+        connector = self.connectors.get(name)
+        if connector is None and not (suffix == "config" and request.method == "PUT"):
+            return self._error(404, f"Connector {name} not found")
+        return self._connector(request.method, name, suffix, connector, body)
+
+    def _connector(
+        self, method: str, name: str, suffix: str, connector: FakeConnector | None, body: Any
+    ) -> httpx.Response:
+        if suffix == "config" and method == "PUT":
+            if connector is None:
+                self.connectors[name] = FakeConnector(dict(body))
+            else:
+                connector.config = dict(body)
+            return httpx.Response(200, json={"name": name, "config": body, "tasks": []})
+        assert connector is not None
+        if suffix == "" and method == "DELETE":
+            del self.connectors[name]
+            return httpx.Response(204)
+        if suffix == "config":
+            return httpx.Response(200, json=connector.config)
+        if suffix == "status":
+            tasks = (
+                []
+                if connector.state == "STOPPED"
+                else [{"id": 0, "state": connector.state, "worker_id": "worker:8083"}]
+            )
+            return httpx.Response(
+                200,
+                json={
+                    "name": name,
+                    "connector": {"state": connector.state, "worker_id": "worker:8083"},
+                    "tasks": tasks,
+                    "type": "source",
+                },
+            )
+        if suffix == "topics":
+            return httpx.Response(200, json={name: {"topics": []}})
+        if suffix in ("stop", "pause", "resume"):
+            connector.state = {"stop": "STOPPED", "pause": "PAUSED", "resume": "RUNNING"}[suffix]
+            return httpx.Response(202 if suffix != "stop" else 204)
+        if suffix == "restart":
+            return httpx.Response(204)
+        if suffix == "offsets":
+            return self._offsets(method, connector, body)
+        return self._error(404, f"no resource {suffix}")
+
+    def _offsets(self, method: str, connector: FakeConnector, body: Any) -> httpx.Response:
+        if method == "GET":
+            return httpx.Response(200, json={"offsets": copy.deepcopy(connector.offsets)})
+        if connector.state != "STOPPED":
+            return self._error(400, "Connectors must be in the STOPPED state before their offsets can be modified")
+        if method == "DELETE":
+            connector.offsets = []
+            return httpx.Response(200, json={"message": "The offsets for this connector have been reset successfully"})
+        for entry in body["offsets"]:
+            kept = [o for o in connector.offsets if o["partition"] != entry["partition"]]
+            connector.offsets = kept + ([copy.deepcopy(entry)] if entry["offset"] is not None else [])
+        return httpx.Response(200, json={"message": "The offsets for this connector have been altered successfully"})

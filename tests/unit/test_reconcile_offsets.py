@@ -1,0 +1,295 @@
+"""The reconcile layer's offsets requests, without the stack: ``ConnectorService`` against the shared
+in-memory Kubernetes fake and a fake Connect worker mounted with respx (tests/fakes.py).
+
+The same behaviours are checked on the real stack by tests/integration/test_safe_operations.py
+(dry runs, refusals, stop -> change -> resume), test_large_offsets.py and
+test_operator_large_offsets.py (chunked alters) and test_backups*.py; here each pass is driven by
+hand, so the exact requests to Connect, their order against the ConfigMap writes, and the status
+written after each pass are asserted.
+
+Covers: a backup is written before an alter or reset changes offsets; a refused document ends in
+a condition and sends nothing to Connect; a chunked alter that failed mid-way resumes from the
+recorded chunk and never re-sends an applied one; stop -> change -> resume calls Connect in that
+order and resumes even when the change fails; a dry run changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import respx
+
+from connect_offsets.reconcile.clusters import ClusterRegistry
+from connect_offsets.reconcile.connectors import ConnectorService
+from connect_offsets.reconcile.settings import Outcome
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, API_GROUP, CLUSTERS, CONNECTORS, DRY_RUN_KEY
+from tests.fakes import FakeConnect, FakeKube
+
+pytestmark = pytest.mark.unit
+
+NS = "team-a"
+URL = "http://connect.test:8083"
+NAME = "orders"
+CM = "orders-offsets"
+FILE = "/data/orders.txt"
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+#: A source connector of Connect's test framework: any partitions, so documents can be large.
+ANY_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
+OFFSETS_PATH = f"/connectors/{NAME}/offsets"
+BACKUPS = f"{API_GROUP}/backup-of={NAME}"
+
+
+def position(at: int) -> list[dict[str, Any]]:
+    return [{"partition": {"filename": FILE}, "offset": {"position": at}}]
+
+
+def document(entries: list[dict[str, Any]]) -> str:
+    return json.dumps({"offsets": entries})
+
+
+class Stack:
+    """One namespace with a ConnectCluster, a KafkaConnector and a Connect worker, driven pass by pass."""
+
+    def __init__(self, kube: FakeKube, connect: FakeConnect, journal: list[str]) -> None:
+        self.kube = kube
+        self.connect = connect
+        self.journal = journal
+        self.clusters = ClusterRegistry(kube)  # type: ignore[arg-type]
+        self.service = ConnectorService(kube, self.clusters)  # type: ignore[arg-type]
+
+    def connector(self, state: str = "running", cls: str = FILE_SOURCE, config: dict[str, str] | None = None) -> None:
+        self.kube.put_resource(
+            CONNECTORS,
+            {
+                "apiVersion": f"{API_GROUP}/v1alpha1",
+                "kind": "KafkaConnector",
+                "metadata": {"name": NAME, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
+                "spec": {
+                    "class": cls,
+                    "tasksMax": 1,
+                    "state": state,
+                    "config": config if config is not None else {"file": FILE, "topic": "orders"},
+                    "listOffsets": {"toConfigMap": {"name": CM}},
+                    "alterOffsets": {"fromConfigMap": {"name": CM}},
+                },
+            },
+        )
+
+    async def created(self, state: str = "running", offsets: list[dict[str, Any]] | None = None, **kw: Any) -> None:
+        """The connector as the operator created it in Connect, holding ``offsets``."""
+        self.connector(state, **kw)
+        await self.reconcile()
+        assert NAME in self.connect.connectors, self.status()
+        self.connect.connectors[NAME].offsets = offsets if offsets is not None else position(30)
+        self.connect.requests.clear()
+        self.journal.clear()
+
+    async def put_document(self, text: str) -> None:
+        await self.kube.create_configmap(NS, {"metadata": {"name": CM}, "data": {"offsets.json": text}})
+        self.journal.clear()
+
+    def annotate(self, **annotations: str) -> None:
+        self.kube.annotate(CONNECTORS, NS, NAME, **annotations)
+
+    async def reconcile(self) -> Outcome:
+        return await self.service.reconcile(NS, NAME)
+
+    async def until_request_done(self, passes: int = 8) -> list[Outcome]:
+        """Reconcile until the offsets annotation is gone (the request finished)."""
+        outcomes = []
+        for _ in range(passes):
+            outcomes.append(await self.reconcile())
+            if ANNOTATION_OFFSETS not in self.annotations():
+                return outcomes
+        raise AssertionError(f"request not finished after {passes} passes: {self.status()}")
+
+    def annotations(self) -> dict[str, str]:
+        return dict(self.kube.resource(CONNECTORS, NS, NAME)["metadata"]["annotations"])
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.kube.resource(CONNECTORS, NS, NAME).get("status") or {})
+
+    def condition(self, kind: str) -> dict[str, Any] | None:
+        return next((c for c in self.status().get("conditions", []) if c["type"] == kind), None)
+
+    def backups(self) -> dict[str, dict[str, Any]]:
+        return self.kube.configmaps_labelled(BACKUPS)
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    journal: list[str] = []
+    kube = FakeKube(journal)
+    kube.put_resource(
+        CLUSTERS,
+        {
+            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "kind": "ConnectCluster",
+            "metadata": {"name": "local", "namespace": NS},
+            "spec": {"url": URL},
+        },
+    )
+    connect = FakeConnect(URL, journal=journal)
+    with respx.mock(assert_all_called=False) as router:
+        connect.install(router)
+        stack = Stack(kube, connect, journal)
+        yield stack
+        await stack.clusters.aclose()
+
+
+@pytest.mark.parametrize(
+    ("operation", "change"), [("alter", f"connect: PATCH {OFFSETS_PATH}"), ("reset", f"connect: DELETE {OFFSETS_PATH}")]
+)
+async def test_a_backup_is_written_before_the_change(stack: Stack, operation: str, change: str) -> None:
+    """alter/reset on a STOPPED connector: the current offsets go to a backup ConfigMap first, and
+    only then does Connect get the change; status names the backup."""
+    await stack.created("stopped")
+    await stack.put_document(document(position(6)))
+    stack.annotate(connector_offsets=operation)
+
+    await stack.until_request_done()
+
+    (backup_name, backup), *others = stack.backups().items()
+    assert not others
+    assert json.loads(backup["data"]["offsets.json"])["offsets"] == position(30)
+    assert backup["metadata"]["annotations"][f"{API_GROUP}/operation"] == operation
+    assert stack.journal.index(f"kube: create ConfigMap {backup_name}") < stack.journal.index(change)
+    assert stack.connect.changes() == [change.removeprefix("connect: ")]
+    last = stack.status()["lastOffsetsOperation"]
+    assert (last["operation"], last["result"], last["backup"]) == (operation, "Succeeded", backup_name)
+    assert stack.connect.connectors[NAME].offsets == ([] if operation == "reset" else position(6))
+    assert "OffsetsOperationSucceeded" in stack.kube.reasons()
+
+
+async def test_a_refused_document_ends_in_a_condition_and_sends_nothing(stack: Stack) -> None:
+    """stop-connector with offsets for another file: refused before anything happens; the connector
+    keeps running, no backup is taken (test_invalid_request_never_stops_the_connector)."""
+    await stack.created("running")
+    await stack.put_document(document([{"partition": {"filename": "/data/other.txt"}, "offset": {"position": 3}}]))
+    stack.annotate(connector_offsets="alter", stop_connector="true")
+
+    await stack.reconcile()
+    await stack.reconcile()  # a second pass: still nothing may happen
+
+    failed = stack.condition("OffsetsOperationFailed")
+    assert failed is not None and failed["reason"] == "InvalidOffsets", stack.status()
+    assert "offsets[0].partition.filename" in failed["message"]
+    assert stack.connect.changes() == []
+    assert stack.connect.connectors[NAME].state == "RUNNING"
+    assert stack.connect.connectors[NAME].offsets == position(30)
+    assert stack.backups() == {}
+    assert "pendingOffsetsOperation" not in stack.status()
+    assert stack.status()["lastOffsetsOperation"]["result"] == "Failed"
+    assert "OffsetsOperationFailed" in stack.kube.reasons()
+
+
+async def test_a_chunked_alter_resumes_at_the_recorded_chunk(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five partitions, two per PATCH: the second PATCH fails with a 500; the progress in status says
+    one chunk was applied, and the next pass sends chunks two and three only, reusing the backup."""
+    monkeypatch.setenv("CONNECT_OFFSETS_PATCH_MAX_PARTITIONS", "2")
+    old = [{"partition": {"file": f"f{i}"}, "offset": {"position": 0}} for i in range(5)]
+    new = [{"partition": {"file": f"f{i}"}, "offset": {"position": 100 + i}} for i in range(5)]
+    await stack.created("stopped", old, cls=ANY_SOURCE, config={"topic": "orders"})
+    await stack.put_document(document(new))
+    stack.connect.fail("PATCH", OFFSETS_PATH, 500, "Request timed out", after=1)  # the second chunk
+    stack.annotate(connector_offsets="alter")
+
+    outcome = await stack.reconcile()
+
+    assert outcome.transient_error is not None  # retried with back-off
+    progress = stack.status()["offsetsProgress"]
+    assert progress["appliedChunks"] == 1, progress
+    assert ANNOTATION_OFFSETS in stack.annotations()
+    (backup_name,) = stack.backups()
+    assert progress["backup"] == backup_name
+    sent = [r.body["offsets"] for r in stack.connect.sent("PATCH")]
+    assert sent == [new[0:2], new[2:4]]
+
+    stack.connect.requests.clear()
+    await stack.until_request_done()
+
+    resent = [r.body["offsets"] for r in stack.connect.sent("PATCH")]
+    assert resent == [new[2:4], new[4:5]]  # the applied first chunk is never sent again
+    assert list(stack.backups()) == [backup_name]  # no second backup of half-changed offsets
+    last = stack.status()["lastOffsetsOperation"]
+    assert last["result"] == "Succeeded" and last["backup"] == backup_name
+    assert "resumed at chunk 2" in last["message"]
+    assert "offsetsProgress" not in stack.status()
+    assert stack.connect.connectors[NAME].offsets == new
+
+
+async def test_stop_change_resume_in_that_order(stack: Stack) -> None:
+    """A RUNNING connector, alter with stop-connector: stop, backup, PATCH, resume; the outcome is
+    published once it runs again (test_stop_change_resume_with_annotation_and_policy)."""
+    await stack.created("running")
+    await stack.put_document(document(position(21)))
+    stack.annotate(connector_offsets="alter", stop_connector="true")
+
+    await stack.until_request_done()
+
+    stop, patch, resume = f"/connectors/{NAME}/stop", OFFSETS_PATH, f"/connectors/{NAME}/resume"
+    assert stack.connect.changes() == [f"PUT {stop}", f"PATCH {patch}", f"PUT {resume}"]
+    (backup_name,) = stack.backups()
+    assert stack.journal.index(f"kube: create ConfigMap {backup_name}") < stack.journal.index(f"connect: PATCH {patch}")
+    last = stack.status()["lastOffsetsOperation"]
+    assert last["result"] == "Succeeded" and "connector back to running" in last["message"], last
+    assert "pendingOffsetsOperation" not in stack.status()
+    assert stack.connect.connectors[NAME].state == "RUNNING"
+    assert stack.connect.connectors[NAME].offsets == position(21)
+    assert "OffsetsChangeStarted" in stack.kube.reasons()
+
+
+async def test_a_failed_change_still_resumes(stack: Stack) -> None:
+    """Connect refuses the PATCH: the connector is resumed anyway, and the failure is published."""
+    await stack.created("running")
+    await stack.put_document(document(position(21)))
+    stack.connect.fail("PATCH", OFFSETS_PATH, 400, "offsets rejected by the connector")
+    stack.annotate(connector_offsets="alter", stop_connector="true")
+
+    # A failed request keeps its annotation (it waits for a change by a person): run the passes
+    # until the outcome is published.
+    for _ in range(8):
+        await stack.reconcile()
+        if "lastOffsetsOperation" in stack.status():
+            break
+    await stack.reconcile()  # one more pass: nothing further is sent
+
+    assert stack.connect.changes() == [
+        f"PUT /connectors/{NAME}/stop",
+        f"PATCH {OFFSETS_PATH}",
+        f"PUT /connectors/{NAME}/resume",
+    ]
+    assert stack.connect.connectors[NAME].state == "RUNNING"
+    assert stack.connect.connectors[NAME].offsets == position(30)
+    last = stack.status()["lastOffsetsOperation"]
+    assert (last["result"], last["reason"]) == ("Failed", "ConnectRejected"), last
+    assert "Connect answered 400: offsets rejected by the connector" in last["message"]
+    failed = stack.condition("OffsetsOperationFailed")
+    assert failed is not None and failed["reason"] == "ConnectRejected"
+    assert "pendingOffsetsOperation" not in stack.status()
+
+
+async def test_a_dry_run_changes_nothing(stack: Stack) -> None:
+    """alter with dry-run on a RUNNING connector: the diff in dry-run.json, a summary in status and
+    an Event; nothing sent to Connect but reads, no backup (test_dry_run_diffs_and_changes_nothing)."""
+    await stack.created("running")
+    await stack.put_document(document(position(6)))
+    stack.annotate(connector_offsets="alter", dry_run="true")
+
+    await stack.until_request_done()
+
+    assert stack.connect.changes() == []
+    assert stack.connect.connectors[NAME].offsets == position(30)
+    assert stack.connect.connectors[NAME].state == "RUNNING"
+    assert stack.backups() == {}
+    diff = json.loads(stack.kube.objects[CM]["data"][DRY_RUN_KEY])
+    assert diff["operation"] == "alter" and diff["added"] == [] and diff["removed"] == []
+    assert diff["changed"] == [{"partition": {"filename": FILE}, "old": {"position": 30}, "new": {"position": 6}}]
+    last = stack.status()["lastOffsetsOperation"]
+    assert last["dryRun"] is True and last["result"] == "Succeeded" and "backup" not in last
+    assert "0 added, 1 changed, 0 removed, 0 unchanged" in last["message"]
+    assert f"diff in ConfigMap {CM} key {DRY_RUN_KEY}" in last["message"]
+    assert stack.kube.reasons().count("OffsetsDryRun") == 1
