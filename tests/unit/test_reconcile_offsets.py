@@ -10,20 +10,25 @@ written after each pass are asserted.
 Covers: a backup is written before an alter or reset changes offsets; a refused document ends in
 a condition and sends nothing to Connect; a chunked alter that failed mid-way resumes from the
 recorded chunk and never re-sends an applied one; stop -> change -> resume calls Connect in that
-order and resumes even when the change fails; a dry run changes nothing.
+order and resumes even when the change fails; a dry run changes nothing; a step that cannot be
+done now (StepUnavailable) ends the pass as transient without the change.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import respx
 
+from connect_offsets.models.crds import KafkaConnectorResource
+from connect_offsets.planning import Action, target_for_connector
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
+from connect_offsets.reconcile.context import StepUnavailable
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, API_GROUP, CLUSTERS, CONNECTORS, DRY_RUN_KEY
 from tests.fakes import FakeConnect, FakeKube
@@ -293,3 +298,27 @@ async def test_a_dry_run_changes_nothing(stack: Stack) -> None:
     assert "0 added, 1 changed, 0 removed, 0 unchanged" in last["message"]
     assert f"diff in ConfigMap {CM} key {DRY_RUN_KEY}" in last["message"]
     assert stack.kube.reasons().count("OffsetsDryRun") == 1
+
+
+async def test_a_step_that_cannot_be_done_now_ends_the_pass_as_transient(stack: Stack) -> None:
+    """A BeforeOffsets hook (MirrorMaker 2's offset-syncs reset) that raises StepUnavailable: the
+    pass reports a transient error and a not-Ready condition, and the change is not sent."""
+    await stack.created("stopped")
+    stack.annotate(connector_offsets="reset")
+    body = await stack.kube.get_resource(CONNECTORS, NS, NAME)
+    assert body is not None
+    resource = KafkaConnectorResource.model_validate(body)
+    client, info = await stack.clusters.client_for(NS, "local")
+
+    async def kafka_down(action: Action) -> str:
+        raise StepUnavailable("offset-syncs reset on cluster east: Kafka did not answer")
+
+    result = await stack.service.runner.run(
+        target_for_connector(resource), body, client, info, datetime.now(UTC), kafka_down
+    )
+
+    assert result.transient_error == "offset-syncs reset on cluster east: Kafka did not answer"
+    ready = next(c for c in result.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "ConnectError")
+    assert f"DELETE {OFFSETS_PATH}" not in stack.connect.changes()
+    assert stack.connect.connectors[NAME].offsets == position(30)

@@ -14,7 +14,13 @@ the same code runs in tests and tools. One reconcile of a KafkaConnector:
 Errors decide what happens next (``settings.Outcome``): transient ones (Connect unreachable, 5xx,
 409) come back with a retry delay; the ones a person must fix are recorded and wait for a change.
 
-The rooms: ``settings`` (environment, ``Outcome``), ``status`` (the one status writer, refusals),
-``clusters`` (Connect clients per ConnectCluster, the ConnectCluster reconcile), ``runner`` (one
-planned connector), ``connectors`` (KafkaConnector), ``mirrormaker2`` (KafkaMirrorMaker2).
+The rooms, from the top of the import contract down (pyproject.toml, "Inside reconcile"):
+``connectors`` (KafkaConnector), ``mirrormaker2`` (KafkaMirrorMaker2) -> ``runner`` (one pass over
+one planned connector) -> ``execute`` (the plan's actions in order), ``observe`` (every read the
+planner needs) -> ``offsets_changes`` (list/alter/reset/restore, staged changes, dry runs),
+``initial`` (initial offsets), ``lifecycle`` (create, stop, resume, restart ...) -> ``backups``,
+``owners`` (last owner of a connector name) -> ``context`` (``Pass``, the per-pass context every
+step receives) -> ``clusters`` (Connect clients per ConnectCluster, the ConnectCluster reconcile)
+-> ``status`` (the one status writer, refusals, Events) -> ``outcomes`` (pure decisions about
+results), ``settings`` (environment, ``Outcome``).
 """
