@@ -10,7 +10,7 @@ stack's Kafka and times ``latest`` and ``as-of`` (T in the middle of the history
   run is what ``connect-offsets pipeline`` costs (one job in a fresh JVM, HotSpot still compiling
   Spark's code and the job's generated classes), the second shows what the task slots do once the
   JIT has caught up. The JVM's CPU is split by thread (tasks, JIT compiler, GC, the rest), and
-- the CLI exporter's reader (``connect_offsets.offline.store.iter_offsets_topic``, what
+- the CLI exporter's reader (``connect_offsets.tools.offline.store.iter_offsets_topic``, what
   ``connect-offsets export --from-beginning`` uses) followed by the same reductions in plain Python.
 
 Both sides check their answers against each other. Results go to bench/README.md (section "pipeline").
@@ -201,8 +201,8 @@ class CpuMeter:
 
 
 def worker_spark(servers: str, topic: str, master: str, at: datetime) -> dict[str, Any]:
-    from connect_offsets.pipeline.jobs import KafkaSource, as_of, latest_documents, read_kafka
-    from connect_offsets.pipeline.session import SparkOptions, build_session
+    from connect_offsets.tools.pipeline.jobs import KafkaSource, as_of, latest_documents, read_kafka
+    from connect_offsets.tools.pipeline.session import SparkOptions, build_session
 
     started = time.monotonic()
     spark = build_session(SparkOptions(master=master, progress=False, conf={"spark.sql.session.timeZone": "UTC"}))
@@ -228,8 +228,8 @@ def worker_spark(servers: str, topic: str, master: str, at: datetime) -> dict[st
 
 def worker_python(servers: str, topic: str, at: datetime) -> dict[str, Any]:
     """The CLI exporter's reader, streamed: one record per source partition is kept, not the history."""
-    from connect_offsets.offline.records import last_per_key, latest
-    from connect_offsets.offline.store import TopicReadStats, iter_offsets_topic
+    from connect_offsets.tools.offline.records import last_per_key, latest
+    from connect_offsets.tools.offline.store import TopicReadStats, iter_offsets_topic
 
     settings = {"bootstrap.servers": servers}
     meter = CpuMeter(os.getpid())

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from connect_offsets.offline.records import encode_key, murmur2_partition
-from connect_offsets.offline.store import topic_partition_count
+from connect_offsets.tools.offline.records import encode_key, murmur2_partition
+from connect_offsets.tools.offline.store import topic_partition_count
 from tests.conftest import STACK, wait_for
 from tests.integration.support import FILE_SOURCE, connect_offsets, end_offset, raw_records, wait_connect_state
 

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from connect_offsets.offline.records import encode_key
+from connect_offsets.tools.offline.records import encode_key
 from tests.conftest import STACK, wait_for
 from tests.integration.support import (
     FILE_SOURCE,

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from connect_offsets.pipeline.command import main as pipeline_main
-from connect_offsets.pipeline.jobs import (
+from connect_offsets.tools.pipeline.command import main as pipeline_main
+from connect_offsets.tools.pipeline.jobs import (
     KafkaSource,
     as_of,
     decode_records,
@@ -31,7 +31,7 @@ from connect_offsets.pipeline.jobs import (
     only_connectors,
     read_kafka,
 )
-from connect_offsets.pipeline.session import SparkOptions, build_session
+from connect_offsets.tools.pipeline.session import SparkOptions, build_session
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
     annotate,
@@ -151,7 +151,7 @@ def test_history_as_of_latest_and_rewind_through_the_operator(
             [
                 sys.executable,
                 "-m",
-                "connect_offsets.pipeline",
+                "connect_offsets.tools.pipeline",
                 "latest",
                 "-b",
                 bootstrap,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from connect_offsets import cli
-from connect_offsets.offline.records import decode_offsets_file, encode_key, encode_offsets_file, encode_value
+from connect_offsets.tools import cli
+from connect_offsets.tools.offline.records import decode_offsets_file, encode_key, encode_offsets_file, encode_value
 
 pytestmark = pytest.mark.unit
 
@@ -158,6 +158,6 @@ def test_cli_never_imports_kopf() -> None:
     import subprocess
     import sys
 
-    code = "import sys, connect_offsets.cli; print('kopf' in sys.modules)"
+    code = "import sys, connect_offsets.tools.cli; print('kopf' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -20,7 +20,6 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from connect_offsets.cli import CRD_HEADER, main, render_crds
 from connect_offsets.models import crds
 from connect_offsets.models.crds import (
     RESERVED_CONFIG_KEYS,
@@ -38,6 +37,7 @@ from connect_offsets.models.crds import (
     TLSSpec,
 )
 from connect_offsets.models.schema import crd_documents, structural_schema
+from connect_offsets.tools.cli import CRD_HEADER, main, render_crds
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,

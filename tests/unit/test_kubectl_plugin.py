@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from connect_offsets import kubectl_plugin as kp
 from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS
+from connect_offsets.tools import kubectl_plugin as kp
 
 NS = "kafka"
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connect_offsets.models.offsets import OffsetsValidationError
-from connect_offsets.offline.records import (
+from connect_offsets.tools.offline.records import (
     KafkaPosition,
     OffsetsFileError,
     StoredRecord,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connect_offsets.offline.worker_config import (
+from connect_offsets.tools.offline.worker_config import (
     WorkerConfig,
     WorkerConfigError,
     kafka_client_settings,

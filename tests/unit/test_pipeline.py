@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.pipeline import register
-from connect_offsets.pipeline.command import (
+from connect_offsets.tools.pipeline import register
+from connect_offsets.tools.pipeline.command import (
     build_parser,
     configmap_names,
     connector_file,
     kafka_sources,
 )
-from connect_offsets.pipeline.jobs import (
+from connect_offsets.tools.pipeline.jobs import (
     PipelineError,
     as_of,
     decode_kafka,
@@ -37,7 +37,7 @@ from connect_offsets.pipeline.jobs import (
     read_export,
     write_history,
 )
-from connect_offsets.pipeline.session import SparkOptions, SparkSetupError, build_session, find_kafka_jars
+from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session, find_kafka_jars
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"

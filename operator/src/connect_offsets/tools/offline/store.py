@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from connect_offsets.errors import ConnectOffsetsError
-from connect_offsets.offline.records import (
+from connect_offsets.tools.offline.records import (
     KafkaPosition,
     StoredRecord,
     decode_key,

@@ -35,7 +35,7 @@ from connect_offsets import __version__
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.offsets import OffsetsValidationError, partition_key
 from connect_offsets.models.schema import crd_documents
-from connect_offsets.offline.records import (
+from connect_offsets.tools.offline.records import (
     ImportDocument,
     OffsetsFileError,
     StoredRecord,
@@ -46,7 +46,7 @@ from connect_offsets.offline.records import (
     parse_import_document,
     render_export,
 )
-from connect_offsets.offline.store import (
+from connect_offsets.tools.offline.store import (
     ConnectorInfo,
     PlannedWrite,
     WorkerStoreError,
@@ -58,8 +58,8 @@ from connect_offsets.offline.store import (
     write_offsets_file,
     write_transaction,
 )
-from connect_offsets.offline.worker_config import WorkerConfig, WorkerConfigError
-from connect_offsets.pipeline.command import register as register_pipeline
+from connect_offsets.tools.offline.worker_config import WorkerConfig, WorkerConfigError
+from connect_offsets.tools.pipeline.command import register as register_pipeline
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from connect_offsets.pipeline.jobs import KafkaSource, PipelineError
+from connect_offsets.tools.pipeline.jobs import KafkaSource, PipelineError
 
 
 @dataclass(frozen=True)

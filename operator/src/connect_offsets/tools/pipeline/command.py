@@ -3,7 +3,7 @@
 Why separate from jobs.py: the jobs are DataFrame → DataFrame/documents functions that tests and
 other Spark programs call with their own SparkSession; this module is the command line around them
 (sources from flags, a preflight of every topic, progress lines, files and ConfigMaps written), used
-both by the main CLI (through ``register``) and by ``python -m connect_offsets.pipeline`` /
+both by the main CLI (through ``register``) and by ``python -m connect_offsets.tools.pipeline`` /
 ``spark-submit .../pipeline/__main__.py``.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
-from connect_offsets.pipeline.jobs import (
+from connect_offsets.tools.pipeline.jobs import (
     AsOfResult,
     KafkaSource,
     PipelineError,
@@ -36,7 +36,7 @@ from connect_offsets.pipeline.jobs import (
     union_sources,
     write_history,
 )
-from connect_offsets.pipeline.session import SparkOptions, SparkSetupError, build_session
+from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -182,7 +182,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m connect_offsets.pipeline",
+        prog="python -m connect_offsets.tools.pipeline",
         description="Offsets history pipeline (PySpark): latest, history, as-of.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -228,7 +228,7 @@ class Loaded:
 
 def load(args: argparse.Namespace, progress: Progress) -> Loaded:
     """Preflight every source, start Spark, and return the (connector-filtered) records."""
-    from connect_offsets.pipeline.preflight import check_topic
+    from connect_offsets.tools.pipeline.preflight import check_topic
 
     sources = kafka_sources(args)
     exports = [str(Path(p).resolve()) for p in args.export]
@@ -286,7 +286,7 @@ def configmap_names(template: str, connectors: list[str]) -> dict[str, str]:
 def to_configmaps(
     template: str, namespace: str | None, documents: dict[str, dict[str, Any]], annotations: dict[str, str]
 ) -> list[str]:
-    from connect_offsets.pipeline.configmaps import write_offsets_configmaps
+    from connect_offsets.tools.pipeline.configmaps import write_offsets_configmaps
 
     names = configmap_names(template, sorted(documents))
     return asyncio.run(write_offsets_configmaps(namespace, names, documents, annotations))
