@@ -56,7 +56,7 @@ from bench.report import machine, write_section  # noqa: E402
 from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint, ConnectServerError  # noqa: E402
 from connect_offsets.clients.kubernetes import KubernetesApi  # noqa: E402
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore  # noqa: E402
-from connect_offsets.models.chunking import (  # noqa: E402
+from connect_offsets.offsets.chunking import (  # noqa: E402
     ChunkLimits,
     ChunkProgress,
     canonical_partition_digest,

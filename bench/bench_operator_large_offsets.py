@@ -246,7 +246,7 @@ The operator's RSS when idle with this resource: {facts.get("rss_idle") or 0:.0f
 (VmHWM): {facts.get("worker_rss") or 0:.0f} MiB.
 
 Nothing holds a parsed million-entry tree any more: `list`, the backups and the chunked PATCHes
-stream, and `alter`/`restore` validate in batches of 10,000 entries (`models.offsets.validated_compact_json`,
+stream, and `alter`/`restore` validate in batches of 10,000 entries (`offsets.validated_compact_json`,
 `restore_compact_json`), keeping a 128-bit digest per partition. What remains at the peak is text: the
 document as read from the ConfigMaps, the compact text to send and its bytes for the PATCH chunks
 (restore: the backup and Connect's GET answer instead of the ConfigMap document), each about

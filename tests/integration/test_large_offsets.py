@@ -34,7 +34,7 @@ from connect_offsets.clients.offsets_configmaps import (
     StoredForm,
     name_hash,
 )
-from connect_offsets.models.chunking import ChunkLimits, ChunkProgress, ChunkResume
+from connect_offsets.offsets.chunking import ChunkLimits, ChunkProgress, ChunkResume
 from tests.conftest import wait_for
 from tests.integration.support import MONITORABLE_SOURCE, wait_connect_state
 

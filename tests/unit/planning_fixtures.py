@@ -10,7 +10,7 @@ import pytest
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import KafkaConnectorResource
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     FILE_STREAM_SOURCE_CLASS,
     MIRROR_SOURCE_CLASS,
 )

@@ -26,7 +26,7 @@ from connect_offsets.clients.connect import (
     ConnectServerError,
     ConnectUnavailable,
 )
-from connect_offsets.models.chunking import (
+from connect_offsets.offsets.chunking import (
     ChunkFailure,
     ChunkLimits,
     ChunkProgress,
@@ -362,7 +362,7 @@ async def test_restore_source_is_chunked_like_a_document() -> None:
 
 
 def test_partition_identity_keeps_json_types_apart() -> None:
-    from connect_offsets.models.chunking import canonical_partition_digest
+    from connect_offsets.offsets.chunking import canonical_partition_digest
 
     values = [1, 1.0, True, "1", None, 2**70]
     digests = {canonical_partition_digest({"p": v}) for v in values}
@@ -413,7 +413,7 @@ async def test_raw_get_maps_errors_with_connects_message() -> None:
 def test_text_documents_stream_like_their_bytes(monkeypatch: pytest.MonkeyPatch, read_size: int) -> None:
     """A str document is encoded a slice at a time as ijson reads it (no bytes copy of the whole);
     slices end between characters, so multi-byte characters are never split."""
-    from connect_offsets.models import chunking
+    from connect_offsets.offsets import chunking
 
     monkeypatch.setattr(chunking, "_READ_SIZE", read_size)
     text = json.dumps(

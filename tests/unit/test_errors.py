@@ -17,7 +17,7 @@ from connect_offsets.clients.connect import ConnectBadRequest, ConnectConflict, 
 from connect_offsets.clients.kafka import KafkaAdminError
 from connect_offsets.clients.kubernetes import KubernetesRejected, KubernetesUnavailable
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
-from connect_offsets.models.offsets import OffsetsValidationError
+from connect_offsets.offsets import OffsetsValidationError
 
 
 def public_exception_classes() -> list[type[BaseException]]:

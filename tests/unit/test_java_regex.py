@@ -16,7 +16,7 @@ import pytest
 from connect_offsets import metrics
 from connect_offsets.lag import mirrored_topic_filter
 from connect_offsets.models.java_regex import MAX_PATTERN_LENGTH, PatternRefused, compile_java
-from connect_offsets.models.offsets import OffsetsValidationError, parse_offsets_document, validate_sink
+from connect_offsets.offsets import OffsetsValidationError, parse_offsets_document, validate_sink
 
 pytestmark = pytest.mark.unit
 

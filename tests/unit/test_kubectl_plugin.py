@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS
+from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl_plugin as kp
 
 NS = "kafka"

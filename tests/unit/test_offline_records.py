@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connect_offsets.models.offsets import OffsetsValidationError
+from connect_offsets.offsets import OffsetsValidationError
 from connect_offsets.tools.offline.records import (
     KafkaPosition,
     OffsetsFileError,

@@ -1,4 +1,4 @@
-"""Unit tests for ``connect_offsets.models.offsets``.
+"""Unit tests for ``connect_offsets.offsets``.
 
 Covers:
 * the error type: paths, message rendering, the 10-problem cut-off;
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connect_offsets.models import offsets
-from connect_offsets.models.offsets import (
+from connect_offsets import offsets
+from connect_offsets.offsets import (
     OffsetEntry,
     OffsetsDocument,
     OffsetsProblem,
@@ -34,6 +34,7 @@ from connect_offsets.models.offsets import (
     parse_offsets_obj,
     partition_key,
     reset_diff,
+    stream,
     validate_file_stream_source,
     validate_for_connector,
     validate_mirror_checkpoint,
@@ -906,7 +907,7 @@ def test_valid_documents_are_never_parsed_whole(monkeypatch: pytest.MonkeyPatch)
         {"partition": {"kafka_topic": "t", "kafka_partition": p}, "offset": {"kafka_offset": p}} for p in range(25)
     ]
     text = json.dumps({"offsets": entries}, indent=1)
-    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 10)
+    monkeypatch.setattr(stream, "ENTRIES_PER_BATCH", 10)
     seen: list[int] = []
     real_validate = offsets.validate_for_connector
 
@@ -917,15 +918,15 @@ def test_valid_documents_are_never_parsed_whole(monkeypatch: pytest.MonkeyPatch)
     def whole(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("parse_offsets_document was called for a valid document")
 
-    monkeypatch.setattr(offsets, "validate_for_connector", spy)
-    monkeypatch.setattr(offsets, "parse_offsets_document", whole)
+    monkeypatch.setattr(stream, "validate_for_connector", spy)
+    monkeypatch.setattr(stream, "parse_offsets_document", whole)
     result = offsets.validated_compact_json(text, "SomeSinkConnector", {"topics": "t"}, is_sink=True)
     assert seen == [10, 10, 5]
     assert json.loads(result) == {"offsets": entries}
 
 
 def test_a_problem_in_a_later_batch_is_reported_with_its_index_in_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    monkeypatch.setattr(stream, "ENTRIES_PER_BATCH", 2)
     entries = [
         {"partition": {"kafka_topic": "t", "kafka_partition": p}, "offset": {"kafka_offset": 1}} for p in range(5)
     ]
@@ -1009,7 +1010,7 @@ def test_restore_tolerates_unusual_get_answers(current_text: str) -> None:
 def test_a_compact_document_is_returned_as_it_is_not_copied(monkeypatch: pytest.MonkeyPatch) -> None:
     """Connect's answers and the operator's own lists are already compact: a 100 MB alter or
     restore of one is sent without a second copy of the text."""
-    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    monkeypatch.setattr(stream, "ENTRIES_PER_BATCH", 2)
     entries = [{"partition": {"filename": f"/f/{i}", "n": 1.5}, "offset": {"position": i}} for i in range(5)]
     text = json.dumps({"offsets": entries}, separators=(",", ":"))
     assert offsets.validated_compact_json(text, "com.example.GenericSource", {}) is text
@@ -1022,7 +1023,7 @@ def test_a_compact_document_is_returned_as_it_is_not_copied(monkeypatch: pytest.
 def test_a_document_that_is_compact_only_in_part_is_written_where_it_differs(
     monkeypatch: pytest.MonkeyPatch, odd: int
 ) -> None:
-    monkeypatch.setattr(offsets, "ENTRIES_PER_BATCH", 2)
+    monkeypatch.setattr(stream, "ENTRIES_PER_BATCH", 2)
     parts = [json.dumps({"partition": {"p": i}, "offset": {"o": i}}, separators=(",", ":")) for i in range(5)]
     parts[odd] = parts[odd].replace('"o":', '"o": ').replace(f"{odd}}}}}", f"{odd}.50}}}}")  # space and 1.50
     text = '{"offsets":[' + ",".join(parts) + "]}"

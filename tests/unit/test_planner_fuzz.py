@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import ConnectorState, KafkaConnectorResource, KafkaMirrorMaker2Resource
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetsValidationError,
     parse_offsets_document,
     translate_replay_from,

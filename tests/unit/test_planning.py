@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import AutoRestartStatus, KafkaConnectorResource
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     FILE_STREAM_SOURCE_CLASS,
     OffsetsValidationError,
     parse_offsets_document,

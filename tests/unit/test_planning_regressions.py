@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS
+from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.planning import desired_config, plan_connector
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTART_TASK
 from tests.unit.planning_fixtures import (

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.models.chunking import ChunkResume
 from connect_offsets.models.crds import ConnectorState, PendingOffsetsOperation
-from connect_offsets.models.offsets import diff_offsets, parse_offsets_document, parse_offsets_obj
+from connect_offsets.offsets import diff_offsets, parse_offsets_document, parse_offsets_obj
+from connect_offsets.offsets.chunking import ChunkResume
 from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConnectorTarget, Plan
 from connect_offsets.reconcile.outcomes import (
     MAX_OPERATION_MESSAGE,

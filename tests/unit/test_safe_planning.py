@@ -37,7 +37,7 @@ from connect_offsets.models.crds import (
     KafkaConnectorResource,
     PendingOffsetsOperation,
 )
-from connect_offsets.models.offsets import FILE_STREAM_SOURCE_CLASS, parse_offsets_document
+from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS, parse_offsets_document
 from connect_offsets.planning import (
     SETTLE_DELAY_S,
     Action,

@@ -34,7 +34,7 @@ from connect_offsets.models.crds import (
     WriteToTarget,
     parse_rfc3339,
 )
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetsValidationError,
     restore_compact_json,
     validated_compact_json,

@@ -76,7 +76,15 @@ from connect_offsets import __version__
 from connect_offsets.clients.credentials import reflect
 from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES, max_document_bytes
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
-from connect_offsets.models.chunking import (
+from connect_offsets.models.connect import (
+    ConnectorStatus,
+    RuntimeState,
+    ServerInfo,
+    TaskState,
+    parse_version,
+    supports_initial_state,
+)
+from connect_offsets.offsets.chunking import (
     ChunkFailure,
     ChunkLimits,
     ChunkPlan,
@@ -86,14 +94,6 @@ from connect_offsets.models.chunking import (
     document_entries,
     iter_chunks,
     plan_chunks,
-)
-from connect_offsets.models.connect import (
-    ConnectorStatus,
-    RuntimeState,
-    ServerInfo,
-    TaskState,
-    parse_version,
-    supports_initial_state,
 )
 
 __all__ = [
@@ -821,7 +821,7 @@ class ConnectClient:
         """``PATCH /connectors/{name}/offsets`` in bounded chunks, in document order.
 
         ``document``: the offsets document as JSON (bytes or text), or an entry source (e.g.
-        ``models.chunking.restore_entries``). ``plan``: boundaries already computed with
+        ``offsets.chunking.restore_entries``). ``plan``: boundaries already computed with
         ``plan_chunks`` from the same source (else computed here, in a thread). ``resume``: the
         progress of an earlier attempt; it continues where that stopped if the plan has the same
         fingerprint, else starts over (re-sending a chunk is harmless: PATCH only overwrites).

@@ -64,7 +64,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesUnavailable,
 )
 from connect_offsets.errors import ConnectOffsetsError, UserError
-from connect_offsets.models.chunking import OffsetsStreamError, count_entries
+from connect_offsets.offsets.chunking import OffsetsStreamError, count_entries
 from connect_offsets.vocabulary import (
     API_GROUP,
 )

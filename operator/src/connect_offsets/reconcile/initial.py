@@ -12,7 +12,7 @@ import time
 
 from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectError, ConnectHTTPError
 from connect_offsets.faults import fault_point
-from connect_offsets.models.offsets import parse_offsets_document, parse_offsets_obj
+from connect_offsets.offsets import parse_offsets_document, parse_offsets_obj
 from connect_offsets.planning import Action, Plan
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass
 from connect_offsets.reconcile.outcomes import initial_offsets_in_place

@@ -20,14 +20,14 @@ from connect_offsets.clients.connect import ConnectError, ConnectHTTPError
 from connect_offsets.clients.kubernetes import KubernetesRejected
 from connect_offsets.clients.offsets_configmaps import OffsetsStoreError
 from connect_offsets.faults import fault_point
-from connect_offsets.models.chunking import ChunkProgress, document_entries, plan_chunks
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetsDiff,
     diff_offsets,
     parse_offsets_document,
     parse_offsets_obj,
     reset_diff,
 )
+from connect_offsets.offsets.chunking import ChunkProgress, document_entries, plan_chunks
 from connect_offsets.planning import Action, Plan
 from connect_offsets.reconcile.backups import backup
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels

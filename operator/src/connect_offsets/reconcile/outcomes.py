@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from connect_offsets.models.chunking import ChunkResume
 from connect_offsets.models.crds import AppliedOffsetsStatus, OffsetsOperationStatus, PendingOffsetsOperation
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetsDiff,
     OffsetsDocument,
     diff_offsets,
     parse_offsets_document,
     partition_key,
 )
+from connect_offsets.offsets.chunking import ChunkResume
 from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConditionSpec, ConnectorTarget, Plan
 from connect_offsets.vocabulary import ANNOTATION_DRY_RUN, ANNOTATION_OFFSETS, iso
 

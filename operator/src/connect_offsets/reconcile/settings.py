@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from connect_offsets.models.chunking import (
+from connect_offsets.offsets.chunking import (
     DEFAULT_MAX_ENTRIES,
     ChunkLimits,
 )

@@ -33,8 +33,8 @@ import yaml
 
 from connect_offsets import __version__
 from connect_offsets.errors import ConnectOffsetsError
-from connect_offsets.models.offsets import OffsetsValidationError, partition_key
 from connect_offsets.models.schema import crd_documents
+from connect_offsets.offsets import OffsetsValidationError, partition_key
 from connect_offsets.tools.offline.records import (
     ImportDocument,
     OffsetsFileError,

@@ -48,7 +48,7 @@ from connect_offsets import (
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetsValidationError,
     parse_offsets_document,
     translate_replay_from,

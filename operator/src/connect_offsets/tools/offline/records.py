@@ -45,7 +45,7 @@ import javaobj.v1 as javaobj
 from javaobj.v1 import beans as javaobj_beans
 
 from connect_offsets.errors import UserError
-from connect_offsets.models.offsets import (
+from connect_offsets.offsets import (
     OffsetEntry,
     OffsetsProblem,
     OffsetsValidationError,
@@ -523,14 +523,14 @@ def parse_import_document(text: str | bytes) -> ImportDocument:
 
 def _load_json(text: str) -> object:
     """JSON with the generic parser's rules (no NaN, no duplicate keys) and its error messages."""
-    from connect_offsets.models import offsets as generic
+    from connect_offsets.offsets import document as generic
 
-    hook = generic._DuplicateKeys()
+    hook = generic.DuplicateKeys()
     try:
         obj = json.loads(
             text,
-            parse_constant=generic._reject_constant,
-            parse_float=generic._parse_float,
+            parse_constant=generic.reject_constant,
+            parse_float=generic.parse_float,
             object_pairs_hook=hook,
         )
     except json.JSONDecodeError as e:

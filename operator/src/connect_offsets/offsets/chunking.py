@@ -295,7 +295,7 @@ def count_entries(document: Document) -> int:
 def canonical_partition_digest(partition: Any) -> bytes:
     """128-bit digest of a partition with its keys sorted, to match partitions across documents.
 
-    Same notion of identity as ``models.offsets.partition_key`` (types matter: ``1``, ``1.0``,
+    Same notion of identity as ``offsets.partition_key`` (types matter: ``1``, ``1.0``,
     ``true`` and ``"1"`` differ), but 16 bytes instead of the whole text, so a million of them fit
     in tens of MB. ``repr`` of the sorted items is used rather than canonical JSON: it keeps those
     type distinctions and is several times faster; digests are only compared within one process
