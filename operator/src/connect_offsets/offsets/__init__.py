@@ -21,10 +21,10 @@ from connect_offsets.offsets.document import (
     partition_key,
 )
 from connect_offsets.offsets.problems import (
-    Primitive,
     MAX_LISTED_PROBLEMS,
     OffsetsProblem,
     OffsetsValidationError,
+    Primitive,
 )
 from connect_offsets.offsets.stream import (
     ENTRIES_PER_BATCH,
