@@ -26,6 +26,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     annotate_mm2,
+    connect_log,
     connect_offsets,
     connect_state,
     create_cluster,
@@ -33,6 +34,7 @@ from tests.integration.support import (
     end_offset,
     events_for,
     get_mm2,
+    offsets_requests,
     read_topic,
     wait_connect_state,
     wait_mm2_annotations_removed,
@@ -187,6 +189,11 @@ def test_mirrormaker2_offsets_flow(
         assert "only accepted value is 0" in found["message"]
         assert connect_state(connect, checkpoint_name) == "RUNNING"
         assert connect_offsets(connect, checkpoint_name) == checkpoint_before
+        # the worker's own request log (local stack only): the refused document never reached Connect
+        assert (
+            stack.get("external")
+            or [r for r in offsets_requests(connect_log(stack), {checkpoint_name}) if r.method != "GET"] == []
+        )
         annotate_mm2(custom, namespace, name, {"connector-offsets": None, "mirrormaker-connector": None})
 
         # replay from upstream offset 5: MirrorSourceConnector resumes at offset + 1; the operator

@@ -1382,3 +1382,17 @@ def test_observed_without_documents_keeps_everything_but_the_texts() -> None:
     assert slim.restore == RestoreSource(name=BACKUP, resource_version="55")
     assert (slim.now, slim.config, slim.supports_initial_state) == (NOW, {"connector.class": "x"}, True)
     assert observed.alter_configmap is configmap  # the original is not changed
+
+
+@pytest.mark.parametrize("observed_state", ["STOPPED", "RUNNING"])
+def test_a_backup_gets_the_typed_checks_of_an_alter(observed_state: str) -> None:
+    """Issue 21: a restore once skipped the connector-family checks, so a bad backup reached Connect."""
+    resource = make(annotations={ANNOTATION_OFFSETS: "restore"}, stop_policy=True)
+    edited = json.dumps({"offsets": [{"partition": {"filename": FILE}, "offset": {"position": -4}}]})
+    source = dataclasses.replace(backup_source(), backup_json=edited)
+    plan = plan_connector(resource, seen(resource, observed_state, restore=source))
+    message = assert_refused(plan, "restore", "InvalidBackup", f"backup {BACKUP} is not valid for this connector")
+    assert "offsets[0].offset.position" in message
+    # the same backup without the edit is restored
+    good = plan_connector(resource, seen(resource, "STOPPED", restore=backup_source()))
+    assert any(a.kind == "restore_offsets" for a in good.actions), good.actions

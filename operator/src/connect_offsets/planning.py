@@ -682,7 +682,7 @@ def _requested_offsets(
         except OffsetsValidationError as error:
             return _Refusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
     if operation == "restore":
-        return _restore_document(target, observed.restore)
+        return _restore_document(target, observed)
     return None
 
 
@@ -1016,17 +1016,22 @@ def _plan_initial_resume(target: ConnectorTarget, observed: Observed, plan: Plan
     plan.requeue(SETTLE_DELAY_S)
 
 
-def _restore_document(target: ConnectorTarget, source: RestoreSource | None) -> str | _Refusal:
+def _restore_document(target: ConnectorTarget, observed: Observed) -> str | _Refusal:
     """The PATCH that puts the backup's offsets back exactly: its entries, plus null for partitions
-    that exist now but not in the backup (PATCH alone would leave them)."""
+    that exist now but not in the backup (PATCH alone would leave them). The backup gets the same
+    typed checks as an ``alter`` document (issue 21: an invalid sink backup reached Connect)."""
+    source = observed.restore
     wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
     if source is None or source.name is None:
         which = f"backup {wanted}" if wanted else "any backup"
         return _Refusal("BackupNotFound", f"{which} of connector {target.name} not found")
     try:
-        restored = restore_compact_json(source.backup_json, source.current_json)
+        is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+        restored = restore_compact_json(
+            source.backup_json, source.current_json, target.class_name, _desired(target), is_sink=is_sink
+        )
     except OffsetsValidationError as error:
-        return _Refusal("InvalidBackup", f"backup {source.name} is unreadable:\n{error}")
+        return _Refusal("InvalidBackup", f"backup {source.name} is not valid for this connector:\n{error}")
     if not restored.entries:
         return _Refusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
     return restored.json
