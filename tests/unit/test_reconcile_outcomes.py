@@ -1,4 +1,4 @@
-"""The reconcile layer's pure decisions (connect_offsets.reconcile.outcomes), without any fake.
+"""The reconcile layer's pure decisions (connect_offsets.planning.outcomes), without any fake.
 
 Covers: which planner refusals are published as a failed operation; request ids remembered
 (bounded, no repeats, dry runs apart); "already applied" for alter and reset; the backup an
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.models.crds import ConnectorState, PendingOffsetsOperation
+from connect_offsets.models.crds import ConnectorState, OffsetsProgressStatus, PendingOffsetsOperation
 from connect_offsets.offsets import diff_offsets, parse_offsets_document, parse_offsets_obj
 from connect_offsets.offsets.chunking import ChunkResume
 from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConnectorTarget, Plan
-from connect_offsets.reconcile.outcomes import (
+from connect_offsets.planning.outcomes import (
     MAX_OPERATION_MESSAGE,
     already_applied,
     chunk_resume,
@@ -101,17 +101,21 @@ def test_already_applied() -> None:
 
 
 def test_the_backup_of_an_earlier_try_is_reused_only_for_the_same_request() -> None:
-    progress = {"request": "fp1", "backup": "b1"}
+    progress = OffsetsProgressStatus.model_validate({"request": "fp1", "backup": "b1"})
     assert reusable_backup(progress, "fp1") == "b1"
     assert reusable_backup(progress, "fp2") is None
-    assert reusable_backup({"request": "fp1"}, "fp1") is None
+    assert reusable_backup(OffsetsProgressStatus(request="fp1"), "fp1") is None
+    assert reusable_backup(None, "fp1") is None
 
 
 def test_chunk_resume_only_for_the_same_request_with_progress() -> None:
-    previous = {"request": "fp1", "fingerprint": "chunks1", "appliedChunks": 2}
-    assert chunk_resume(previous, {"request": "fp1"}) == ChunkResume("chunks1", 2)
-    assert chunk_resume(previous, {"request": "fp2"}) is None
-    assert chunk_resume({"request": "fp1", "fingerprint": "chunks1"}, {"request": "fp1"}) is None
+    # read back from status exactly as written (camelCase)
+    previous = OffsetsProgressStatus.model_validate({"request": "fp1", "fingerprint": "chunks1", "appliedChunks": 2})
+    assert chunk_resume(previous, OffsetsProgressStatus(request="fp1")) == ChunkResume("chunks1", 2)
+    assert chunk_resume(previous, OffsetsProgressStatus(request="fp2")) is None
+    partial = OffsetsProgressStatus(request="fp1", fingerprint="chunks1")
+    assert chunk_resume(partial, OffsetsProgressStatus(request="fp1")) is None
+    assert chunk_resume(None, OffsetsProgressStatus(request="fp1")) is None
     assert chunked_alter_text("ok", 5, 1, 0) == "ok"
     assert chunked_alter_text("ok", 5, 3, 0) == "ok (5 partitions in 3 PATCH requests)"
     assert chunked_alter_text("ok", 5, 3, 1) == "ok (5 partitions in 3 PATCH requests, resumed at chunk 2)"

@@ -1350,7 +1350,7 @@ def test_resuming_ends_when_the_connector_failed_after_the_resume() -> None:
 
 def test_condition_messages_are_capped() -> None:
     """A validation report of a huge document must not blow up the status."""
-    from connect_offsets.reconcile.outcomes import MAX_CONDITION_MESSAGE
+    from connect_offsets.planning.outcomes import MAX_CONDITION_MESSAGE
     from connect_offsets.reconcile.status import merge_conditions
 
     merged = merge_conditions(

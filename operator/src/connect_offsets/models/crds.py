@@ -50,6 +50,7 @@ __all__ = [
     "MirrorSpec",
     "ObjectMeta",
     "OffsetsOperationStatus",
+    "OffsetsProgressStatus",
     "PartitionLagStatus",
     "ReplicationLagSpec",
     "ReplicationLagStatus",
@@ -528,6 +529,30 @@ OFFSETS_PROGRESS = (
 )
 
 
+class OffsetsProgressStatus(StatusModel):
+    """Progress of an offsets change on a STOPPED connector, written before each step.
+
+    Why in status: a retry or a restarted operator must continue the same request, reusing its
+    backup (a new backup would hold half-changed offsets) and, for a chunked alter, skipping the
+    chunks Connect already applied. The kubectl plugin reads it for its progress line.
+    """
+
+    request: str | None = Field(None, description="Fingerprint of the request being carried out.")
+    backup: str | None = Field(None, description="The backup taken before the change; a retry reuses it.")
+    fingerprint: str | None = Field(
+        None, description="Chunked alter: fingerprint of its chunk plan (a changed document starts over)."
+    )
+    applied_chunks: int | None = Field(None, description="Chunked alter: PATCH requests Connect applied so far.")
+    total_chunks: int | None = Field(None, description="Chunked alter: PATCH requests in all.")
+    applied_partitions: int | None = Field(None, description="Chunked alter: partitions applied so far.")
+    total_partitions: int | None = Field(None, description="Chunked alter: partitions in all.")
+    failed_chunk: int | None = Field(None, description="Chunked alter: the chunk (1-based) Connect refused.")
+
+    def to_status(self) -> dict[str, Any]:
+        """As written to status: camelCase, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class KafkaConnectorStatus(StatusModel):
     conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
     observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
@@ -544,9 +569,7 @@ class KafkaConnectorStatus(StatusModel):
     )
     applied_offsets: AppliedOffsetsStatus | None = None
     initial_offsets: InitialOffsetsStatus | None = None
-    offsets_progress: dict[str, Any] | None = Field(
-        None, description=OFFSETS_PROGRESS, json_schema_extra=PRESERVE_UNKNOWN
-    )
+    offsets_progress: OffsetsProgressStatus | None = Field(None, description=OFFSETS_PROGRESS)
 
 
 class KafkaConnectorResource(BaseModel):
@@ -784,9 +807,7 @@ class MirrorConnectorStatus(StatusModel):
     last_offsets_operation: OffsetsOperationStatus | None = None
     pending_offsets_operation: PendingOffsetsOperation | None = None
     applied_offsets: AppliedOffsetsStatus | None = None
-    offsets_progress: dict[str, Any] | None = Field(
-        None, description=OFFSETS_PROGRESS, json_schema_extra=PRESERVE_UNKNOWN
-    )
+    offsets_progress: OffsetsProgressStatus | None = Field(None, description=OFFSETS_PROGRESS)
 
 
 class KafkaMirrorMaker2Status(StatusModel):

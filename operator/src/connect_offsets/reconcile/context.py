@@ -21,7 +21,7 @@ from connect_offsets.errors import TransientError, UserError
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import PendingOffsetsOperation
 from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan
-from connect_offsets.reconcile.outcomes import handled_request_ids, op_status, truncate
+from connect_offsets.planning.outcomes import handled_request_ids, op_status, truncate
 from connect_offsets.reconcile.status import record_event
 from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from connect_offsets.faults import fault_point
 from connect_offsets.planning import Plan
+from connect_offsets.planning.outcomes import OFFSETS_OPS
 from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.initial import initial_offsets
 from connect_offsets.reconcile.lifecycle import lifecycle_action
@@ -19,7 +20,6 @@ from connect_offsets.reconcile.offsets_changes import (
     report_refusal,
     staged_change,
 )
-from connect_offsets.reconcile.outcomes import OFFSETS_OPS
 
 
 async def execute(p: Pass, plan: Plan) -> None:

@@ -14,8 +14,8 @@ from connect_offsets.clients.connect import ConnectClient, ConnectConflict, Conn
 from connect_offsets.faults import fault_point
 from connect_offsets.offsets import parse_offsets_document, parse_offsets_obj
 from connect_offsets.planning import Action, Plan
+from connect_offsets.planning.outcomes import initial_offsets_in_place
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass
-from connect_offsets.reconcile.outcomes import initial_offsets_in_place
 from connect_offsets.reconcile.owners import check_leftovers_owner, record_owner
 from connect_offsets.vocabulary import iso
 

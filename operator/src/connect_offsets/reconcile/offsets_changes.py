@@ -20,6 +20,7 @@ from connect_offsets.clients.connect import ConnectError, ConnectHTTPError
 from connect_offsets.clients.kubernetes import KubernetesRejected
 from connect_offsets.clients.offsets_configmaps import OffsetsStoreError
 from connect_offsets.faults import fault_point
+from connect_offsets.models.crds import OffsetsProgressStatus
 from connect_offsets.offsets import (
     OffsetsDiff,
     diff_offsets,
@@ -29,9 +30,7 @@ from connect_offsets.offsets import (
 )
 from connect_offsets.offsets.chunking import ChunkProgress, document_entries, plan_chunks
 from connect_offsets.planning import Action, Plan
-from connect_offsets.reconcile.backups import backup
-from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
-from connect_offsets.reconcile.outcomes import (
+from connect_offsets.planning.outcomes import (
     OFFSETS_OPS,
     already_applied,
     already_applied_text,
@@ -45,6 +44,8 @@ from connect_offsets.reconcile.outcomes import (
     rejected_text,
     reusable_backup,
 )
+from connect_offsets.reconcile.backups import backup
+from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import patch_limits
 from connect_offsets.reconcile.status import owner_reference
 from connect_offsets.vocabulary import API_GROUP, WATCH_LABEL, dry_run_key
@@ -68,7 +69,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
     operation = OFFSETS_OPS[action.kind]
     started = time.monotonic()
     backup_name: str | None = None
-    progress = p.target.chunk_progress or {}
+    progress = p.target.chunk_progress
     applied = False
     try:
         if action.kind != "list_offsets":
@@ -77,18 +78,19 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
                 # The connector is STOPPED, so its offsets cannot move on their own: a change
                 # already in Connect is not sent again. Chunked alters resume from their
                 # progress instead.
-                applied = "fingerprint" not in progress and await _already_applied_small(p, action)
+                applied = (progress is None or progress.fingerprint is None) and await _already_applied_small(p, action)
             else:
                 # Nothing is lost: the current offsets are saved first, or nothing changes.
                 backup_name = await backup(p, operation)
                 # Recorded before the change, so a restart from here on reuses this backup.
-                await p.sink.fields({"offsetsProgress": {"request": plan.offsets_request, "backup": backup_name}})
+                begun = OffsetsProgressStatus(request=plan.offsets_request, backup=backup_name)
+                await p.sink.fields({"offsetsProgress": begun.to_status()})
                 fault_point("after-backup")
         if applied:
             message = already_applied_text(operation)
         else:
             prefix = await p.before_offsets(action) if p.before_offsets is not None else ""
-            request = {"request": plan.offsets_request, "backup": backup_name}
+            request = OffsetsProgressStatus(request=plan.offsets_request, backup=backup_name)
             message = prefix + await _offsets_action(p, action, request)
             if backup_name is not None:
                 fault_point("after-patch")
@@ -147,7 +149,7 @@ async def staged_change(p: Pass, action: Action) -> None:
             message = already_applied_text(operation)
         else:
             prefix = await p.before_offsets(action) if p.before_offsets is not None else ""
-            request = {"request": pending.request, "backup": pending.backup}
+            request = OffsetsProgressStatus(request=pending.request, backup=pending.backup)
             message = prefix + await _offsets_action(p, action, request)
             fault_point("after-patch")
         done = pending.model_copy(update={"step": "Resuming", "result": "Succeeded", "message": message})
@@ -232,26 +234,32 @@ async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
     await p.event("Normal", "OffsetsDryRun", f"{p.target.name}: {message}")
 
 
-async def _chunked_alter(p: Pass, offsets_json: str, request: dict[str, Any]) -> str:
+def progress_of(request: OffsetsProgressStatus, chunks: dict[str, Any]) -> dict[str, Any]:
+    """The status form of a request's progress with a chunked alter's counts (camelCase, as
+    ``ChunkProgress.to_status`` writes them), checked against the status model on the way."""
+    return OffsetsProgressStatus.model_validate({**request.to_status(), **chunks}).to_status()
+
+
+async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressStatus) -> str:
     """PATCH in bounded chunks (Connect answers one PATCH within 90 s); progress goes to status
     after every chunk, so a retry after a failure or a restart continues where it stopped.
 
     ``request`` (the request fingerprint and its backup) is kept with the progress: a retry of
     the same request reuses that backup instead of backing up a half-changed connector.
     """
-    resume = chunk_resume(p.target.chunk_progress or {}, request)
+    resume = chunk_resume(p.target.chunk_progress, request)
     limits = patch_limits()
     # The text is parsed as it is encoded, a slice at a time: no bytes copy of it.
     chunk_plan = await asyncio.to_thread(plan_chunks, document_entries(offsets_json), limits)
     chunked = len(chunk_plan) > 1
     if chunked and resume is None:
         # Before the first chunk: from here on a restart must resume, not back up again.
-        await p.sink.fields({"offsetsProgress": {**request, "fingerprint": chunk_plan.fingerprint}})
+        await p.sink.fields({"offsetsProgress": progress_of(request, {"fingerprint": chunk_plan.fingerprint})})
 
     async def done(progress: ChunkProgress) -> None:
         if not chunked:
             return
-        await p.sink.fields({"offsetsProgress": {**request, **progress.to_status()}})
+        await p.sink.fields({"offsetsProgress": progress_of(request, progress.to_status())})
         if progress.applied < progress.chunks:
             fault_point("mid-patch")
 
@@ -261,14 +269,14 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: dict[str, Any]) ->
         )
     except ConnectError as error:
         if chunked and error.chunk_failure is not None:
-            await p.sink.fields({"offsetsProgress": {**request, **error.chunk_failure.to_status()}})
+            await p.sink.fields({"offsetsProgress": progress_of(request, error.chunk_failure.to_status())})
         raise
     if chunked:
         await p.sink.fields({"offsetsProgress": None})
     return chunked_alter_text(result.message, result.partitions, result.chunks, result.started_at)
 
 
-async def _offsets_action(p: Pass, action: Action, request: dict[str, Any]) -> str:
+async def _offsets_action(p: Pass, action: Action, request: OffsetsProgressStatus) -> str:
     """Send one offsets request to Connect (list writes the answer to a ConfigMap); its message."""
     if action.kind == "list_offsets":
         assert action.configmap is not None

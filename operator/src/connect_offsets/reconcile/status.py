@@ -28,7 +28,7 @@ from connect_offsets.models.crds import (
 from connect_offsets.planning import (
     ConditionSpec,
 )
-from connect_offsets.reconcile.outcomes import MAX_CONDITION_MESSAGE, truncate
+from connect_offsets.planning.outcomes import MAX_CONDITION_MESSAGE, truncate
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.vocabulary import (
     API_GROUP,

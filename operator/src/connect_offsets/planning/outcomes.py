@@ -1,11 +1,11 @@
-"""Pure decisions of the reconcile layer: how a step's result becomes status, messages and Events.
+"""Pure decisions about a step's result: how it becomes status, messages and Events.
 
-Why separate from the I/O code (``offsets_changes``, ``initial``, ``runner``): these branches only
-look at data — a refusal, a pending record, a diff, the progress of an earlier try — so they are
-tested directly, without a Kubernetes or Connect fake, and the I/O modules stay a sequence of
-requests. This module does no I/O and imports no client (no kubernetes, httpx or Kafka), nor
-anything reconcile-only: it is meant to join the planner (``connect_offsets.planning``), which
-decides the same kind of things before the pass acts.
+Why in the planner and apart from the reconcile layer's I/O code (``reconcile/offsets_changes``,
+``initial``, ``runner``): these branches only look at data — a refusal, a pending record, a diff, the
+progress of an earlier try — so they are tested directly, without a Kubernetes or Connect fake, and
+the I/O modules stay a sequence of requests. The planner decides what to do before a pass acts;
+this module decides what to report once it has. Not re-exported by ``connect_offsets.planning``:
+only the reconcile layer reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from connect_offsets.models.crds import AppliedOffsetsStatus, OffsetsOperationStatus, PendingOffsetsOperation
+from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
+    OffsetsOperationStatus,
+    OffsetsProgressStatus,
+    PendingOffsetsOperation,
+)
 from connect_offsets.offsets import (
     OffsetsDiff,
     OffsetsDocument,
@@ -24,7 +29,8 @@ from connect_offsets.offsets import (
     partition_key,
 )
 from connect_offsets.offsets.chunking import ChunkResume
-from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConditionSpec, ConnectorTarget, Plan
+from connect_offsets.planning.plan import HANDLED_REQUEST_IDS, Action, ConditionSpec, Plan
+from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import ANNOTATION_DRY_RUN, ANNOTATION_OFFSETS, iso
 
 #: The plan's offsets actions and the operation each one is (the word in status and metrics).
@@ -128,20 +134,21 @@ def already_applied(current: OffsetsDocument, action: Action) -> bool:
     return not diff_offsets(current, parse_offsets_document(action.offsets_json)).has_changes
 
 
-def reusable_backup(progress: dict[str, Any], offsets_request: str | None) -> str | None:
+def reusable_backup(progress: OffsetsProgressStatus | None, offsets_request: str | None) -> str | None:
     """The backup of an earlier try of this very request, cut short after its backup (the operator
     died, or Connect failed mid-way): it holds the offsets from before the request, while a new one
     would hold changed or half-changed offsets."""
-    if progress.get("request") == offsets_request and progress.get("backup"):
-        return str(progress["backup"])
+    if progress is not None and progress.request == offsets_request and progress.backup:
+        return progress.backup
     return None
 
 
-def chunk_resume(previous: dict[str, Any], request: dict[str, Any]) -> ChunkResume | None:
+def chunk_resume(previous: OffsetsProgressStatus | None, request: OffsetsProgressStatus) -> ChunkResume | None:
     """Where a chunked alter goes on: after the chunks an earlier try of the same request applied."""
-    same = previous.get("request") == request.get("request")
-    if same and "fingerprint" in previous and "appliedChunks" in previous:
-        return ChunkResume(str(previous["fingerprint"]), int(previous["appliedChunks"]))
+    if previous is None or previous.request != request.request:
+        return None
+    if previous.fingerprint is not None and previous.applied_chunks is not None:
+        return ChunkResume(previous.fingerprint, previous.applied_chunks)
     return None
 
 

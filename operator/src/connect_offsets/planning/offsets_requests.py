@@ -1,0 +1,466 @@
+"""Offsets requests (list, alter, reset, restore, dry runs, ``applyOnChange``): validated before
+anything is touched, refused with a reason the user can act on, or staged as stop -> change ->
+resume that survives restarts (``PendingOffsetsOperation``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
+    ConnectorState,
+    OffsetsOperationStatus,
+    PendingOffsetsOperation,
+    parse_rfc3339,
+)
+from connect_offsets.offsets import (
+    OffsetsValidationError,
+    restore_compact_json,
+    validated_compact_json,
+)
+from connect_offsets.planning.plan import (
+    KAFKA_RETRY_S,
+    RESTART_VALUES,
+    SETTLE_DELAY_S,
+    Action,
+    ConditionSpec,
+    Observed,
+    OffsetsConfigMap,
+    Plan,
+    PlannedRefusal,
+    configmap_text,
+)
+from connect_offsets.planning.targets import (
+    CONNECT_STATE,
+    ConnectorTarget,
+    content_hash,
+    parse_task_id,
+    target_config,
+    target_fingerprint,
+)
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESTART,
+    ANNOTATION_RESTART_TASK,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_SEEK_TO,
+    ANNOTATION_STOP_CONNECTOR,
+    MIRROR_CLASSES,
+    OFFSETS_OPERATIONS,
+    REQUEST_ANNOTATIONS,
+    iso,
+)
+
+
+def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    if target.pending is not None:
+        _plan_pending(target, observed, plan, target.pending)
+        return
+    annotations = target.annotations
+    value = annotations.get(ANNOTATION_OFFSETS)
+    if value is None:
+        if target.apply_on_change:
+            _plan_apply_on_change(target, observed, plan)
+        return
+    if value not in OFFSETS_OPERATIONS:
+        return
+    dry_run = annotations.get(ANNOTATION_DRY_RUN) == "true"
+    request_id = annotations.get(ANNOTATION_REQUEST_ID)
+    if request_id is not None and _handled_key(request_id, dry_run) in target.handled_request_ids:
+        # A GitOps tool re-applied a request that already ran: leave everything as it is.
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsRequestIgnored",
+                "True",
+                "AlreadyHandled",
+                f"{ANNOTATION_REQUEST_ID}={request_id!r} was already handled"
+                + (f" ({_describe_last(target.last_offsets_operation)})" if target.last_offsets_operation else "")
+                + "; set a new request id to run it again",
+            )
+        )
+        return
+    plan.request_id = request_id
+    source = observed.alter_configmap if value == "alter" else None
+    if value == "restore" and observed.restore is not None and observed.restore.name is not None:
+        source = OffsetsConfigMap(observed.restore.name, True, observed.restore.resource_version)
+    fingerprint = target_fingerprint(target, source)
+    last = target.last_offsets_operation
+    if last is not None and last.request == fingerprint and last.result == "Failed":
+        # Failed permanently for exactly these inputs: wait for the resource or ConfigMap to change.
+        plan.offsets_request = fingerprint
+        plan.offsets_refusal = ("Unchanged", last.message, True)
+        plan.conditions.append(
+            ConditionSpec("OffsetsOperationFailed", "True", last.reason or "RequestFailed", last.message)
+        )
+        return
+    plan.offsets_request = fingerprint
+    removals = _request_removals(target, value)
+
+    for key in (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR):
+        flag = annotations.get(key)
+        if flag is not None and flag not in ("true", "false"):
+            # A typo must never turn a dry run into a real change.
+            _refuse(plan, value, "InvalidAnnotation", f"{key}={flag!r} must be true or false; nothing was done", True)
+            return
+
+    if value == "list":
+        if target.list_configmap is None:
+            _refuse(
+                plan, "list", "MissingListOffsets", f"{target.spec_path}.listOffsets.toConfigMap.name is not set", True
+            )
+            return
+        plan.actions += [Action("list_offsets", configmap=target.list_configmap), *removals]
+        return
+
+    requested = _requested_offsets(target, observed, value, plan)
+    if isinstance(requested, PlannedRefusal):
+        transient = requested.reason == "KafkaUnavailable"
+        _refuse(plan, value, requested.reason, requested.message, not transient)
+        if transient:
+            plan.requeue(KAFKA_RETRY_S)
+        return
+    if dry_run:
+        # Needs no STOPPED state: it only reads the offsets.
+        plan.actions += [
+            Action("dry_run_offsets", operation=value, configmap=target.list_configmap, offsets_json=requested),
+            *removals,
+        ]
+        return
+
+    status = observed.status
+    if status is None or not status.is_stopped:
+        state = status.state if status else "unknown"
+        if target.state is ConnectorState.STOPPED:
+            # The stop is on its way (Connect's status lags `PUT /stop`): look again shortly.
+            plan.offsets_refusal = ("WaitingForStop", f"waiting for Connect to report STOPPED (now {state})", False)
+            plan.requeue(SETTLE_DELAY_S)
+            return
+        if target.stop_policy or annotations.get(ANNOTATION_STOP_CONNECTOR) == "true":
+            _begin(target, observed, plan, value, "annotation", fingerprint, request_id)
+            return
+        _refuse(
+            plan,
+            value,
+            "ConnectorNotStopped",
+            f"the connector is {state} in Connect; {value} needs it STOPPED. Set {target.spec_path}.state: stopped "
+            f"and wait for Ready=True (ConnectorStopped), or let the operator stop and resume it: annotate "
+            f"{ANNOTATION_STOP_CONNECTOR}=true or set {target.spec_path}.offsetsPolicy.stopConnector: true",
+            True,
+        )
+        return
+    plan.actions += [_change_action(value, target, observed, requested), *removals]
+
+
+def _change_action(operation: str, target: ConnectorTarget, observed: Observed, requested: str | None) -> Action:
+    if operation == "alter":
+        return Action("alter_offsets", configmap=target.alter_configmap, offsets_json=requested)
+    if operation == "restore":
+        assert observed.restore is not None
+        return Action("restore_offsets", configmap=observed.restore.name, offsets_json=requested)
+    return Action("reset_offsets")
+
+
+def _requested_offsets(
+    target: ConnectorTarget, observed: Observed, operation: str, plan: Plan
+) -> str | PlannedRefusal | None:
+    """The validated document an alter or restore sends (None for reset), or why there is none."""
+    key = target.configmap_key
+    if operation == "alter" and target.seek_to() is not None:
+        return _seek_document(target, observed, target.seek_to() or "")
+    if operation == "alter":
+        name = target.alter_configmap
+        if name is None:
+            return PlannedRefusal(
+                "MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set"
+            )
+        text = configmap_text(observed.alter_configmap, name, key)
+        if isinstance(text, PlannedRefusal):
+            return text
+        # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
+        # Streamed: a million-partition document is checked without holding it parsed.
+        is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+        try:
+            return validated_compact_json(
+                text,
+                target.class_name,
+                target_config(target),
+                is_sink=is_sink,
+                translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+            )
+        except OffsetsValidationError as error:
+            return PlannedRefusal("InvalidOffsets", f"ConfigMap {name} key {key} is invalid:\n{error}")
+    if operation == "restore":
+        return _restore_document(target, observed)
+    return None
+
+
+def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> str | PlannedRefusal:
+    """The sink offsets for a seek to ``when``: from Kafka (observed), validated like any alter."""
+    if parse_rfc3339(when) is None:
+        return PlannedRefusal(
+            "InvalidTimestamp",
+            f"{ANNOTATION_SEEK_TO}={when!r} is not an RFC 3339 time with a zone, e.g. 2026-11-21T10:00:00Z",
+        )
+    status = observed.status
+    if status is None or status.type != "sink":
+        kind = status.type if status is not None and status.type else "unknown"
+        return PlannedRefusal("NotASink", f"seeking to a time needs a sink connector; Connect reports type {kind}")
+    seek = observed.seek
+    if seek is None or seek.document_json is None:
+        reason = "KafkaUnavailable" if seek is not None and seek.transient else "SeekFailed"
+        return PlannedRefusal(reason, seek.error if seek is not None and seek.error else "no offsets for the time")
+    try:
+        return validated_compact_json(seek.document_json, target.class_name, target_config(target), is_sink=True)
+    except OffsetsValidationError as error:
+        return PlannedRefusal("InvalidOffsets", f"offsets for {when} are invalid:\n{error}")
+
+
+def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
+    removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
+        Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
+    ]
+    companions = {key for key, _ in target.companion_annotations}
+    extra = [*REQUEST_ANNOTATIONS, ANNOTATION_RESTORE_FROM] if value == "restore" else list(REQUEST_ANNOTATIONS)
+    for key in extra:
+        if key in target.annotations and key not in companions:
+            removals.append(Action("remove_annotation", annotation=key, annotation_value=target.annotations[key]))
+    return removals
+
+
+def _handled_key(request_id: str, dry_run: bool) -> str:
+    """Dry runs are recorded apart: the same id without dry-run must still run for real."""
+    return f"{request_id}/dry-run" if dry_run else request_id
+
+
+def _describe_last(last: OffsetsOperationStatus | None) -> str:
+    if last is None:
+        return ""
+    return f"last operation: {last.operation} {last.result} at {last.time}"
+
+
+def _begin(
+    target: ConnectorTarget,
+    observed: Observed,
+    plan: Plan,
+    operation: str,
+    source: Literal["annotation", "applyOnChange"],
+    fingerprint: str,
+    request_id: str | None,
+    content: str | None = None,
+) -> None:
+    """Record the intent (in status, before anything else), then stop the connector."""
+    pending = PendingOffsetsOperation(
+        operation=operation,
+        step="Stopping",
+        seek_to=target.seek_to() if operation == "alter" else None,
+        source=source,
+        request=fingerprint,
+        request_id=request_id,
+        content_hash=content,
+        restore_from=observed.restore.name if operation == "restore" and observed.restore else None,
+        started=iso(observed.now),
+    )
+    plan.actions.append(Action("begin_offsets_change", pending=pending))
+    plan.hold_stopped = f"{operation} runs (stop -> change -> resume)"
+    plan.offsets_request = fingerprint
+    plan.conditions.append(
+        ConditionSpec(
+            "OffsetsOperationInProgress", "True", "Stopping", f"{operation}: stopping the connector before the change"
+        )
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pending: PendingOffsetsOperation) -> None:
+    """Continue a stop -> change -> resume from the step status records (also after a restart)."""
+    plan.offsets_request = pending.request
+    plan.request_id = pending.request_id
+    status = observed.status
+    operation = pending.operation
+    if pending.step == "Resuming" and pending.result is None:
+        # Only a hand-edited record lacks the outcome; never publish it as a success.
+        pending = pending.model_copy(
+            update={"result": "Failed", "reason": "Interrupted", "message": f"{operation}: outcome unknown"}
+        )
+    if pending.step == "Resuming":
+        want = CONNECT_STATE[target.state]
+        # FAILED after the resume also ends the change: Ready reports the failure, and auto-restart
+        # (or the user) takes it from there; waiting for spec.state would never finish.
+        if status is not None and (status.state == want or status.state == "FAILED"):
+            plan.actions.append(Action("finish_offsets_change", pending=pending))
+            value = target.annotations.get(ANNOTATION_OFFSETS)
+            if pending.source == "annotation" and value == operation and pending.result == "Succeeded":
+                plan.actions += _request_removals(target, value)
+            return
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsOperationInProgress",
+                "True",
+                "Resuming",
+                f"{operation} done ({pending.result}); moving the connector back to {want}",
+            )
+        )
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    withdrawn = (
+        target.annotations.get(ANNOTATION_OFFSETS) != operation
+        if pending.source == "annotation"
+        else not target.apply_on_change
+    )
+    if operation not in ("alter", "reset", "restore"):
+        # A record no operator wrote (hand-edited status): anything but alter/restore would become a reset.
+        withdrawn = True
+        reason, message = "UnknownOperation", f"pending operation {operation!r} is not alter, reset or restore"
+    else:
+        reason, message = "Cancelled", f"{operation} cancelled: the request was withdrawn before the connector stopped"
+    if withdrawn and (pending.step == "Stopping" or reason == "UnknownOperation"):
+        cancelled = pending.model_copy(
+            update={"step": "Resuming", "result": "Failed", "reason": reason, "message": message}
+        )
+        plan.actions.append(Action("update_pending", pending=cancelled))
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    plan.hold_stopped = f"{operation} is in progress (step {pending.step})"
+    if status is None or not status.is_stopped:
+        now = status.state if status else "unknown"
+        tasks = f" with {len(status.tasks)} task(s)" if status is not None and status.tasks else ""
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsOperationInProgress",
+                "True",
+                "Stopping",
+                f"{operation}: waiting for Connect to report STOPPED with no tasks (now {now}{tasks})",
+            )
+        )
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    requested = _requested_offsets(target, observed, operation, plan)
+    if isinstance(requested, PlannedRefusal) and requested.reason == "KafkaUnavailable":
+        plan.conditions.append(ConditionSpec("OffsetsOperationInProgress", "True", "Changing", requested.message))
+        plan.requeue(KAFKA_RETRY_S)
+        return
+    if isinstance(requested, PlannedRefusal):
+        # The input changed while the connector was stopping: refuse, and bring it back.
+        failed = pending.model_copy(
+            update={
+                "step": "Resuming",
+                "result": "Failed",
+                "reason": requested.reason,
+                "message": f"{operation} refused: {requested.message}",
+            }
+        )
+        plan.actions.append(Action("update_pending", pending=failed))
+        # Recorded first (above), so the connector may go back to spec.state in this very pass.
+        plan.hold_stopped = None
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsOperationInProgress",
+                "True",
+                "Resuming",
+                f"{failed.message}; moving the connector back to {CONNECT_STATE[target.state]}",
+            )
+        )
+        plan.requeue(SETTLE_DELAY_S)
+        return
+    action = _change_action(operation, target, observed, requested)
+    plan.actions.append(
+        Action(action.kind, configmap=action.configmap, offsets_json=action.offsets_json, pending=pending)
+    )
+    plan.conditions.append(
+        ConditionSpec("OffsetsOperationInProgress", "True", "Changing", f"{operation}: backing up and changing")
+    )
+    plan.requeue(SETTLE_DELAY_S)
+
+
+def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
+    """Declarative alter: apply the ConfigMap once per content change, with stop -> change -> resume."""
+    configmap = observed.alter_configmap
+    name = target.alter_configmap
+    key = target.configmap_key
+    if name is None:
+        return
+    if configmap is not None and configmap.error is not None:
+        plan.conditions.append(
+            ConditionSpec("OffsetsApplied", "False", configmap.error_reason, f"ConfigMap {name}: {configmap.error}")
+        )
+        return
+    if configmap is None or not configmap.exists or key not in configmap.data:
+        what = f"ConfigMap {name} does not exist" if configmap is None or not configmap.exists else f"no key {key}"
+        plan.conditions.append(
+            ConditionSpec("OffsetsApplied", "False", "ConfigMapNotFound", f"applyOnChange: waiting for it ({what})")
+        )
+        return
+    content = content_hash(configmap.data[key])
+    applied = target.applied_offsets
+    if applied is not None and applied.content_hash == content and applied.config_map == name:
+        reason = "Applied" if applied.result == "Succeeded" else "ApplyFailed"
+        plan.conditions.append(
+            ConditionSpec(
+                "OffsetsApplied",
+                "True" if applied.result == "Succeeded" else "False",
+                reason,
+                f"content {content} of ConfigMap {name} {applied.result.lower()} at {applied.time}; "
+                "it is applied again only when it changes",
+            )
+        )
+        return
+    fingerprint = target_fingerprint(target, configmap)
+    plan.offsets_request = fingerprint
+    requested = _requested_offsets(target, observed, "alter", plan)
+    if isinstance(requested, PlannedRefusal):
+        _refuse(plan, "alter", requested.reason, requested.message, True)
+        plan.applied_offsets = AppliedOffsetsStatus(
+            config_map=name, content_hash=content, time=iso(observed.now), result="Failed"
+        )
+        return
+    _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content)
+
+
+def _restore_document(target: ConnectorTarget, observed: Observed) -> str | PlannedRefusal:
+    """The PATCH that puts the backup's offsets back exactly: its entries, plus null for partitions
+    that exist now but not in the backup (PATCH alone would leave them). The backup gets the same
+    typed checks as an ``alter`` document (issue 21: an invalid sink backup reached Connect)."""
+    source = observed.restore
+    wanted = target.annotations.get(ANNOTATION_RESTORE_FROM)
+    if source is None or source.name is None:
+        which = f"backup {wanted}" if wanted else "any backup"
+        return PlannedRefusal("BackupNotFound", f"{which} of connector {target.name} not found")
+    try:
+        is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+        restored = restore_compact_json(
+            source.backup_json, source.current_json, target.class_name, target_config(target), is_sink=is_sink
+        )
+    except OffsetsValidationError as error:
+        return PlannedRefusal("InvalidBackup", f"backup {source.name} is not valid for this connector:\n{error}")
+    if not restored.entries:
+        return PlannedRefusal("NothingToRestore", f"backup {source.name} and the connector both have no offsets")
+    return restored.json
+
+
+def _refuse(plan: Plan, operation: str, reason: str, message: str, permanent: bool) -> None:
+    full = f"{operation} refused: {message}"
+    plan.offsets_refusal = (reason, full, permanent)
+    plan.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, full))
+
+
+def plan_annotation_conditions(target: ConnectorTarget, plan: Plan) -> None:
+    problems: list[str] = []
+    annotations = target.annotations
+    value = annotations.get(ANNOTATION_OFFSETS)
+    if value is not None and value not in OFFSETS_OPERATIONS:
+        problems.append(
+            f"{ANNOTATION_OFFSETS}={value!r} is not one of {', '.join(OFFSETS_OPERATIONS)}; nothing was done"
+        )
+    restart = annotations.get(ANNOTATION_RESTART)
+    if restart is not None and restart.replace(" ", "").lower() not in RESTART_VALUES:
+        problems.append(
+            f"{ANNOTATION_RESTART}={restart!r} is not one of true, includeTasks, onlyFailed, includeTasks,onlyFailed"
+        )
+    task = annotations.get(ANNOTATION_RESTART_TASK)
+    if task is not None and parse_task_id(task) is None:
+        problems.append(f"{ANNOTATION_RESTART_TASK}={task!r} is not a task id (an integer >= 0)")
+    if problems:
+        plan.conditions.append(ConditionSpec("InvalidAnnotation", "True", "UnknownValue", "; ".join(problems)))

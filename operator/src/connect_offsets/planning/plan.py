@@ -1,0 +1,190 @@
+"""The planner's vocabulary: what it is shown (``Observed`` and the documents in it) and what it
+returns (``Plan``: ``Action``s, ``ConditionSpec``s, a refusal). Why separate: every other planning
+module and the reconcile layer speak these types; they decide nothing themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from connect_offsets.models.connect import ConnectorStatus
+from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
+    AutoRestartStatus,
+    PendingOffsetsOperation,
+)
+
+#: How many handled request ids status keeps.
+HANDLED_REQUEST_IDS = 20
+
+
+RESTART_VALUES = {
+    "true": (False, False),
+    "includetasks": (True, False),
+    "onlyfailed": (False, True),
+    "includetasks,onlyfailed": (True, True),
+    "onlyfailed,includetasks": (True, True),
+}
+
+
+TASK_ID = re.compile(r"[0-9]{1,9}")
+
+
+#: While Connect's status lags a stop/pause/resume or a create, look again soon.
+SETTLE_DELAY_S = 2.0
+
+
+#: Kafka unreachable while seeking to a time: try again after this long.
+KAFKA_RETRY_S = 10.0
+
+
+@dataclass(frozen=True)
+class OffsetsConfigMap:
+    """The ConfigMap an alter reads, as observed (``None`` fields: it does not exist)."""
+
+    name: str
+    exists: bool
+    resource_version: str = ""
+    data: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # the stored document is unreadable (a corrupt gzip or shard)
+    error_reason: str = "InvalidOffsets"  # or DocumentTooLarge: inflating past the operator's cap
+
+
+@dataclass(frozen=True)
+class RestoreSource:
+    """For ``restore``: the chosen backup (``name`` None: there is none) and the current offsets."""
+
+    name: str | None
+    resource_version: str = ""
+    backup_json: str = ""
+    current_json: str = ""  # the connector's GET offsets answer, as Connect sent it
+
+
+@dataclass(frozen=True)
+class SeekOffsets:
+    """For alter-by-timestamp: the offsets document Kafka's ListOffsets gave, or why there is none."""
+
+    document_json: str | None = None
+    error: str | None = None
+    transient: bool = False  # Kafka unreachable: try again later
+    at_end: int = 0  # partitions without a record at or after the time, sent to their end offset
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the service saw before planning. ``config is None``: the connector does not exist."""
+
+    now: datetime
+    cluster_error: str | None  # why the ConnectCluster cannot be used, or None
+    supports_initial_state: bool
+    config: dict[str, str] | None
+    status: ConnectorStatus | None
+    alter_configmap: OffsetsConfigMap | None = None
+    restore: RestoreSource | None = None
+    initial_configmap: OffsetsConfigMap | None = None
+    seek: SeekOffsets | None = None
+    #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed,
+    #: ClusterNotAllowed, ConnectorNameNotAllowed).
+    cluster_error_reason: str = "ConnectClusterUnavailable"
+
+    def without_documents(self) -> Observed:
+        """The same observation without the offsets texts, once the plan holds what it needs of them:
+        kept through a chunked PATCH, a million-partition restore would hold two more 100 MB texts."""
+        return replace(
+            self,
+            alter_configmap=_without_data(self.alter_configmap),
+            restore=None if self.restore is None else replace(self.restore, backup_json="", current_json=""),
+            initial_configmap=_without_data(self.initial_configmap),
+            seek=None if self.seek is None else replace(self.seek, document_json=None),
+        )
+
+
+def _without_data(configmap: OffsetsConfigMap | None) -> OffsetsConfigMap | None:
+    return None if configmap is None else replace(configmap, data=dict.fromkeys(configmap.data, ""))
+
+
+Kind = Literal[
+    "create",
+    "update_config",
+    "stop",
+    "pause",
+    "resume",
+    "restart",
+    "restart_task",
+    "list_offsets",
+    "alter_offsets",
+    "reset_offsets",
+    "restore_offsets",
+    "dry_run_offsets",
+    "begin_offsets_change",
+    "update_pending",
+    "finish_offsets_change",
+    "create_with_initial_offsets",
+    "apply_initial_offsets",
+    "remove_annotation",
+]
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: Kind
+    config: dict[str, str] | None = None
+    initial_state: str | None = None
+    include_tasks: bool = False
+    only_failed: bool = False
+    task_id: int | None = None
+    configmap: str | None = None
+    offsets_json: str | None = None
+    annotation: str | None = None
+    annotation_value: str | None = None
+    automatic: bool = False  # auto-restart rather than a user request
+    operation: str | None = None  # dry runs: the operation previewed
+    #: stop -> change -> resume: the in-progress record the executor checkpoints to status.
+    pending: PendingOffsetsOperation | None = None
+    request: str | None = None  # initial offsets: fingerprint of the inputs
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+    conditions: list[ConditionSpec] = field(default_factory=list)
+    requeue_after: float | None = None
+    auto_restart: AutoRestartStatus | None = None
+    offsets_request: str | None = None  # fingerprint of the offsets request this plan executes
+    offsets_refusal: tuple[str, str, bool] | None = None  # (reason, message, permanent)
+    #: An offsets change (or initial offsets) needs the connector STOPPED whatever spec.state says.
+    hold_stopped: str | None = None  # why, for the Ready condition
+    request_id: str | None = None  # connect-offsets.io/request-id of the request this plan handles
+    applied_offsets: AppliedOffsetsStatus | None = None  # applyOnChange: record after this plan
+
+    def requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+@dataclass(frozen=True)
+class PlannedRefusal:
+    reason: str
+    message: str
+
+
+def configmap_text(configmap: OffsetsConfigMap | None, name: str, key: str) -> str | PlannedRefusal:
+    """The offsets text under ``key`` of an observed ConfigMap, or why there is none."""
+    if configmap is None or not configmap.exists:
+        return PlannedRefusal("ConfigMapNotFound", f"ConfigMap {name} does not exist")
+    if configmap.error is not None:
+        return PlannedRefusal(configmap.error_reason, f"ConfigMap {name}: {configmap.error}")
+    if key not in configmap.data:
+        keys = ", ".join(sorted(configmap.data)) or "none"
+        return PlannedRefusal("OffsetsKeyMissing", f"ConfigMap {name} has no key {key} (keys: {keys})")
+    return configmap.data[key]

@@ -1,0 +1,160 @@
+"""One connector to plan for (``ConnectorTarget``), built from a KafkaConnector or one MirrorMaker 2
+connector, with the fingerprints that make an offsets request level-based yet never repeated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
+    AutoRestartSpec,
+    AutoRestartStatus,
+    ConnectorState,
+    InitialOffsetsStatus,
+    KafkaConnectorResource,
+    OffsetsOperationStatus,
+    OffsetsProgressStatus,
+    PendingOffsetsOperation,
+)
+from connect_offsets.planning.plan import TASK_ID, OffsetsConfigMap
+from connect_offsets.vocabulary import (
+    ANNOTATION_OFFSETS,
+    ANNOTATION_SEEK_TO,
+    OWNER_CONFIG_KEY,
+    REQUEST_ANNOTATIONS,
+)
+
+
+@dataclass(frozen=True)
+class ConnectorTarget:
+    """One connector as the planner sees it, whichever resource declares it.
+
+    A KafkaConnector declares one; a KafkaMirrorMaker2 declares up to three per mirror. The
+    resource-specific parts (naming, which annotations apply, where ConfigMaps live) are resolved
+    by the builders, so the decisions below are shared.
+    """
+
+    name: str  # the connector name in Connect
+    owner: str  # "<namespace>/<resource>", written into the connector config
+    class_name: str
+    config: dict[str, str]  # desired config without the owner key
+    state: ConnectorState
+    generation: int
+    annotations: dict[str, str]  # the annotations that apply to this connector
+    auto_restart: AutoRestartSpec | None = None
+    auto_restart_status: AutoRestartStatus = field(default_factory=AutoRestartStatus)
+    last_offsets_operation: OffsetsOperationStatus | None = None
+    list_configmap: str | None = None
+    alter_configmap: str | None = None
+    configmap_key: str = "offsets.json"
+    #: Extra annotations removed together with the offsets annotation (MM2's connector selector).
+    companion_annotations: tuple[tuple[str, str], ...] = ()
+    spec_path: str = "spec"  # where this connector's block lives, for messages
+    stop_policy: bool = False  # spec.offsetsPolicy.stopConnector
+    pending: PendingOffsetsOperation | None = None
+    handled_request_ids: tuple[str, ...] = ()
+    apply_on_change: bool = False  # spec.alterOffsets.applyOnChange
+    applied_offsets: AppliedOffsetsStatus | None = None
+    initial_configmap: str | None = None  # spec.initialOffsets.fromConfigMap.name
+    initial_status: InitialOffsetsStatus | None = None
+    to_timestamp: str | None = None  # spec.alterOffsets.toTimestamp
+    chunk_progress: OffsetsProgressStatus | None = None  # status.offsetsProgress of an unfinished change
+
+    def seek_to(self) -> str | None:
+        """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
+        if self.pending is not None:
+            return self.pending.seek_to
+        return self.annotations.get(ANNOTATION_SEEK_TO, self.to_timestamp)
+
+
+def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
+    spec = resource.spec
+    config = spec.connect_config(resource.connector_name)
+    return ConnectorTarget(
+        name=resource.connector_name,
+        owner=owner_id(resource),
+        class_name=spec.class_,
+        config=config,
+        state=spec.state,
+        generation=resource.metadata.generation,
+        annotations=resource.metadata.annotations,
+        auto_restart=spec.auto_restart,
+        auto_restart_status=resource.status.auto_restart or AutoRestartStatus(),
+        last_offsets_operation=resource.status.last_offsets_operation,
+        list_configmap=spec.list_offsets.to_config_map.name if spec.list_offsets else None,
+        alter_configmap=(
+            spec.alter_offsets.from_config_map.name
+            if spec.alter_offsets and spec.alter_offsets.from_config_map
+            else None
+        ),
+        to_timestamp=spec.alter_offsets.to_timestamp if spec.alter_offsets else None,
+        chunk_progress=resource.status.offsets_progress,
+        stop_policy=bool(spec.offsets_policy and spec.offsets_policy.stop_connector),
+        pending=resource.status.pending_offsets_operation,
+        handled_request_ids=tuple(resource.status.handled_request_ids),
+        apply_on_change=bool(spec.alter_offsets and spec.alter_offsets.apply_on_change),
+        applied_offsets=resource.status.applied_offsets,
+        initial_configmap=spec.initial_offsets.from_config_map.name if spec.initial_offsets else None,
+        initial_status=resource.status.initial_offsets,
+    )
+
+
+def target_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | None) -> str:
+    value = target.annotations.get(ANNOTATION_OFFSETS, "")
+    parts = [target.name, value, str(target.generation), configmap.resource_version if configmap else "-"]
+    # Only present annotations take part, so fingerprints of plain requests stay what they were.
+    parts += [f"{key}={target.annotations[key]}" for key in REQUEST_ANNOTATIONS if key in target.annotations]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def content_hash(text: str) -> str:
+    """Identity of an offsets document's content (applyOnChange): re-applying the same text is a no-op."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:
+    return target_fingerprint(target_for_connector(resource), configmap)
+
+
+def auto_restart_backoff(count: int) -> timedelta:
+    """Strimzi's back-off: 0, 2, 6, 12, 20, 30, 42, 56, then 60 minutes."""
+    return timedelta(minutes=min(count * count + count, 60))
+
+
+def parse_status_time(value: str | None) -> datetime | None:
+    """Status written by others (or older versions) may hold anything: unparsable means unknown."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def parse_task_id(value: str) -> int | None:
+    """ASCII digits only: str.isdigit() accepts '²', which int() rejects."""
+    value = value.strip()
+    return int(value) if TASK_ID.fullmatch(value) else None
+
+
+def owner_id(resource: KafkaConnectorResource) -> str:
+    return f"{resource.metadata.namespace}/{resource.metadata.name}"
+
+
+def desired_config(resource: KafkaConnectorResource) -> dict[str, str]:
+    return target_config(target_for_connector(resource))
+
+
+def target_config(target: ConnectorTarget) -> dict[str, str]:
+    return {**target.config, OWNER_CONFIG_KEY: target.owner}
+
+
+CONNECT_STATE = {
+    ConnectorState.RUNNING: "RUNNING",
+    ConnectorState.PAUSED: "PAUSED",
+    ConnectorState.STOPPED: "STOPPED",
+}
