@@ -9,6 +9,7 @@ nothing from the package, so every layer and tool can use it.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -148,3 +149,10 @@ def java_string(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def short_hash(text: str, length: int = 16) -> str:
+    """The first ``length`` hex digits of the SHA-256 of ``text``: how a name or a set of inputs that
+    cannot appear as-is (in a label value, a ConfigMap name, a fingerprint) is written instead.
+    Each caller keeps its length: the hashes are stored in labels and names users already have."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -33,6 +32,7 @@ from connect_offsets.errors import ConnectOffsetsError, TransientError, UserErro
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
+    short_hash,
 )
 
 __all__ = [
@@ -65,7 +65,7 @@ def label_value(name: str) -> str:
     """
     if len(name) <= LABEL_VALUE_MAX:
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    digest = short_hash(name, 12)
     # A label value must start and end with an alphanumeric character.
     return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"
 

@@ -67,6 +67,7 @@ from connect_offsets.errors import ConnectOffsetsError, UserError
 from connect_offsets.offsets.chunking import OffsetsStreamError, count_entries
 from connect_offsets.vocabulary import (
     API_GROUP,
+    short_hash,
 )
 
 __all__ = [
@@ -295,7 +296,7 @@ class _Swept:
 
 def name_hash(configmap: str) -> str:
     """Label value tying shards to their ConfigMap (names can exceed a label value's 63 chars)."""
-    return hashlib.sha256(configmap.encode()).hexdigest()[:16]
+    return short_hash(configmap)
 
 
 def shard_name(configmap: str, generation: str, position: int) -> str:

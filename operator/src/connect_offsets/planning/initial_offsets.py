@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from connect_offsets.offsets import (
     OffsetsValidationError,
     validated_compact_json,
@@ -21,6 +19,7 @@ from connect_offsets.planning.plan import (
     configmap_text,
 )
 from connect_offsets.planning.targets import ConnectorTarget, target_config
+from connect_offsets.vocabulary import short_hash
 
 
 def initial_offsets_due(target: ConnectorTarget) -> bool:
@@ -32,7 +31,7 @@ def initial_offsets_due(target: ConnectorTarget) -> bool:
 
 def _initial_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | None) -> str:
     parts = [target.name, "initial", str(target.generation), configmap.resource_version if configmap else "-"]
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+    return short_hash("\x00".join(parts))
 
 
 def _initial_document(target: ConnectorTarget, observed: Observed) -> str | PlannedRefusal:

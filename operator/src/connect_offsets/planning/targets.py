@@ -4,7 +4,6 @@ connector, with the fingerprints that make an offsets request level-based yet ne
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -25,6 +24,7 @@ from connect_offsets.vocabulary import (
     ANNOTATION_SEEK_TO,
     OWNER_CONFIG_KEY,
     REQUEST_ANNOTATIONS,
+    short_hash,
 )
 
 
@@ -107,12 +107,12 @@ def target_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | No
     parts = [target.name, value, str(target.generation), configmap.resource_version if configmap else "-"]
     # Only present annotations take part, so fingerprints of plain requests stay what they were.
     parts += [f"{key}={target.annotations[key]}" for key in REQUEST_ANNOTATIONS if key in target.annotations]
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+    return short_hash("\x00".join(parts))
 
 
 def content_hash(text: str) -> str:
     """Identity of an offsets document's content (applyOnChange): re-applying the same text is a no-op."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return short_hash(text)
 
 
 def offsets_request_fingerprint(resource: KafkaConnectorResource, configmap: OffsetsConfigMap | None) -> str:

@@ -8,7 +8,6 @@ blocks the change) are read and changed together, apart from the change it prote
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import UTC, datetime
 
@@ -18,7 +17,7 @@ from connect_offsets.planning import RestoreSource
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import backup_retention
 from connect_offsets.reconcile.status import owner_reference
-from connect_offsets.vocabulary import API_GROUP
+from connect_offsets.vocabulary import API_GROUP, short_hash
 
 #: The key a backup ConfigMap holds its document under.
 BACKUP_KEY = "offsets.json"
@@ -26,7 +25,7 @@ BACKUP_KEY = "offsets.json"
 
 def connector_hash(name: str) -> str:
     """Connector names (``a->b.X``) are not valid label values; their hash is."""
-    return hashlib.sha256(name.encode()).hexdigest()[:8]
+    return short_hash(name, 8)
 
 
 def _newest_first(item: tuple[str, dict[str, str]]) -> tuple[str, str]:

@@ -8,18 +8,17 @@ here, next to each other.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 
 from connect_offsets.clients.kubernetes import KubernetesError, KubernetesRejected, KubernetesUnavailable
 from connect_offsets.planning import leftovers_owned_elsewhere
 from connect_offsets.reconcile import settings
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass
-from connect_offsets.vocabulary import API_GROUP, LAST_OWNER_LABEL
+from connect_offsets.vocabulary import API_GROUP, LAST_OWNER_LABEL, short_hash
 
 
 def _owner_record_hash(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()[:16]
+    return short_hash(name)
 
 
 async def record_owner(p: Pass, name: str) -> None:
