@@ -11,11 +11,12 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka spark-jars venv stack-up stack-down stack-status lint unit integration test test-load demo bench lock clean
+.PHONY: help deps go-tools kafka spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
 	@echo "make test        set up everything; lint, mypy, unit and integration tests"
+	@echo "make test-compat  the core flows against every Connect version of the matrix"
 	@echo "make bench       run the benchmarks in bench/ and record results in bench/README.md"
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
@@ -25,8 +26,12 @@ deps: go-tools kafka spark-jars venv
 go-tools:
 	@bash hack/build-go-tools.sh
 
+# The stack's Kafka, plus the oldest Connect of the version matrix (make test runs it).
+COMPAT_VERSIONS = $(shell bash -c 'source hack/versions.env && echo $$CONNECT_COMPAT_VERSIONS')
+TOO_OLD_VERSION = $(shell bash -c 'source hack/versions.env && echo $$CONNECT_TOO_OLD_VERSION')
 kafka:
 	@bash hack/fetch-kafka.sh
+	@bash hack/fetch-kafka.sh $(firstword $(COMPAT_VERSIONS))
 
 spark-jars:
 	@bash hack/fetch-spark-jars.sh
@@ -56,12 +61,18 @@ unit: venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
 integration: deps
-	$(VENV)/bin/pytest -m "integration and not load" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "integration and not load and not compat_extra" $(PYTEST_ARGS)
 
 # The whole suite: static checks first (cheap), then unit and integration tests in one pytest
 # session so the stack fixture is shared.
 test: deps lint
-	$(VENV)/bin/pytest -m "(unit or integration) and not load" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "(unit or integration) and not load and not compat_extra" $(PYTEST_ARGS)
+
+# The Connect version matrix (issue 21): the core flows against every CONNECT_COMPAT_VERSIONS worker
+# (one at a time) and the ConnectTooOld condition on CONNECT_TOO_OLD_VERSION.
+test-compat: deps
+	@bash hack/fetch-kafka.sh $(COMPAT_VERSIONS) $(TOO_OLD_VERSION)
+	$(VENV)/bin/pytest -m compat $(PYTEST_ARGS) tests/integration/test_connect_versions.py
 
 # The load test (issue 10): 200 connectors, 100 lists, 50 stop -> change -> resume on a dedicated
 # worker. Minutes of Connect rebalances on 2 cores, so it runs on its own, not in every make test.

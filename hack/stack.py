@@ -57,7 +57,14 @@ def _read_versions() -> dict[str, str]:
 VERSIONS = _read_versions()
 CACHE_DIR = Path(os.environ.get("CONNECT_OFFSETS_CACHE", Path.home() / ".cache" / "connect-offsets"))
 BIN_DIR = CACHE_DIR / "bin"
-KAFKA_LIBS = CACHE_DIR / f"kafka-{VERSIONS['KAFKA_VERSION']}" / "libs"
+
+
+def kafka_libs(version: str) -> Path:
+    """Where hack/fetch-kafka.sh puts one Kafka version's jars."""
+    return CACHE_DIR / f"kafka-{version}" / "libs"
+
+
+KAFKA_LIBS = kafka_libs(VERSIONS["KAFKA_VERSION"])
 STACK_DIR = Path(os.environ.get("CONNECT_OFFSETS_STACK_DIR", CACHE_DIR / "stack"))
 LOG_DIR = STACK_DIR / "logs"
 RUN_DIR = STACK_DIR / "run"
@@ -148,9 +155,12 @@ def read_pid(component: Component) -> int | None:
     return pid
 
 
-def java_cmd(heap: str, main: str, *args: str, extra_props: list[str] | None = None) -> list[str]:
-    if not (KAFKA_LIBS / ".complete").exists():
-        raise StackError(f"Kafka jars missing in {KAFKA_LIBS}: run hack/fetch-kafka.sh (make deps)")
+def java_cmd(
+    heap: str, main: str, *args: str, extra_props: list[str] | None = None, libs: Path = KAFKA_LIBS
+) -> list[str]:
+    """``libs``: another Kafka version's jars (``kafka_libs(version)``), for a Connect worker of that version."""
+    if not (libs / ".complete").exists():
+        raise StackError(f"Kafka jars missing in {libs}: run hack/fetch-kafka.sh {libs.parent.name[6:]} (make deps)")
     java = shutil.which("java")
     if java is None:
         raise StackError("java is not installed (need JDK 17+)")
@@ -164,7 +174,7 @@ def java_cmd(heap: str, main: str, *args: str, extra_props: list[str] | None = N
         f"-Dlog4j2.configurationFile={log4j}",
         *(extra_props or []),
         "-cp",
-        f"{KAFKA_LIBS}/*",
+        f"{libs}/*",
         main,
         *args,
     ]

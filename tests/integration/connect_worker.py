@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from confluent_kafka.admin import AdminClient
 
-__all__ = ["DedicatedWorker"]
+__all__ = ["DedicatedWorker", "stack_versions"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,6 +36,11 @@ def _stack_module() -> ModuleType:
     sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
     spec.loader.exec_module(sys.modules[spec.name])
     return sys.modules[spec.name]
+
+
+def stack_versions() -> dict[str, str]:
+    """hack/versions.env as hack/stack.py reads it, shell quotes removed (``CONNECT_COMPAT_VERSIONS``)."""
+    return {key: value.strip('"') for key, value in _stack_module().VERSIONS.items()}
 
 
 def _free_port() -> int:
@@ -54,10 +59,14 @@ class DedicatedWorker:
         extra_props: tuple[str, ...] = (),
         scheme: str = "http",
         probe_options: dict[str, Any] | None = None,
+        version: str | None = None,
     ) -> None:
         """``scheme="https"`` with ``listeners.https.ssl.*`` in ``extra_props`` serves TLS;
-        ``probe_options`` (httpx keywords: ``verify``, ``cert``) let the readiness probe through."""
+        ``probe_options`` (httpx keywords: ``verify``, ``cert``) let the readiness probe through.
+        ``version``: a Kafka Connect release other than the stack's, from its own jars
+        (``hack/fetch-kafka.sh VERSION``), still against the stack's brokers (test_connect_versions)."""
         self.stack = _stack_module()
+        self.libs: Path = self.stack.kafka_libs(version) if version else self.stack.KAFKA_LIBS
         self.heap = heap
         self.extra_props = extra_props
         self.scheme = scheme
@@ -94,7 +103,9 @@ class DedicatedWorker:
         ]
         path = self.stack.write(self.stack.RUN_DIR / f"connect-{self.suffix}.properties", "\n".join(props) + "\n")
         self.stack.write_log4j()
-        cmd = self.stack.java_cmd(self.heap, "org.apache.kafka.connect.cli.ConnectDistributed", str(path))
+        cmd = self.stack.java_cmd(
+            self.heap, "org.apache.kafka.connect.cli.ConnectDistributed", str(path), libs=self.libs
+        )
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -17,6 +17,7 @@ __all__ = [
     "RuntimeState",
     "ServerInfo",
     "TaskState",
+    "offsets_api_refusal",
     "parse_version",
     "supports_initial_state",
 ]
@@ -152,3 +153,24 @@ def _apache_kafka_version(v: str) -> tuple[int, int, int]:
 def supports_initial_state(version: str) -> bool:
     """``initial_state`` in ``POST /connectors`` exists since Kafka 3.7 (KIP-980)."""
     return _apache_kafka_version(version) >= (3, 7, 0)
+
+
+#: The offsets REST API (``GET/PATCH/DELETE /connectors/{name}/offsets``, KIP-875) exists since Kafka 3.6.
+MIN_OFFSETS_API_VERSION: Final = (3, 6, 0)
+
+
+def offsets_api_refusal(version: str) -> str | None:
+    """Why a worker reporting ``version`` cannot serve this operator, or ``None`` if it can.
+
+    Only a version that parses to a real release older than 3.6 is refused: an unparsable one
+    (``(0, 0, 0)``, a custom build) is given the benefit of the doubt, as before.
+    """
+    parsed = _apache_kafka_version(version)
+    if parsed == (0, 0, 0) or parsed >= MIN_OFFSETS_API_VERSION:
+        return None
+    # The parsed release, not the raw text: whatever a URL answers must not reach status unredacted.
+    found, minimum = (".".join(map(str, v)) for v in (parse_version(version), MIN_OFFSETS_API_VERSION))
+    return (
+        f"Connect {found} has no offsets REST API (KIP-875); this operator needs Kafka Connect "
+        f"{minimum} or newer: upgrade the Connect workers"
+    )

@@ -30,7 +30,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesRejected,
 )
 from connect_offsets.errors import TransientError, UserError
-from connect_offsets.models.connect import ServerInfo
+from connect_offsets.models.connect import ServerInfo, offsets_api_refusal
 from connect_offsets.models.crds import (
     ConnectClusterResource,
     ConnectClusterSpec,
@@ -50,6 +50,10 @@ from connect_offsets.vocabulary import (
 )
 
 log = logging.getLogger(__name__)
+
+
+#: Ready reason when the worker predates the offsets REST API (``models.connect.offsets_api_refusal``).
+CONNECT_TOO_OLD = "ConnectTooOld"
 
 
 class ClusterUnusable(UserError):
@@ -289,11 +293,16 @@ async def resolve_cluster(
     connector names (``ClusterBindingRefused`` otherwise)."""
     cluster_namespace, cluster_name = cluster_ref(namespace, labels)
     try:
-        return await clusters.client_for(
+        client, info = await clusters.client_for(
             cluster_namespace, cluster_name, for_namespace=namespace, connector_names=connector_names
         )
     except ConnectError as error:
         raise ClusterUnreachable(f"Connect cluster {cluster_name} unreachable: {error}") from error
+    # A worker older than 3.6 answers every offsets call 404/405: a user error, never a retry loop.
+    refusal = offsets_api_refusal(info.version)
+    if refusal is not None:
+        raise ClusterUnusable(f"ConnectCluster {cluster_name}: {refusal}", CONNECT_TOO_OLD)
+    return client, info
 
 
 class ClusterUnreachable(TransientError):
@@ -339,7 +348,13 @@ class ClusterService:
                 "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
             }
             url = reflect(str(body["spec"].get("url", "")))
-            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
+            refusal = offsets_api_refusal(info.version)
+            if refusal is not None:
+                conditions = [ConditionSpec("Ready", "False", CONNECT_TOO_OLD, f"{refusal} ({url})")]
+            else:
+                conditions = [
+                    ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")
+                ]
         except ClusterUnusable as error:
             conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
         except ConnectError as error:
