@@ -66,7 +66,8 @@ class DedicatedWorker:
         ``version``: a Kafka Connect release other than the stack's, from its own jars
         (``hack/fetch-kafka.sh VERSION``), still against the stack's brokers (test_connect_versions)."""
         self.stack = _stack_module()
-        self.libs: Path = self.stack.kafka_libs(version) if version else self.stack.KAFKA_LIBS
+        self.version: str = version or self.stack.VERSIONS["KAFKA_VERSION"]
+        self.libs: Path = self.stack.kafka_libs(self.version)
         self.heap = heap
         self.extra_props = extra_props
         self.scheme = scheme

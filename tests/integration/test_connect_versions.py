@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from connect_offsets.models.connect import supports_initial_state
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker, stack_versions
 from tests.integration.support import (
@@ -77,7 +78,7 @@ def source_file(path: Path, lines: int = 10) -> Path:
 
 
 def test_worker_reports_its_version(worker: DedicatedWorker, rest: httpx.Client) -> None:
-    assert rest.get("/").json()["version"] == worker.libs.parent.name.removeprefix("kafka-")
+    assert rest.get("/").json()["version"] == worker.version
 
 
 def test_create_in_each_state(
@@ -170,7 +171,8 @@ def test_initial_offsets(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    """spec.initialOffsets: created STOPPED (before 3.7: created, then stopped), PATCHed, then RUNNING."""
+    """spec.initialOffsets: created STOPPED, PATCHed, then RUNNING from the given position. Before
+    3.7 (no ``initial_state``) a running connector would read first: refused, nothing created."""
     source = source_file(tmp_path / "init.txt")
     name, topic = f"init-{unique}", f"init-{unique}"
     doc = {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": 6 * LINE}}]}
@@ -182,6 +184,11 @@ def test_initial_offsets(
     create_cluster(custom, namespace, worker.url)
     create_connector(custom, namespace, name, spec)
     try:
+        if not supports_initial_state(worker.version):
+            found = wait_condition(custom, namespace, name, "Ready", status="False", reason="InitialOffsetsUnsupported")
+            assert "3.7" in found["message"], found
+            assert connect_state(rest, name) is None
+            return
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=120)
         assert [json.loads(r) for r in read_topic(stack["kafka_a"], topic, 4)] == ["a6", "a7", "a8", "a9"]
         assert get_connector(custom, namespace, name)["status"]["initialOffsets"]["step"] == "Applied"
