@@ -177,7 +177,7 @@ def test_list_alter_reset_restore_file_source(
         connect.delete(f"/connectors/{name}")
 
 
-def test_connect_rejection_prints_connects_message(
+def test_a_refused_restore_prints_the_reason_and_the_entry(
     custom: Any,
     core: Any,
     namespace: str,
@@ -188,7 +188,11 @@ def test_connect_rejection_prints_connects_message(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    """A backup edited by hand into something Connect refuses: exit 1 with Connect's own 400 message."""
+    """A backup edited by hand: exit 1 with the operator's reason and the entry at fault.
+
+    Until issue 21 a restore skipped the typed checks and this backup reached Connect, which
+    answered 400; now the operator refuses it before anything is sent (InvalidBackup), naming the
+    entry, and the plugin prints that."""
     name, topic, cm = f"kpsink-{unique}", f"kpsink-{unique}", "kpsink-offsets"
     create_cluster(custom, namespace, connect_url)
     create_connector(
@@ -215,11 +219,9 @@ def test_connect_rejection_prints_connects_message(
         failed = plugin(stack, "restore", name, "-n", namespace, "--from-backup", backup)
         assert failed.returncode == 1, failed.stderr
         first = failed.stderr.splitlines()[0]
-        assert first.startswith(f"error: KafkaConnector {namespace}/{name}: restore failed (ConnectRejected): ")
-        assert (
-            "Connect answered 400: The partition for a sink connector offset must contain the keys "
-            "'kafka_topic' and 'kafka_partition'" in first
-        )
+        assert first.startswith(f"error: KafkaConnector {namespace}/{name}: restore failed (InvalidBackup): ")
+        assert f"backup {backup} is not valid for this connector" in first
+        assert "offsets[0].partition" in failed.stderr and "kafka_partition" in failed.stderr
         body = get_connector(custom, namespace, name)
         assert request_annotations(body) == {}  # withdrawn: nothing runs later by surprise
         assert body["status"]["lastOffsetsOperation"]["result"] == "Failed"
