@@ -197,10 +197,11 @@ def test_initial_offsets(
 
 
 @pytest.mark.compat_extra
-@pytest.mark.skipif(not TOO_OLD, reason="no Connect release older than 3.6 is fetchable here")
 def test_a_worker_without_the_offsets_api_is_named_once(
     stack: dict[str, Any], custom: Any, namespace: str, operator: OperatorProcess, tmp_path: Path, unique: str
 ) -> None:
+    # No skip: 3.5.2 is fetchable here (hack/versions.env); a machine without it must fail, not pass.
+    assert TOO_OLD, "hack/versions.env must name CONNECT_TOO_OLD_VERSION (a Connect release older than 3.6)"
     old = DedicatedWorker(heap="-Xmx512m", name="tooold", version=TOO_OLD)
     old.start()
     try:
