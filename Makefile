@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench lock clean
+.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -21,7 +21,7 @@ help:
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
-deps: go-tools kafka spark-jars venv
+deps: go-tools kafka rest-bearer spark-jars venv
 
 go-tools:
 	@bash hack/build-go-tools.sh
@@ -32,6 +32,10 @@ TOO_OLD_VERSION = $(shell bash -c 'source hack/versions.env && echo $$CONNECT_TO
 kafka:
 	@bash hack/fetch-kafka.sh
 	@bash hack/fetch-kafka.sh $(firstword $(COMPAT_VERSIONS))
+
+# The test worker's bearer-token REST extension (hack/rest-bearer, tests/integration/test_connect_bearer.py).
+rest-bearer:
+	@bash hack/build-rest-bearer.sh >/dev/null
 
 spark-jars:
 	@bash hack/fetch-spark-jars.sh

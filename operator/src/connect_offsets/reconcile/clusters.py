@@ -20,6 +20,7 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectEndpoint,
     ConnectError,
+    ConnectHTTPError,
 )
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
 from connect_offsets.clients.kafka import (
@@ -358,7 +359,28 @@ class ClusterService:
         except ClusterUnusable as error:
             conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
         except ConnectError as error:
-            conditions = [ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])]
+            conditions = [unreachable_condition(error, body.get("spec") or {})]
+            # Retried with back-off either way: no Secret is watched, so a fixed token is found by the retry.
             outcome.transient_error = str(error)
         await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
         return outcome
+
+
+#: Ready reasons when the worker refuses the credentials (401) or the identity (403): unlike
+#: ``Unreachable`` they say the network is fine and ``spec.authentication`` is what to check.
+CREDENTIALS_REFUSED: dict[int, str] = {401: "Unauthorized", 403: "Forbidden"}
+
+
+def unreachable_condition(error: ConnectError, spec: dict[str, Any]) -> ConditionSpec:
+    """The ConnectCluster's ``Ready=False`` for a failed probe; the message never holds credentials
+    (``ConnectClient`` scrubs them from every error)."""
+    reason = CREDENTIALS_REFUSED.get(error.status_code) if isinstance(error, ConnectHTTPError) else None
+    if reason is None:
+        return ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])
+    auth = spec.get("authentication") or {}
+    hint = (
+        f"check spec.authentication (Secret {auth.get('secretName')})"
+        if auth
+        else "the worker demands credentials: set spec.authentication"
+    )
+    return ConditionSpec("Ready", "False", reason, f"{str(error)[:960]} ({hint})")
