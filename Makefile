@@ -61,7 +61,7 @@ lint: venv
 	$(VENV)/bin/mypy --strict operator/src/connect_offsets
 	$(VENV)/bin/lint-imports
 
-unit: venv
+unit: go-tools venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
 integration: deps

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl, etcd and helm from Go modules.
+# Builds kube-apiserver, kube-controller-manager, kubectl, etcd, helm and promtool from Go modules.
 # Why a wrapper module: k8s.io/kubernetes pins its staging modules at v0.0.0 with relative
 # replace directives, so `go install` refuses it; we require it from a throwaway module and
 # pin each staging module to its published v0.Y.Z instead. Binaries are cached per version.
@@ -86,12 +86,27 @@ build_helm() {
     "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION"
 }
 
+build_promtool() {
+  local out="$BIN_DIR/promtool-$PROMETHEUS_MODULE_VERSION"
+  if [[ -x "$out/promtool" ]]; then return; fi
+  mkdir -p "$out"
+  # Module 0.316.0 is Prometheus 3.16.0: major = first digit of the minor, minor = the rest.
+  local mm="${PROMETHEUS_MODULE_VERSION#0.}"; mm="${mm%%.*}"
+  local release="${mm:0:1}.$((10#${mm:1})).${PROMETHEUS_MODULE_VERSION##*.}"
+  log "building promtool (Prometheus $release, module v$PROMETHEUS_MODULE_VERSION; cold: ~5-10 min on 2 cores)"
+  GOBIN="$out" go install -trimpath \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
+    "github.com/prometheus/prometheus/cmd/promtool@v$PROMETHEUS_MODULE_VERSION"
+}
+
 build_etcd
 build_helm
+build_promtool
 build_kubernetes
 ln -sfn "kubernetes-$KUBERNETES_VERSION/kube-apiserver" "$BIN_DIR/kube-apiserver"
 ln -sfn "kubernetes-$KUBERNETES_VERSION/kube-controller-manager" "$BIN_DIR/kube-controller-manager"
 ln -sfn "kubernetes-$KUBERNETES_VERSION/kubectl" "$BIN_DIR/kubectl"
 ln -sfn "etcd-$ETCD_VERSION/etcd" "$BIN_DIR/etcd"
 ln -sfn "helm-$HELM_VERSION/helm" "$BIN_DIR/helm"
+ln -sfn "promtool-$PROMETHEUS_MODULE_VERSION/promtool" "$BIN_DIR/promtool"
 log "go tools ready in $BIN_DIR"

@@ -76,14 +76,19 @@ SAMPLE_FILES = {
 
 
 @functools.cache
-def helm_binary() -> str:
+def go_tool(name: str) -> str:
+    """A binary ``hack/build-go-tools.sh`` built (helm, promtool), from the project's cache folder."""
     cache = Path(os.environ.get("CONNECT_OFFSETS_CACHE") or Path.home() / ".cache" / "connect-offsets")
-    helm = cache / "bin" / "helm"
-    assert helm.is_file() and os.access(helm, os.X_OK), (
-        f"helm not found at {helm}: build it with `make go-tools` (hack/build-go-tools.sh); "
+    tool = cache / "bin" / name
+    assert tool.is_file() and os.access(tool, os.X_OK), (
+        f"{name} not found at {tool}: build it with `make go-tools` (hack/build-go-tools.sh); "
         "CONNECT_OFFSETS_CACHE selects the cache folder"
     )
-    return str(helm)
+    return str(tool)
+
+
+def helm_binary() -> str:
+    return go_tool("helm")
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
