@@ -35,6 +35,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesUnavailable,
 )
 from connect_offsets.clients.offsets_configmaps import CONFIGMAP_MAX_BYTES, SHARD_LABEL
+from connect_offsets.clients.resource_cache import ResourceCache
 
 
 def matches(labels: dict[str, str], selector: str) -> bool:
@@ -74,6 +75,24 @@ class FakeKube:
         self.version = 0
         self.fail_create_after: int | None = None
         self.creates = 0
+        #: What the operator's watch cache holds: each change to a resource is delivered at once,
+        #: as a watch event would be, unless ``watch_paused`` (a watch lagging behind the API server).
+        self.cache = ResourceCache()
+        self.watch_paused = False
+        self.resource_gets = 0  # GETs of our resources (the cache is meant to make them rare)
+
+    def _deliver(self, plural: str, namespace: str, name: str) -> None:
+        if not self.watch_paused:
+            self.cache.observe(plural, namespace, name, self.resources.get((plural, namespace, name)))
+
+    async def cached_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        body = self.cache.get(plural, namespace, name)
+        return body if body is not None else await self.fresh_resource(plural, namespace, name)
+
+    async def fresh_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        body = await self.get_resource(plural, namespace, name)
+        self.cache.observe(plural, namespace, name, body, watched=False)
+        return body
 
     def _bump(self) -> str:
         self.version += 1
@@ -201,6 +220,7 @@ class FakeKube:
         meta.setdefault("annotations", {})
         meta["resourceVersion"] = self._bump()
         self.resources[(plural, meta["namespace"], meta["name"])] = obj
+        self._deliver(plural, meta["namespace"], meta["name"])
         return obj
 
     def resource(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
@@ -213,8 +233,10 @@ class FakeKube:
             {f"connect-offsets.io/{k.replace('_', '-')}": v for k, v in annotations.items()}
         )
         obj["metadata"]["resourceVersion"] = self._bump()
+        self._deliver(plural, namespace, name)
 
     async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.resource_gets += 1
         obj = self.resources.get((plural, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
@@ -244,6 +266,7 @@ class FakeKube:
                 current[key] = value
         obj["metadata"]["resourceVersion"] = self._bump()
         self.journal.append(f"kube: annotate {name} {sorted(annotations)}")
+        self._deliver(plural, namespace, name)
         return copy.deepcopy(obj)
 
     async def remove_annotations(self, plural: str, namespace: str, name: str, expected: dict[str, str]) -> list[str]:
@@ -274,6 +297,8 @@ class FakeKube:
                 merged[key] = copy.deepcopy(value)
         obj["status"] = merged
         obj["metadata"]["resourceVersion"] = self._bump()
+        self.cache.observe(plural, namespace, name, obj, watched=False)  # the patch's answer
+        self._deliver(plural, namespace, name)
         self.status_patches.append(copy.deepcopy(status))
         self.journal.append(f"kube: status {sorted(status)}")
 
@@ -372,7 +397,19 @@ class FakeConnect:
                 state = body.get("initial_state", "RUNNING")
                 self.connectors[name] = FakeConnector(dict(body["config"]), state)
                 return httpx.Response(201, json={"name": name, "config": body["config"], "tasks": []})
-            return httpx.Response(200, json=sorted(self.connectors))
+            expand = request.url.params.get_list("expand")
+            if not expand:
+                return httpx.Response(200, json=sorted(self.connectors))
+            # KIP-465: every connector with the parts asked for, as a real worker answers it.
+            answer: dict[str, Any] = {}
+            for name, connector in sorted(self.connectors.items()):
+                entry: dict[str, Any] = {}
+                if "status" in expand:
+                    entry["status"] = self._status(name, connector)
+                if "info" in expand:
+                    entry["info"] = {"name": name, "config": dict(connector.config), "tasks": [], "type": "source"}
+                answer[name] = entry
+            return httpx.Response(200, json=answer)
         if path.startswith("/connector-plugins/"):
             return httpx.Response(200, json={"name": "x", "error_count": 0, "groups": [], "configs": []})
         parts = path.split("/")  # "", "connectors", name, suffix...
@@ -398,20 +435,7 @@ class FakeConnect:
         if suffix == "config":
             return httpx.Response(200, json=connector.config)
         if suffix == "status":
-            tasks = (
-                []
-                if connector.state == "STOPPED"
-                else [{"id": 0, "state": connector.state, "worker_id": "worker:8083"}]
-            )
-            return httpx.Response(
-                200,
-                json={
-                    "name": name,
-                    "connector": {"state": connector.state, "worker_id": "worker:8083"},
-                    "tasks": tasks,
-                    "type": "source",
-                },
-            )
+            return httpx.Response(200, json=self._status(name, connector))
         if suffix == "topics":
             return httpx.Response(200, json={name: {"topics": []}})
         if suffix in ("stop", "pause", "resume"):
@@ -422,6 +446,18 @@ class FakeConnect:
         if suffix == "offsets":
             return self._offsets(method, connector, body)
         return self._error(404, f"no resource {suffix}")
+
+    @staticmethod
+    def _status(name: str, connector: FakeConnector) -> dict[str, Any]:
+        tasks = (
+            [] if connector.state == "STOPPED" else [{"id": 0, "state": connector.state, "worker_id": "worker:8083"}]
+        )
+        return {
+            "name": name,
+            "connector": {"state": connector.state, "worker_id": "worker:8083"},
+            "tasks": tasks,
+            "type": "source",
+        }
 
     def _offsets(self, method: str, connector: FakeConnector, body: Any) -> httpx.Response:
         if method == "GET":

@@ -333,6 +333,8 @@ class FakeKube:
     async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.body
 
+    cached_resource = get_resource  # no watch here: the cache answers what a GET would
+
     async def get_secret_data(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
         self.reads.append(name)
         return dict.fromkeys(keys, "org.example.Login required;")
@@ -429,6 +431,8 @@ class StatusKube:
     async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         return self.body
 
+    cached_resource = get_resource  # no watch here: the cache answers what a GET would
+
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.patches.append(status)
 
@@ -444,6 +448,9 @@ class ProbeRegistry:
 
     async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, Any]:
         return self.client, await self.client.server_info()
+
+    def snapshot(self, namespace: str, name: str) -> None:
+        return None  # the probe alone: no connector snapshot
 
 
 async def test_cluster_status_reflects_server_info_capped_and_redacted() -> None:

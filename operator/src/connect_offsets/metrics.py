@@ -49,6 +49,8 @@ __all__ = [
     "OPERATION_SECONDS",
     "RECONCILE_ERRORS",
     "REGISTRY",
+    "RESOURCE_CHECKS",
+    "RESOURCE_CHECKS_UNCHANGED",
     "forget_connector",
     "forget_mirror_lag",
     "measure_event_loop_lag",
@@ -73,6 +75,18 @@ OPERATION_SECONDS = Histogram(
 )
 RECONCILE_ERRORS = Counter(
     "connect_offsets_reconcile_errors", "Reconciles that ended in a transient error.", ["kind"], registry=REGISTRY
+)
+RESOURCE_CHECKS = Counter(
+    "connect_offsets_resource_checks",
+    "Checks of a resource against Connect (each pass, including those that found nothing changed).",
+    ["kind"],
+    registry=REGISTRY,
+)
+RESOURCE_CHECKS_UNCHANGED = Counter(
+    "connect_offsets_resource_checks_unchanged",
+    "Checks that found the resource and its connector in Connect as the last full pass left them.",
+    ["kind"],
+    registry=REGISTRY,
 )
 AUTO_RESTARTS = Counter(
     "connect_offsets_auto_restarts", "Automatic restarts of failed connectors or tasks.", ["kind"], registry=REGISTRY

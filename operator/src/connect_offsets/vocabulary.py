@@ -10,8 +10,10 @@ nothing from the package, so every layer and tool can use it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "ANNOTATION_ADOPT",
@@ -55,6 +57,8 @@ API_VERSION = "v1alpha1"
 CONNECTORS = "kafkaconnectors"
 MIRRORS = "kafkamirrormaker2s"
 CLUSTERS = "connectclusters"
+#: The plural of each kind, for a body that says its ``kind``.
+PLURALS = {"KafkaConnector": CONNECTORS, "KafkaMirrorMaker2": MIRRORS, "ConnectCluster": CLUSTERS}
 
 # --- annotations users write ---------------------------------------------------------------------
 
@@ -156,3 +160,25 @@ def short_hash(text: str, length: int = 16) -> str:
     cannot appear as-is (in a label value, a ConfigMap name, a fingerprint) is written instead.
     Each caller keeps its length: the hashes are stored in labels and names users already have."""
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def is_kopf_bookkeeping(key: str) -> bool:
+    """kopf's own annotations under our prefix (progress, diff-base) do not change the request."""
+    return key.startswith(ANNOTATION_PREFIX) and (
+        key.endswith(("last-handled-configuration", "kopf-managed")) or "." in key.split("/", 1)[1]
+    )
+
+
+def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a user changes to ask for something: spec (generation), annotations other than kopf's,
+    labels, deletion. Our own status writes do not change it; comparing two views tells whether a
+    resource asks for something new (a wake-up) or still asks for what a pass planned (the fresh
+    read before a destructive change)."""
+    meta = body.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not is_kopf_bookkeeping(k)}
+    return (
+        meta.get("generation"),
+        tuple(sorted(annotations.items())),
+        tuple(sorted((meta.get("labels") or {}).items())),
+        meta.get("deletionTimestamp"),
+    )

@@ -55,8 +55,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import hashlib
 import inspect
 import io
+import json
 import logging
 import os
 import ssl
@@ -66,7 +69,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import certifi
 import httpx
@@ -518,6 +521,56 @@ class ChunkedAlterResult:
         return self.chunks - self.started_at
 
 
+@dataclass(frozen=True)
+class ExpandedConnector:
+    """One connector of ``GET /connectors?expand=status&expand=info``.
+
+    ``config`` or ``status`` is None when the worker left that part out (it does for a connector
+    deleted while it answered, and a worker mid-rebalance may): the caller asks for that connector
+    alone. ``digest``: equal digests mean the same config and status (what changed between two
+    snapshots)."""
+
+    config: dict[str, str] | None
+    status: ConnectorStatus | None
+    digest: str
+
+    @property
+    def complete(self) -> bool:
+        return self.config is not None and self.status is not None
+
+
+#: ``GET /connectors?expand=...`` lists every connector of the cluster with its config and status;
+#: 5,000 connectors are ~15 MiB. Past this the snapshot is refused and connectors are read one by one.
+MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
+
+
+def _expanded(raw: bytes) -> dict[str, ExpandedConnector]:
+    """Parse a snapshot answer (CPU work: the caller runs it in a thread). Entries that do not have
+    the expected shape are kept as incomplete rather than failing the whole snapshot."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("the answer is not a JSON object")
+    found: dict[str, ExpandedConnector] = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            found[name] = ExpandedConnector(None, None, "")
+            continue
+        info = entry.get("info")
+        config: dict[str, str] | None = None
+        if isinstance(info, dict):
+            with contextlib.suppress(ValidationError):
+                config = _CONFIG.validate_python(info.get("config"))
+        status: ConnectorStatus | None = None
+        if isinstance(entry.get("status"), dict):
+            with contextlib.suppress(ValidationError):
+                status = _STATUS.validate_python(entry["status"])
+        digest = hashlib.sha256(
+            json.dumps([info and info.get("config"), entry.get("status")], sort_keys=True).encode()
+        ).hexdigest()
+        found[name] = ExpandedConnector(config, status, digest)
+    return found
+
+
 #: Called after each applied chunk; may be a coroutine function (e.g. to write status).
 ChunkCallback = Callable[[ChunkProgress], Awaitable[None] | None]
 
@@ -626,6 +679,10 @@ class ConnectClient:
     def __init__(self, endpoint: ConnectEndpoint, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._endpoint = endpoint
         self._secrets = _secrets_of(endpoint)
+        #: Counts the writes this client sent (before and after each): a snapshot taken at or
+        #: before a connector's last write may predate it (``last_write``, ``write_seq``).
+        self._write_seq = 0
+        self._last_write: dict[str, int] = {}
         self._client = httpx.AsyncClient(
             base_url=endpoint.url,
             # No deadline for waiting on a pooled connection: the pool is this operator's own queue
@@ -659,6 +716,27 @@ class ConnectClient:
 
     def __repr__(self) -> str:
         return f"ConnectClient({self._endpoint!r})"
+
+    @property
+    def write_seq(self) -> int:
+        """The sequence number of this client's latest write (0: none yet)."""
+        return self._write_seq
+
+    def last_write(self, name: str) -> int:
+        """The sequence number of the latest write to this connector (sent or answered), 0 if none."""
+        return self._last_write.get(name, 0)
+
+    def _note_write(self, method: str, path: str, json_body: Any) -> None:
+        if method == "GET":
+            return
+        name: str | None = None
+        if path.startswith("/connectors/"):
+            name = unquote(path.split("/")[2])
+        elif path == "/connectors" and isinstance(json_body, dict) and isinstance(json_body.get("name"), str):
+            name = json_body["name"]
+        if name is not None:
+            self._write_seq += 1
+            self._last_write[name] = self._write_seq
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -705,6 +783,37 @@ class ConnectClient:
 
     async def list_connectors(self) -> list[str]:
         return await self._get_model("/connectors", _STR_LIST)
+
+    async def list_connectors_expanded(self) -> dict[str, ExpandedConnector]:
+        """Every connector with its config and status in one call (KIP-465, Connect 2.3+).
+
+        Failure traces are redacted of this client's credentials, as in ``get_connector_status``.
+        """
+        path = "/connectors"
+        params = httpx.QueryParams([("expand", "status"), ("expand", "info")])
+        response = await self._request("GET", path, params=params, limit=MAX_SNAPSHOT_BYTES)
+        assert response is not None
+        try:
+            found = await asyncio.to_thread(_expanded, response.content)
+        except ValueError as e:
+            raise ConnectError(f"unexpected response: {e}", method="GET", path=path) from None
+        if not self._secrets:
+            return found
+        return {
+            name: ExpandedConnector(
+                entry.config,
+                None
+                if entry.status is None
+                else entry.status.model_copy(
+                    update={
+                        "connector": self._redact_trace(entry.status.connector),
+                        "tasks": [self._redact_trace(task) for task in entry.status.tasks],
+                    }
+                ),
+                entry.digest,
+            )
+            for name, entry in found.items()
+        }
 
     # ---- connectors ----------------------------------------------------------------------------
 
@@ -913,6 +1022,7 @@ class ConnectClient:
         URL controls the answer, and a gzip body of 300 KB can decode to 300 MB.
         """
         headers = {"Content-Type": "application/json"} if content is not None else None
+        self._note_write(method, path, json_body)
         try:
             request = self._client.build_request(
                 method, path, params=params, json=json_body, content=content, headers=headers
@@ -930,6 +1040,9 @@ class ConnectClient:
         except httpx.HTTPError as e:  # TooManyRedirects, DecodingError, ...
             _log.debug("%s %s -> %s", method, path, type(e).__name__)
             raise ConnectError(self._describe(e), method=method, path=path) from e
+        finally:
+            # Answered or not: a snapshot begun while it was in flight may predate it.
+            self._note_write(method, path, json_body)
         _log.debug("%s %s -> %d", method, path, response.status_code)
         if response.is_success:
             return response

@@ -28,6 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -155,6 +156,8 @@ class KubernetesApi:
         self._client = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        #: Our resources as the watch stream and our own writes last showed them (fed by the handlers).
+        self.cache = ResourceCache()
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
@@ -405,6 +408,20 @@ class KubernetesApi:
         resource: dict[str, Any] = obj
         return resource
 
+    async def cached_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The resource as the watch stream last showed it (a copy); a GET only when no event has
+        brought it yet (the first pass may start before its event is handled)."""
+        body = self.cache.get(plural, namespace, name)
+        if body is not None:
+            return body
+        return await self.fresh_resource(plural, namespace, name)
+
+    async def fresh_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A GET, for where freshness decides something; the answer also refreshes the cache."""
+        body = await self.get_resource(plural, namespace, name)
+        self.cache.observe(plural, namespace, name, body, watched=False)
+        return body
+
     async def list_resources(
         self, plural: str, kind: str, namespace: str | None, label_selector: str
     ) -> list[dict[str, Any]]:
@@ -454,6 +471,7 @@ class KubernetesApi:
             _content_type="application/merge-patch+json",
         )
         body: dict[str, Any] = result
+        self.cache.observe(plural, namespace, name, body, watched=False)
         return body
 
     async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
@@ -470,8 +488,10 @@ class KubernetesApi:
         ``east->west.MirrorSourceConnector`` would never match.
         """
         what = ", ".join(expected)
-        for _ in range(5):
-            body = await self.get_resource(plural, namespace, name)
+        for attempt in range(5):
+            # The cached body first: its resourceVersion makes a stale one fail with 409, and
+            # then the retry reads the API server.
+            body = await (self.cached_resource if attempt == 0 else self.fresh_resource)(plural, namespace, name)
             if body is None:
                 return []
             current = body["metadata"].get("annotations") or {}
@@ -494,7 +514,9 @@ class KubernetesApi:
         raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: kept conflicting")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._call(
+        """Merge-patch the status subresource; the answer (the whole resource) refreshes the cache,
+        so the next pass compares against what it wrote even before the watch event arrives."""
+        result: Any = await self._call(
             f"patch status of {plural} {namespace}/{name}",
             self.custom.patch_namespaced_custom_object_status,
             API_GROUP,
@@ -504,6 +526,8 @@ class KubernetesApi:
             name,
             {"status": status},
         )
+        if isinstance(result, dict):
+            self.cache.observe(plural, namespace, name, result, watched=False)
 
     async def post_event(
         self,

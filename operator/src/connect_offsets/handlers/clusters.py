@@ -34,9 +34,10 @@ async def probe_cluster(
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
-async def cluster_changed(namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
+async def cluster_changed(type: str, namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
     state = state_of(memo)
     namespace = namespace or ""
+    state.kube.cache.observe(PLURAL, namespace, name, None if type == "DELETED" else body)
     seen = (body.get("metadata", {}).get("generation"),)
     waker = state.waker(PLURAL, namespace, name)
     if waker.seen != seen:

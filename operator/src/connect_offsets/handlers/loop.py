@@ -16,11 +16,9 @@ from connect_offsets import (
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.handlers.startup import OperatorState, Waker
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
-from connect_offsets.vocabulary import (
-    API_GROUP,
-)
+from connect_offsets.vocabulary import request_view
 
-__all__ = ["is_kopf_bookkeeping", "note_change", "run_loop"]
+__all__ = ["note_change", "run_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +52,16 @@ async def run_loop(
             if outcome.requeue_after is not None:
                 delay = min(delay, outcome.requeue_after)
         waker.configmaps = outcome.referenced_configmaps
+        waker.connectors = outcome.connectors
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(waker.event.wait(), timeout=delay)
 
 
 def note_change(state: OperatorState, plural: str, namespace: str, name: str, body: Any, event_type: str) -> None:
-    """Wake a resource's daemon when something that matters changed (not for our own status writes)."""
-    meta = body.get("metadata", {})
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not is_kopf_bookkeeping(k)}
-    seen = (
-        meta.get("generation"),
-        tuple(sorted(annotations.items())),
-        tuple(sorted((meta.get("labels") or {}).items())),
-        meta.get("deletionTimestamp"),
-    )
+    """Keep the latest body for the reconcile to read, and wake the resource's daemon when
+    something that matters changed (not for our own status writes)."""
+    state.kube.cache.observe(plural, namespace, name, None if event_type == "DELETED" else body)
+    seen = request_view(body)
     waker = state.waker(plural, namespace, name)
     if event_type == "DELETED":
         state.wakers.pop((plural, namespace, name), None)
@@ -75,10 +69,3 @@ def note_change(state: OperatorState, plural: str, namespace: str, name: str, bo
     elif waker.seen != seen:
         waker.seen = seen
         waker.event.set()
-
-
-def is_kopf_bookkeeping(key: str) -> bool:
-    """kopf's own annotations under our prefix (progress, diff-base) do not change the request."""
-    return key.startswith(f"{API_GROUP}/") and (
-        key.endswith(("last-handled-configuration", "kopf-managed")) or "." in key.split("/", 1)[1]
-    )

@@ -48,6 +48,7 @@ class Waker:
     event: asyncio.Event = field(default_factory=asyncio.Event)
     seen: tuple[Any, ...] | None = None
     configmaps: set[str] = field(default_factory=set)
+    connectors: set[str] = field(default_factory=set)  # its connectors in Connect (Outcome.connectors)
 
 
 @dataclass
@@ -99,7 +100,18 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     except ValueError as error:
         raise kopf.PermanentError(str(error)) from error
     kube = KubernetesApi(load_api_client())
-    clusters = ClusterRegistry(kube, policy)
+    drift_interval = _env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0)
+    wakers: dict[tuple[str, str, str], Waker] = {}
+
+    def connectors_changed(cluster: tuple[str, str], names: set[str]) -> None:
+        # A cluster's snapshot found these connectors changed behind our back (deleted,
+        # reconfigured, paused, failed): wake the resources that declare them now rather than at
+        # their next drift pass, so a repair takes one snapshot interval at any scale.
+        for waker in list(wakers.values()):
+            if waker.connectors & names:
+                waker.event.set()
+
+    clusters = ClusterRegistry(kube, policy, drift_interval=drift_interval, on_change=connectors_changed)
 
     async def connect_for(namespace: str, labels: dict[str, str]) -> ConnectClient:
         client, _ = await resolve_cluster(clusters, namespace, labels)
@@ -114,7 +126,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         cluster_service=ClusterService(kube, clusters),
         mirrors=MirrorMaker2Service(kube, clusters, lag),
         lag=LagMonitor(kube, lag, connect_for, policy),
-        drift_interval=_env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0),
+        drift_interval=drift_interval,
+        wakers=wakers,
     )
     # Kept in memo: a task only referenced by the loop may be garbage-collected mid-run.
     memo["event_loop_lag"] = asyncio.create_task(metrics.measure_event_loop_lag(), name="event-loop-lag")

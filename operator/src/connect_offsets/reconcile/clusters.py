@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from connect_offsets.planning import (
     check_binding,
 )
 from connect_offsets.reconcile.settings import RETIRE_AFTER_S, Outcome, now_utc
+from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import validation_text, write_status
 from connect_offsets.vocabulary import (
     CLUSTER_LABEL,
@@ -86,10 +87,27 @@ class ClusterBindingRefused(ClusterUnusable):
 SERVER_INFO_TTL_S = 60.0
 
 
+#: How long a resolved endpoint (the Secrets it read) is reused while the ConnectCluster is
+#: unchanged. The ConnectCluster's own probe re-reads them (and after any failure), so a rotated
+#: Secret is picked up within this long without a Secret read per resource per pass.
+ENDPOINT_TTL_S = 60.0
+
+#: A resource's pass takes a new snapshot itself only when the last one is this many drift
+#: intervals old: normally the ConnectCluster's pass refreshes it once per interval, and the
+#: margin keeps the two from both asking in the same interval.
+SNAPSHOT_MAX_AGE_INTERVALS = 1.5
+
+#: Told which connectors of a cluster (namespace, name) changed behind the operator's back.
+ConnectorsChanged = Callable[[tuple[str, str], set[str]], None]
+
+
 @dataclass
 class _Entry:
     fingerprint: str
     client: ConnectClient
+    snapshot: ConnectorsSnapshot
+    cluster_version: int | None = None  # the ConnectCluster's generation the endpoint was built from
+    endpoint_at: float = 0.0
     info: ServerInfo | None = None
     info_at: float = 0.0
 
@@ -97,8 +115,17 @@ class _Entry:
 class ClusterRegistry:
     """One long-lived ``ConnectClient`` per ConnectCluster, rebuilt when its spec or Secrets change."""
 
-    def __init__(self, kube: KubernetesApi, policy: CredentialsPolicy | None = None) -> None:
+    def __init__(
+        self,
+        kube: KubernetesApi,
+        policy: CredentialsPolicy | None = None,
+        *,
+        drift_interval: float = 30.0,
+        on_change: ConnectorsChanged | None = None,
+    ) -> None:
         self._kube = kube
+        self.drift_interval = drift_interval
+        self._on_change = on_change
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -161,8 +188,48 @@ class ClusterRegistry:
         value: str = data[ref.key]
         return value
 
+    async def _build(self, namespace: str, name: str, spec: ConnectClusterSpec, version: int | None) -> _Entry:
+        """Resolve the endpoint (reads its Secrets); keep the client when nothing in it changed."""
+        endpoint = await self.endpoint(namespace, spec)
+        fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
+        async with self._lock:
+            entry = self._entries.get((namespace, name))
+            if entry is None or entry.fingerprint != fingerprint:
+                if entry is not None:
+                    self._retire(entry.client)
+                client = ConnectClient(endpoint)
+                entry = _Entry(fingerprint, client, self._snapshot_for(namespace, name, client))
+                self._entries[(namespace, name)] = entry
+            entry.cluster_version, entry.endpoint_at = version, time.monotonic()
+        return entry
+
+    def _snapshot_for(self, namespace: str, name: str, client: ConnectClient) -> ConnectorsSnapshot:
+        on_change = self._on_change
+        changed = None if on_change is None else (lambda names: on_change((namespace, name), names))
+        return ConnectorsSnapshot(client, self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS, changed)
+
+    def is_current(self, namespace: str, name: str, client: ConnectClient) -> bool:
+        """Whether ``client`` is still the cluster's client, built from its current spec and
+        within ``ENDPOINT_TTL_S`` (else a full pass resolves the cluster again)."""
+        entry = self._entries.get((namespace, name))
+        if entry is None or entry.client is not client:
+            return False
+        body_generation = self._kube.cache.generation(CLUSTERS, namespace, name)
+        return entry.cluster_version == body_generation and time.monotonic() - entry.endpoint_at <= ENDPOINT_TTL_S
+
+    def snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
+        """The connector snapshot of a ConnectCluster whose client was resolved (``client_for``)."""
+        entry = self._entries.get((namespace, name))
+        return None if entry is None else entry.snapshot
+
     async def client_for(
-        self, namespace: str, name: str, *, for_namespace: str | None = None, connector_names: Sequence[str] = ()
+        self,
+        namespace: str,
+        name: str,
+        *,
+        for_namespace: str | None = None,
+        connector_names: Sequence[str] = (),
+        force_endpoint: bool = False,
     ) -> tuple[ConnectClient, ServerInfo]:
         """The client for a ConnectCluster, probing ``GET /`` when (re)built and every
         ``SERVER_INFO_TTL_S`` (the same URL may come to serve workers on another Kafka cluster,
@@ -171,8 +238,10 @@ class ClusterRegistry:
         ``for_namespace``: the namespace of the resource that wants it; the cluster's
         ``allowedNamespaces`` and ``connectorNamePrefix`` are checked (``connector_names``)
         before its credentials are read, and a refusal raises ``ClusterBindingRefused``.
+        The endpoint (and the Secrets it reads) is reused for ``ENDPOINT_TTL_S`` while the
+        ConnectCluster is unchanged; ``force_endpoint`` reads them again.
         """
-        body = await self._kube.get_resource(CLUSTERS, namespace, name)
+        body = await self._kube.cached_resource(CLUSTERS, namespace, name)
         if body is None:
             raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
         try:
@@ -185,15 +254,15 @@ class ClusterRegistry:
             refusal = check_binding(cluster.spec, namespace, name, for_namespace, list(connector_names))
             if refusal is not None:
                 raise ClusterBindingRefused(refusal)
-        endpoint = await self.endpoint(namespace, cluster.spec)
-        fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
-        async with self._lock:
-            entry = self._entries.get((namespace, name))
-            if entry is None or entry.fingerprint != fingerprint:
-                if entry is not None:
-                    self._retire(entry.client)
-                entry = _Entry(fingerprint, ConnectClient(endpoint))
-                self._entries[(namespace, name)] = entry
+        version = body["metadata"].get("generation")  # spec changes only, not our status writes
+        entry = self._entries.get((namespace, name))
+        if (
+            force_endpoint
+            or entry is None
+            or entry.cluster_version != version
+            or time.monotonic() - entry.endpoint_at > ENDPOINT_TTL_S
+        ):
+            entry = await self._build(namespace, name, cluster.spec, version)
         if entry.info is None:
             entry.info = await entry.client.server_info()
             entry.info_at = time.monotonic()
@@ -207,7 +276,7 @@ class ClusterRegistry:
 
     async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
         """librdkafka settings for a ConnectCluster's ``spec.kafka`` (secrets resolved); ClusterUnusable if absent."""
-        body = await self._kube.get_resource(CLUSTERS, namespace, name)
+        body = await self._kube.cached_resource(CLUSTERS, namespace, name)
         if body is None:
             raise ClusterUnusable(f"ConnectCluster {name} not found in namespace {namespace}")
         try:
@@ -238,8 +307,9 @@ class ClusterRegistry:
         return librdkafka_config(kafka.bootstrap_servers, java)
 
     async def refresh(self, namespace: str, name: str) -> tuple[ConnectClient, ServerInfo]:
-        """Like ``client_for``, but asks ``GET /`` again (a worker may have been upgraded)."""
-        client, _ = await self.client_for(namespace, name)
+        """Like ``client_for``, but reads the Secrets and asks ``GET /`` again (a rotated token, a
+        worker upgraded behind our back)."""
+        client, _ = await self.client_for(namespace, name, force_endpoint=True)
         info = await client.server_info()
         entry = self._entries.get((namespace, name))
         if entry is not None and entry.client is client:
@@ -318,52 +388,85 @@ MAX_SERVER_FIELD = 256
 MAX_PLUGINS_SHOWN = 500
 
 
+#: ``GET /`` and the plugin list are asked again at least this often (and whenever the
+#: ConnectCluster changes or the last pass failed); in between, the pass only refreshes the
+#: connector snapshot, which also tells that the worker answers.
+PROBE_EVERY_S = 300.0
+
+
+@dataclass(frozen=True)
+class _Probe:
+    version: int | None  # the ConnectCluster's generation probed
+    at: float
+    conditions: list[ConditionSpec]
+    extra: dict[str, Any]
+
+
 class ClusterService:
-    """Probe a ConnectCluster (``GET /``, plugins) and report it in status."""
+    """Probe a ConnectCluster (``GET /``, plugins), refresh its connector snapshot once per drift
+    interval, and report it in status."""
 
     def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
         self.kube = kube
         self.clusters = clusters
+        self._probes: dict[tuple[str, str], _Probe] = {}
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.get_resource(CLUSTERS, namespace, name)
+        body = await self.kube.cached_resource(CLUSTERS, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            self._probes.pop((namespace, name), None)
             await self.clusters.forget(namespace, name)
             return Outcome()
         now = now_utc()
-        extra: dict[str, Any] = {}
         outcome = Outcome()
+        version = body["metadata"].get("generation")  # spec changes only, not our status writes
+        probe = self._probes.get((namespace, name))
         try:
-            # A fresh probe every time: a worker upgraded behind our back must be noticed.
-            client, info = await self.clusters.refresh(namespace, name)
-            plugins = await client.connector_plugins()
-
-            def echoed(text: str | None) -> str | None:
-                # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
-                return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
-
-            extra = {
-                "version": echoed(info.version),
-                "commit": echoed(info.commit),
-                "kafkaClusterId": echoed(info.kafka_cluster_id),
-                "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
-            }
-            url = reflect(str(body["spec"].get("url", "")))
-            refusal = offsets_api_refusal(info.version)
-            if refusal is not None:
-                conditions = [ConditionSpec("Ready", "False", CONNECT_TOO_OLD, f"{refusal} ({url})")]
-            else:
-                conditions = [
-                    ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")
-                ]
+            if probe is None or probe.version != version or time.monotonic() - probe.at > PROBE_EVERY_S:
+                probe = await self._probe(namespace, name, body)
+            if probe.conditions[0].status == "True":
+                snapshot = self.clusters.snapshot(namespace, name)
+                if snapshot is not None:
+                    await snapshot.refresh()
+            conditions, extra = probe.conditions, probe.extra
+            self._probes[(namespace, name)] = probe
         except ClusterUnusable as error:
-            conditions = [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))]
+            self._probes.pop((namespace, name), None)
+            conditions, extra = (
+                [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))],
+                {},
+            )
         except ConnectError as error:
-            conditions = [unreachable_condition(error, body.get("spec") or {})]
+            self._probes.pop((namespace, name), None)  # probed again (Secrets re-read) on the retry
+            conditions, extra = [unreachable_condition(error, body.get("spec") or {})], {}
             # Retried with back-off either way: no Secret is watched, so a fixed token is found by the retry.
             outcome.transient_error = str(error)
         await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
         return outcome
+
+    async def _probe(self, namespace: str, name: str, body: dict[str, Any]) -> _Probe:
+        """``GET /`` and the plugins, with the Secrets read again: a worker upgraded or a token
+        rotated behind our back is noticed here."""
+        client, info = await self.clusters.refresh(namespace, name)
+        plugins = await client.connector_plugins()
+
+        def echoed(text: str | None) -> str | None:
+            # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
+            return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
+
+        extra = {
+            "version": echoed(info.version),
+            "commit": echoed(info.commit),
+            "kafkaClusterId": echoed(info.kafka_cluster_id),
+            "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
+        }
+        url = reflect(str(body["spec"].get("url", "")))
+        refusal = offsets_api_refusal(info.version)
+        if refusal is not None:
+            conditions = [ConditionSpec("Ready", "False", CONNECT_TOO_OLD, f"{refusal} ({url})")]
+        else:
+            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
+        return _Probe(body["metadata"].get("generation"), time.monotonic(), conditions, extra)
 
 
 #: Ready reasons when the worker refuses the credentials (401) or the identity (403): unlike

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from connect_offsets import metrics
 from connect_offsets.clients.connect import (
+    ConnectClient,
     ConnectError,
 )
 from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
+from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
 )
@@ -39,6 +43,25 @@ from connect_offsets.vocabulary import (
 
 log = logging.getLogger(__name__)
 
+_KIND = "KafkaConnector"
+
+
+def _running(status: ConnectorStatus | None) -> bool:
+    return status is not None and status.state == "RUNNING"
+
+
+@dataclass(frozen=True)
+class _Quiet:
+    """What a full pass that found nothing to do saw: the next check that sees the same skips the
+    pass (no parsing, no planning, no status comparison)."""
+
+    resource_version: str | None
+    cluster: tuple[str, str]
+    client: ConnectClient
+    connector: str
+    digest: str
+    outcome: Outcome
+
 
 class ConnectorService:
     """Reconcile one KafkaConnector."""
@@ -47,12 +70,42 @@ class ConnectorService:
         self.kube = kube
         self.clusters = clusters
         self.runner = TargetRunner(kube)
+        self._quiet: dict[tuple[str, str], _Quiet] = {}
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
+        metrics.RESOURCE_CHECKS.labels(_KIND).inc()
         try:
+            unchanged = await self._unchanged(namespace, name)
+            if unchanged is not None:
+                metrics.RESOURCE_CHECKS_UNCHANGED.labels(_KIND).inc()
+                return unchanged
+            self._quiet.pop((namespace, name), None)
             return await self._reconcile(namespace, name)
         except KubernetesRejected as error:
             return await report_refusal(self.kube, CONNECTORS, namespace, name, error)
+
+    async def _unchanged(self, namespace: str, name: str) -> Outcome | None:
+        """The last full pass's outcome when nothing it depended on changed: the resource (its
+        resourceVersion in the watch cache), the ConnectCluster's client, the connector in the
+        cluster's snapshot (its digest). None: run a full pass.
+
+        Why this is enough: a pass with no action, no requeue and no document to read decides
+        from exactly these, and the planner is pure. Connect's side is compared through the
+        snapshot, which is at most one drift interval old, so drift is still found every interval.
+        """
+        quiet = self._quiet.get((namespace, name))
+        if quiet is None or self.kube.cache.resource_version(CONNECTORS, namespace, name) != quiet.resource_version:
+            return None
+        snapshot = self.clusters.snapshot(*quiet.cluster)
+        if snapshot is None or not self.clusters.is_current(*quiet.cluster, quiet.client):
+            return None
+        try:
+            read = await snapshot.read(quiet.connector)
+        except ConnectError:
+            return None  # the full pass reports it
+        if read.digest != quiet.digest or snapshot.topics_due(quiet.connector, _running(read.status)):
+            return None
+        return quiet.outcome
 
     async def _reconcile(self, namespace: str, name: str) -> Outcome:
         now = now_utc()
@@ -62,7 +115,8 @@ class ConnectorService:
         body, resource = loaded
         target = target_for_connector(resource)
         outcome = Outcome(
-            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None}
+            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None},
+            connectors={target.name},
         )
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
@@ -80,16 +134,25 @@ class ConnectorService:
             await write_status_fields(self.kube, CONNECTORS, body, now, fields)
 
         # The cluster's Secrets are read in the cluster's namespace (a platform's credentials).
-        cluster_namespace, cluster_name = cluster_ref(namespace, resource.metadata.labels)
+        cluster = cluster_ref(namespace, resource.metadata.labels)
 
         async def kafka() -> dict[str, Any]:
-            return await self.clusters.kafka_config(cluster_namespace, cluster_name)
+            return await self.clusters.kafka_config(*cluster)
 
-        result = await self.runner.run(target, body, client, info, now, checkpoint=checkpoint, kafka=kafka)
+        snapshot = self.clusters.snapshot(*cluster)
+        result = await self.runner.run(
+            target, body, client, info, now, checkpoint=checkpoint, kafka=kafka, snapshot=snapshot
+        )
+        if result.superseded:
+            return Outcome(
+                requeue_after=0.0, connectors=outcome.connectors
+            )  # the request changed: plan again from the fresh body
         extra = dict(result.status)
         if result.observed.status is not None:
             extra["tasksMax"] = resource.spec.tasks_max
-        if result.observed.config is not None and result.transient_error is None:
+        running = _running(result.observed.status)
+        topics_due = snapshot.topics_due(target.name, running) if snapshot is not None else running
+        if topics_due and result.observed.config is not None and result.transient_error is None:
             # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
             with contextlib.suppress(ConnectError):
                 extra["topics"] = sorted(await client.get_connector_topics(target.name))
@@ -97,6 +160,25 @@ class ConnectorService:
         await self.runner.finish_requests([result], body, CONNECTORS)
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after
+        observed = result.observed
+        if (
+            result.connect_digest is not None
+            and result.transient_error is None
+            and not result.plan.actions
+            and result.plan.requeue_after is None
+            and observed.alter_configmap is None
+            and observed.initial_configmap is None
+            and observed.seek is None
+            and observed.restore is None
+        ):
+            self._quiet[(namespace, name)] = _Quiet(
+                self.kube.cache.resource_version(CONNECTORS, namespace, name),
+                cluster,
+                client,
+                target.name,
+                result.connect_digest,
+                outcome,
+            )
         return outcome
 
     async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:

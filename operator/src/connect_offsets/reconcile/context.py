@@ -17,13 +17,14 @@ from typing import Any
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.kubernetes import KubernetesApi, label_value
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
-from connect_offsets.errors import TransientError, UserError
+from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import PendingOffsetsOperation
 from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan
 from connect_offsets.planning.outcomes import handled_request_ids, op_status, truncate
+from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import record_event
-from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL
+from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, PLURALS, request_view
 
 #: Called right before an offsets action; returns text to prefix to its message. Raising
 #: OffsetsRequestInvalid fails the request permanently, StepUnavailable (or a ConnectError
@@ -53,6 +54,12 @@ class StepUnavailable(TransientError):
     the pass ends like a Connect outage: the target reports it, the resource is retried with back-off."""
 
 
+class RequestChanged(ConnectOffsetsError):
+    """The resource no longer asks for what this pass planned (its annotations, spec or labels
+    changed since the cached body was read). Nothing was changed; the pass ends without writing
+    and the next one plans from the fresh body, which the check put into the cache."""
+
+
 @dataclass
 class TargetResult:
     """What running one connector target produced, for the resource's status."""
@@ -63,6 +70,10 @@ class TargetResult:
     status: dict[str, Any] = field(default_factory=dict)  # lastOffsetsOperation, autoRestart, connectorStatus
     transient_error: str | None = None
     removals: list[Action] = field(default_factory=list)  # annotations of finished requests
+    #: The pass stopped before a change because the request changed (RequestChanged): write nothing.
+    superseded: bool = False
+    #: Set when config and status came from the snapshot: equal digests, nothing changed in Connect.
+    connect_digest: str | None = None
 
 
 @dataclass
@@ -113,6 +124,8 @@ class Pass:
     sink: StatusSink
     before_offsets: BeforeOffsets | None = None
     kafka: KafkaConfig | None = None
+    #: The cluster's shared connector snapshot; None reads the connector on its own.
+    snapshot: ConnectorsSnapshot | None = None
 
     @property
     def namespace(self) -> str:
@@ -125,6 +138,22 @@ class Pass:
 
     async def event(self, event_type: str, reason: str, message: str) -> None:
         await record_event(self.kube, self.body, event_type, reason, message)
+
+    async def confirm_request(self) -> None:
+        """Read the resource from the API server and check it still asks for what this pass
+        planned from the cached body; ``RequestChanged`` otherwise.
+
+        Why a GET here and nowhere else on the hot path: the pass is about to back up and change
+        offsets (or stop the connector to do so), which cannot be undone. The cache may lag the
+        API server by one watch event, and that event may be the user removing or replacing the
+        request; every other decision is safe to make on a body one event old, because the event
+        wakes another pass.
+        """
+        meta = self.body["metadata"]
+        plural = PLURALS[str(self.body.get("kind", "KafkaConnector"))]
+        fresh = await self.kube.fresh_resource(plural, meta["namespace"], meta["name"])
+        if fresh is None or request_view(fresh) != request_view(self.body):
+            raise RequestChanged(f"{meta['namespace']}/{meta['name']} changed since this pass read it")
 
     async def cleanup_failed(self, message: str) -> None:
         """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""

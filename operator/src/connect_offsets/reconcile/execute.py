@@ -8,7 +8,7 @@ happens (a refused request first, then each action); the steps themselves live i
 from __future__ import annotations
 
 from connect_offsets.faults import fault_point
-from connect_offsets.planning import Plan
+from connect_offsets.planning import Action, Plan
 from connect_offsets.planning.outcomes import OFFSETS_OPS
 from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.initial import initial_offsets
@@ -25,6 +25,8 @@ from connect_offsets.reconcile.offsets_changes import (
 async def execute(p: Pass, plan: Plan) -> None:
     """Run the plan's actions; stops early when a direct offsets change failed for good."""
     await report_refusal(p, plan)
+    if any(_begins_change(action) for action in plan.actions):
+        await p.confirm_request()  # planned from the cache: the request must still stand
     for action in plan.actions:
         if action.kind in OFFSETS_OPS and action.pending is not None:
             await staged_change(p, action)
@@ -59,3 +61,12 @@ async def execute(p: Pass, plan: Plan) -> None:
             await lifecycle_action(p, action)
             if action.kind == "stop" and plan.hold_stopped:
                 fault_point("after-stop")
+
+
+def _begins_change(action: Action) -> bool:
+    """An action that starts changing offsets for a request read from annotations: a direct
+    alter, reset or restore, or the intent that begins stop -> change -> resume. (A pending
+    change continues from our own status, which the request was confirmed for when it began.)"""
+    if action.kind == "begin_offsets_change":
+        return True
+    return action.kind in OFFSETS_OPS and action.pending is None and action.kind != "list_offsets"

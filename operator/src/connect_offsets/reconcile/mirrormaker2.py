@@ -44,10 +44,17 @@ from connect_offsets.planning import (
     mirror_direction,
     mirror_targets,
 )
-from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
+from connect_offsets.reconcile.clusters import (
+    ClusterRegistry,
+    ClusterUnreachable,
+    ClusterUnusable,
+    cluster_ref,
+    resolve_cluster,
+)
 from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult
 from connect_offsets.reconcile.runner import TargetRunner, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
+from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import (
     load_resource,
     merge_same_type,
@@ -131,6 +138,8 @@ class MirrorMaker2Service:
                 outcome.requeue_after = 30.0
             return outcome
 
+        outcome.connectors = {t.name for t in mirror.targets}
+        snapshot = self.clusters.snapshot(*cluster_ref(namespace, resource.metadata.labels))
         held, gate_error = await self._gate(body, resource, mirror, client, info)
         if gate_error is not None:
             outcome.transient_error = gate_error
@@ -152,8 +161,17 @@ class MirrorMaker2Service:
                 continue
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
             result = await self.runner.run(
-                target, body, client, info, now, hook, checkpoint=self._checkpoint(body, target.name, now)
+                target,
+                body,
+                client,
+                info,
+                now,
+                hook,
+                checkpoint=self._checkpoint(body, target.name, now),
+                snapshot=snapshot,
             )
+            if result.superseded:  # the request changed: plan every connector again from the fresh body
+                return Outcome(requeue_after=0.0, connectors=outcome.connectors)
             results.append(result)
             handled = result.status.pop("handledRequestIds", None)
             if handled is not None:
@@ -184,7 +202,7 @@ class MirrorMaker2Service:
                     conditions.append(
                         ConditionSpec(item.type, item.status, item.reason, f"{target.name}: {item.message}")
                     )
-        await self._delete_undeclared(body, client, {t.name for t in mirror.targets})
+        await self._delete_undeclared(body, client, {t.name for t in mirror.targets}, snapshot)
         if not mirror.targets:
             ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
         elif not_ready:
@@ -364,12 +382,21 @@ class MirrorMaker2Service:
 
         return delete_offset_syncs
 
-    async def _delete_undeclared(self, body: dict[str, Any], client: ConnectClient, declared: set[str]) -> None:
-        """Remove connectors this resource created but no longer declares (a mirror was removed)."""
+    async def _delete_undeclared(
+        self, body: dict[str, Any], client: ConnectClient, declared: set[str], snapshot: ConnectorsSnapshot | None
+    ) -> None:
+        """Remove connectors this resource created but no longer declares (a mirror was removed).
+        The cluster's snapshot says which connectors exist and who owns them; only a deletion
+        reads the connector again (``fresh``)."""
         owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-        for name in await client.list_connectors():
+        names = snapshot.names() if snapshot is not None else None
+        for name in names if names is not None else await client.list_connectors():
             if name in declared or "->" not in name or not name.endswith(tuple(MIRROR_CLASS_SUFFIXES)):
                 continue
+            if snapshot is not None:
+                seen = await snapshot.read(name)
+                if seen.config is None or seen.config.get(OWNER_CONFIG_KEY) != owner:
+                    continue
             config = await client.get_connector_config(name)
             if config is not None and config.get(OWNER_CONFIG_KEY) == owner:
                 await client.delete_connector(name)

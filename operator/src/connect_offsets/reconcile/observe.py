@@ -19,19 +19,18 @@ from connect_offsets.planning import Observed, OffsetsConfigMap, RestoreSource, 
 from connect_offsets.reconcile.backups import restore_source
 from connect_offsets.reconcile.clusters import ClusterUnusable
 from connect_offsets.reconcile.context import Pass
+from connect_offsets.reconcile.snapshots import ConnectorRead
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
 
 
-async def observe(p: Pass) -> Observed:
-    """What Connect, the ConfigMaps and (for a seek) Kafka hold for this target now."""
-    target, client = p.target, p.client
-    # One after the other, not concurrently: against a frozen or overloaded worker each retry
-    # must leave one request behind, not two (the fault tests bound the requests a frozen
-    # worker finds queued).
-    config = await client.get_connector_config(target.name)
-    status = await client.get_connector_status(target.name) if config is not None else None
+async def observe(p: Pass) -> tuple[Observed, str | None]:
+    """What Connect, the ConfigMaps and (for a seek) Kafka hold for this target now, and the
+    snapshot digest of the connector when it came from the snapshot (``ConnectorRead.digest``)."""
+    target = p.target
     pending = target.pending
     operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
+    read = await read_connector(p, fresh=_needs_fresh(p, operation))
+    config, status = read.config, read.status
     configmap: OffsetsConfigMap | None = None
     if target.alter_configmap and (operation == "alter" or target.apply_on_change):
         configmap = await _offsets_configmap(p, target.alter_configmap)
@@ -50,7 +49,7 @@ async def observe(p: Pass) -> Observed:
     if operation == "restore" and config is not None:
         wanted = pending.restore_from if pending is not None else target.annotations.get(ANNOTATION_RESTORE_FROM)
         restore = await restore_source(p, wanted)
-    return Observed(
+    observed = Observed(
         now=p.now,
         cluster_error=None,
         supports_initial_state=supports_initial_state(p.info.version),
@@ -61,6 +60,29 @@ async def observe(p: Pass) -> Observed:
         initial_configmap=initial,
         seek=seek,
     )
+    return observed, read.digest
+
+
+def _needs_fresh(p: Pass, operation: str | None) -> bool:
+    """Whether this pass decides on the connector's state right now, so a snapshot up to one drift
+    interval old will not do: an offsets change (it waits for STOPPED, then changes what it read)
+    or initial offsets being applied. Idle passes and ``list`` read the snapshot."""
+    target = p.target
+    if target.pending is not None or operation in ("alter", "reset", "restore"):
+        return True
+    initial = target.initial_status
+    return target.initial_configmap is not None and (initial is None or initial.step != "Applied")
+
+
+async def read_connector(p: Pass, *, fresh: bool = False) -> ConnectorRead:
+    """The connector's config and status: from the cluster's snapshot, or on its own."""
+    if p.snapshot is not None:
+        return await p.snapshot.read(p.target.name, fresh=fresh)
+    # One after the other, not concurrently: against a frozen or overloaded worker each retry
+    # must leave one request behind, not two (the fault tests bound the requests queued).
+    config = await p.client.get_connector_config(p.target.name)
+    status = await p.client.get_connector_status(p.target.name) if config is not None else None
+    return ConnectorRead(config, status)
 
 
 async def _seek(p: Pass, config: dict[str, str], when: str) -> SeekOffsets:

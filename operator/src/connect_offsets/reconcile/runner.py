@@ -25,12 +25,14 @@ from connect_offsets.reconcile.context import (
     Checkpoint,
     KafkaConfig,
     Pass,
+    RequestChanged,
     StatusSink,
     StepUnavailable,
     TargetResult,
 )
 from connect_offsets.reconcile.execute import execute
 from connect_offsets.reconcile.observe import observe
+from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import record_event
 from connect_offsets.vocabulary import OWNER_CONFIG_KEY
 
@@ -55,13 +57,14 @@ class TargetRunner:
         before_offsets: BeforeOffsets | None = None,
         checkpoint: Checkpoint | None = None,
         kafka: KafkaConfig | None = None,
+        snapshot: ConnectorsSnapshot | None = None,
     ) -> TargetResult:
         """One pass: ``checkpoint`` receives status fields as they happen (restartable steps),
         ``before_offsets`` runs right before each offsets request, ``kafka`` resolves Kafka access."""
         sink = StatusSink(checkpoint)
-        p = Pass(self.kube, self.store, target, body, client, info, now, sink, before_offsets, kafka)
+        p = Pass(self.kube, self.store, target, body, client, info, now, sink, before_offsets, kafka, snapshot)
         try:
-            observed = await observe(p)
+            observed, digest = await observe(p)
         except ConnectError as error:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
             plan = plan_target(target, observed)
@@ -82,6 +85,9 @@ class TargetRunner:
         transient_error: str | None = None
         try:
             await execute(p, plan)
+        except RequestChanged as error:
+            log.info("%s: %s; planning again from the fresh body", target.name, error)
+            return TargetResult(plan, observed, list(plan.conditions), superseded=True)
         except (ConnectError, StepUnavailable) as error:
             transient_error = str(error)
             sink.not_ready("ConnectError", str(error))
@@ -91,7 +97,9 @@ class TargetRunner:
             sink.status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
         if plan.applied_offsets is not None:
             sink.status["appliedOffsets"] = plan.applied_offsets.model_dump(by_alias=True, exclude_none=True)
-        return TargetResult(plan, observed, sink.conditions, sink.status, transient_error, sink.removals)
+        return TargetResult(
+            plan, observed, sink.conditions, sink.status, transient_error, sink.removals, connect_digest=digest
+        )
 
     async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> None:
         """Remove the annotations of finished requests; call after their status is written."""

@@ -59,3 +59,6 @@ class Outcome:
     requeue_after: float | None = None
     transient_error: str | None = None
     referenced_configmaps: set[str] = field(default_factory=set)
+    #: The connectors in Connect this resource declares: a snapshot that finds one of them changed
+    #: behind the operator's back wakes the resource.
+    connectors: set[str] = field(default_factory=set)

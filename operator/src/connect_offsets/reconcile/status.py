@@ -77,11 +77,13 @@ ResourceT = TypeVar("ResourceT", KafkaConnectorResource, KafkaMirrorMaker2Resour
 async def load_resource(
     kube: KubernetesApi, plural: str, model: type[ResourceT], namespace: str, name: str, now: datetime
 ) -> tuple[dict[str, Any], ResourceT] | None:
-    """Read a resource fresh and parse it; None when it is gone, being deleted, or invalid.
+    """The resource as the watch stream last showed it, parsed; None when it is gone, being
+    deleted, or invalid. Not a GET: freshness is checked where it decides something
+    (``offsets_changes.confirm_request``, right before offsets change).
 
     An invalid spec is reported (Ready=False, InvalidSpec, with the field paths) right here.
     """
-    body = await kube.get_resource(plural, namespace, name)
+    body = await kube.cached_resource(plural, namespace, name)
     if body is None or body["metadata"].get("deletionTimestamp"):
         metrics.forget_connector(model.__name__.removesuffix("Resource"), namespace, name)
         return None
