@@ -1,0 +1,234 @@
+"""The idle cost of issue 20, without the stack: a pass reads the resource from the watch cache and
+the connector from its cluster's one snapshot; freshness is paid for only where it decides
+something. ``ConnectorService`` and ``ConnectorsSnapshot`` run against tests/fakes.py.
+
+The same is measured at scale on the real stack by bench/bench_steady_state.py, and drift repair
+and stale-cache safety by tests/integration/test_watch_cache.py.
+
+Covers: an idle pass makes no Kubernetes GET and no per-connector Connect call, and a check that
+finds nothing changed skips planning; a connector deleted, reconfigured or stopped behind the
+operator's back is reported by the next snapshot and put back; after the operator's own write the
+connector is read on its own until a newer snapshot; a partial snapshot answer, a connector the
+snapshot leaves out and a 409 during a rebalance; a request removed from the API server while the
+watch still shows it is not acted on (no backup, no change); too-large snapshots fall back.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from connect_offsets import metrics
+from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectEndpoint
+from connect_offsets.reconcile import snapshots
+from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CONNECTORS
+from tests.fakes import FakeConnect
+from tests.unit.test_reconcile_offsets import NAME, NS, URL, Stack, document, position, stack
+
+pytestmark = pytest.mark.unit
+
+__all__ = ["stack"]  # the fixture, shared with test_reconcile_offsets
+
+
+def per_connector_reads(connect: FakeConnect) -> list[str]:
+    return [str(r) for r in connect.requests if r.method == "GET" and r.path.startswith(f"/connectors/{NAME}")]
+
+
+async def refreshed(stack: Stack) -> ConnectorsSnapshot:
+    """The cluster's snapshot, refreshed as the ConnectCluster's pass does once per drift interval."""
+    snapshot = stack.clusters.snapshot(NS, "local")
+    assert snapshot is not None
+    await snapshot.refresh()
+    return snapshot
+
+
+def checks(kind: str = "KafkaConnector") -> tuple[float, float]:
+    return (
+        metrics.RESOURCE_CHECKS.labels(kind)._value.get(),
+        metrics.RESOURCE_CHECKS_UNCHANGED.labels(kind)._value.get(),
+    )
+
+
+async def test_an_idle_pass_costs_no_kubernetes_get_and_no_per_connector_call(stack: Stack) -> None:
+    """Ten passes over an unchanged, STOPPED connector: the resource comes from the watch cache,
+    the connector from one snapshot; after the first quiet pass the check skips planning."""
+    await stack.created("stopped")
+    await refreshed(stack)  # the ConnectCluster's pass, once per drift interval
+    await stack.reconcile()  # the pass that sees the state the creation left
+    stack.kube.resource_gets = 0
+    stack.connect.requests.clear()
+    patches = len(stack.kube.status_patches)
+    before = checks()
+
+    for _ in range(10):
+        outcome = await stack.reconcile()
+        assert outcome.transient_error is None and outcome.connectors == {NAME}
+
+    after = checks()
+    assert stack.kube.resource_gets == 0
+    assert per_connector_reads(stack.connect) == []
+    assert [str(r) for r in stack.connect.requests] in ([], ["GET /connectors"])  # at most one snapshot
+    assert len(stack.kube.status_patches) == patches  # nothing changed, nothing written
+    assert after[0] - before[0] == 10 and after[1] - before[1] >= 9
+
+
+async def test_a_connector_deleted_behind_the_back_is_reported_and_recreated(stack: Stack) -> None:
+    """The cluster's refresh reports the changed connectors (this wakes their resources), and the
+    woken pass puts the connector back; a reconfigured one gets its config back."""
+    await stack.created("stopped")
+    snapshot = await refreshed(stack)
+    await stack.reconcile()
+    changed: list[set[str]] = []
+    snapshot._on_change = changed.append
+
+    del stack.connect.connectors[NAME]
+    await snapshot.refresh()  # what the ConnectCluster's pass does once per drift interval
+    assert changed == [{NAME}]
+    await stack.reconcile()
+    assert NAME in stack.connect.connectors and stack.connect.connectors[NAME].state == "STOPPED"
+
+    stack.connect.connectors[NAME].config["file"] = "/elsewhere.txt"
+    await snapshot.refresh()
+    assert changed[-1] == {NAME}
+    await stack.reconcile()
+    assert stack.connect.connectors[NAME].config["file"] == "/data/orders.txt"
+
+
+async def test_after_its_own_write_the_operator_reads_the_connector_itself(stack: Stack) -> None:
+    """The snapshot was taken before the operator stopped the connector: the next pass must not
+    believe it (it would see RUNNING) and reads config and status on their own."""
+    await stack.created("running")
+    snapshot = stack.clusters.snapshot(NS, "local")
+    assert snapshot is not None
+    await snapshot.refresh()
+    stack.kube.put_resource(
+        CONNECTORS,
+        {
+            **stack.kube.resource(CONNECTORS, NS, NAME),
+            "spec": {**stack.kube.resource(CONNECTORS, NS, NAME)["spec"], "state": "stopped"},
+        },
+    )
+    stack.connect.requests.clear()
+
+    await stack.reconcile()  # stops it: a write to the connector
+    assert "PUT /connectors/orders/stop" in [str(r) for r in stack.connect.requests]
+    stack.connect.requests.clear()
+    read = await snapshot.read(NAME)
+    assert read.digest is None and read.status is not None and read.status.state == "STOPPED"
+    assert per_connector_reads(stack.connect) == [f"GET /connectors/{NAME}/config", f"GET /connectors/{NAME}/status"]
+
+    await snapshot.refresh()  # a snapshot newer than the write is trusted again
+    stack.connect.requests.clear()
+    read = await snapshot.read(NAME)
+    assert read.digest is not None and stack.connect.requests == []
+
+
+async def test_a_request_removed_while_the_watch_lags_is_not_acted_on(stack: Stack) -> None:
+    """The cache still shows ``alter`` but the user has removed it: the fresh read before the
+    change finds that, nothing is backed up or sent, and the next pass plans from the fresh body."""
+    await stack.created("stopped")
+    await stack.put_document(document(position(6)))
+    stack.kube.watch_paused = True
+    stack.annotate(connector_offsets="alter")
+    stack.kube.cache.observe(CONNECTORS, NS, NAME, stack.kube.resource(CONNECTORS, NS, NAME))  # watch saw it
+    body = stack.kube.resource(CONNECTORS, NS, NAME)
+    del body["metadata"]["annotations"][ANNOTATION_OFFSETS]  # removed; the watch has not told us yet
+    body["metadata"]["resourceVersion"] = stack.kube._bump()
+
+    outcome = await stack.reconcile()
+    assert outcome.requeue_after == 0.0
+    assert stack.connect.changes() == [] and stack.backups() == {}
+    assert stack.kube.resource_gets == 1  # the one GET, right before the change
+
+    stack.kube.watch_paused = False
+    await stack.reconcile()
+    assert stack.connect.changes() == [] and stack.backups() == {}
+    assert stack.connect.connectors[NAME].offsets == position(30)
+
+
+async def test_a_request_still_standing_is_carried_out_with_one_get(stack: Stack) -> None:
+    await stack.created("stopped")
+    await stack.put_document(document(position(6)))
+    stack.annotate(connector_offsets="alter")
+    stack.kube.resource_gets = 0
+    await stack.until_request_done()
+    assert stack.connect.connectors[NAME].offsets == position(6)
+    assert stack.kube.resource_gets <= 2  # the fresh read before the change (+ the removal's retry at most)
+
+
+def client_for(connect: FakeConnect) -> ConnectClient:
+    return ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(connect.handle))
+
+
+async def test_a_partial_answer_or_a_left_out_connector_is_read_on_its_own() -> None:
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "b", "config": {"k": "v"}}))
+    real = connect.handle
+
+    def partial(request: httpx.Request) -> httpx.Response:
+        answer = real(request)
+        if request.url.path == "/connectors" and request.url.params.get_list("expand"):
+            data = answer.json()
+            del data["a"]["info"]  # the worker left part of it out
+            del data["b"]  # deleted while it answered
+            return httpx.Response(200, json=data)
+        return answer
+
+    client = ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(partial))
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    connect.requests.clear()
+    read_a, read_b = await snapshot.read("a"), await snapshot.read("b")
+    assert read_a.config == {"k": "v"} and read_a.status is not None and read_a.digest is None
+    assert read_b.config == {"k": "v"} and read_b.digest is None  # absent is confirmed, not believed
+    assert [str(r) for r in connect.requests] == [
+        "GET /connectors",
+        "GET /connectors/a/config",
+        "GET /connectors/a/status",
+        "GET /connectors/b/config",
+        "GET /connectors/b/status",
+    ]
+    await client.aclose()
+
+
+async def test_a_409_during_a_rebalance_is_one_request_however_many_readers() -> None:
+    connect = FakeConnect(URL)
+    connect.fail("GET", "/connectors", 409, "Request cannot be completed because a rebalance is expected")
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    for _ in range(5):
+        with pytest.raises(ConnectConflict):
+            await snapshot.read("a")
+    assert [str(r) for r in connect.requests] == ["GET /connectors"]  # held for FAILED_REFRESH_HOLD_S
+    snapshot._failed = (time.monotonic() - snapshots.FAILED_REFRESH_HOLD_S - 1, snapshot._failed[1])  # type: ignore[index]
+    read = await snapshot.read("a")
+    assert read.config is None and read.status is None  # the worker answers again: "a" is absent
+    await client.aclose()
+
+
+async def test_a_snapshot_past_its_cap_falls_back_to_reading_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v" * 200}}))
+    monkeypatch.setattr("connect_offsets.clients.connect.MAX_SNAPSHOT_BYTES", 100)
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    read = await snapshot.read("a")
+    assert read.config == {"k": "v" * 200} and not snapshot.usable
+    connect.requests.clear()
+    await snapshot.read("a")
+    assert "GET /connectors" not in [str(r) for r in connect.requests]  # never asked again
+    await client.aclose()
+
+
+async def test_topics_are_read_only_for_running_connectors_and_not_every_pass() -> None:
+    client = client_for(FakeConnect(URL))
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    assert not snapshot.topics_due("a", running=False)
+    assert snapshot.topics_due("a", running=True)
+    assert not snapshot.topics_due("a", running=True)  # within TOPICS_REFRESH_S
+    snapshot._topics_at["a"] -= snapshots.TOPICS_REFRESH_S + 1
+    assert snapshot.topics_due("a", running=True)
+    await client.aclose()
