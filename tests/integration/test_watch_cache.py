@@ -32,7 +32,6 @@ from tests.integration.support import (
     create_cluster,
     create_connector,
     file_source_spec,
-    get_connector,
     wait_annotation_removed,
     wait_condition,
     wait_connect_state,
@@ -115,7 +114,7 @@ def test_drift_behind_the_back_is_repaired_from_the_snapshot(
         assert connect.put(f"/connectors/{name}/resume").status_code == 202
         wait_connect_state(connect, name, "RUNNING", timeout=20)
         wait_connect_state(connect, name, "STOPPED")
-        assert get_connector(custom, namespace, name)["status"]["conditions"][0]["reason"] == "ConnectorStopped"
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
     finally:
         connect.delete(f"/connectors/{name}")
 
