@@ -24,7 +24,7 @@ from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectEndpoint
 from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
-from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CONNECTORS
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect
 from tests.unit.test_reconcile_offsets import NAME, NS, URL, Stack, document, position, stack
 
@@ -232,3 +232,40 @@ async def test_topics_are_read_only_for_running_connectors_and_not_every_pass() 
     snapshot._topics_at["a"] -= snapshots.TOPICS_REFRESH_S + 1
     assert snapshot.topics_due("a", running=True)
     await client.aclose()
+
+
+async def test_connect_clusters_naming_the_same_endpoint_share_one_snapshot(stack: Stack) -> None:
+    """Each team's ConnectCluster naming the platform's one Connect: one client and one snapshot
+    per endpoint, so the cost grows with Connect clusters, not with tenants. Other credentials are
+    another endpoint, never shared."""
+    for namespace in ("team-b", "team-c"):
+        stack.kube.put_resource(
+            CLUSTERS,
+            {"kind": "ConnectCluster", "metadata": {"name": "local", "namespace": namespace}, "spec": {"url": URL}},
+        )
+    stack.kube.put_resource(
+        CLUSTERS,
+        {
+            "kind": "ConnectCluster",
+            "metadata": {"name": "tls", "namespace": "team-d"},
+            "spec": {"url": URL, "requestTimeoutSeconds": 7},
+        },
+    )
+    clients = [
+        (await stack.clusters.client_for(ns, n))[0]
+        for ns, n in [(NS, "local"), ("team-b", "local"), ("team-c", "local"), ("team-d", "tls")]
+    ]
+    assert clients[0] is clients[1] is clients[2] and clients[3] is not clients[0]
+    shared = stack.clusters.snapshot(NS, "local")
+    assert shared is stack.clusters.snapshot("team-b", "local") is stack.clusters.snapshot("team-c", "local")
+    assert shared is not stack.clusters.snapshot("team-d", "tls")
+
+    stack.connect.requests.clear()
+    assert shared is not None
+    for _ in range(3):  # the three ConnectClusters' passes in one interval
+        await shared.refresh(older_than=10)
+    assert [str(r) for r in stack.connect.requests] == ["GET /connectors"]
+
+    await stack.clusters.forget("team-b", "local")
+    await stack.clusters.forget("team-c", "local")
+    assert stack.clusters.snapshot(NS, "local") is shared  # still used by the first one

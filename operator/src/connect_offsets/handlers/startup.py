@@ -103,7 +103,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     drift_interval = _env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0)
     wakers: dict[tuple[str, str, str], Waker] = {}
 
-    def connectors_changed(cluster: tuple[str, str], names: set[str]) -> None:
+    def connectors_changed(names: set[str]) -> None:
         # A cluster's snapshot found these connectors changed behind our back (deleted,
         # reconfigured, paused, failed): wake the resources that declare them now rather than at
         # their next drift pass, so a repair takes one snapshot interval at any scale.

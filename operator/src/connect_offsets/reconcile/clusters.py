@@ -10,7 +10,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -97,19 +97,37 @@ ENDPOINT_TTL_S = 60.0
 #: margin keeps the two from both asking in the same interval.
 SNAPSHOT_MAX_AGE_INTERVALS = 1.5
 
-#: Told which connectors of a cluster (namespace, name) changed behind the operator's back.
-ConnectorsChanged = Callable[[tuple[str, str], set[str]], None]
+#: Told which connectors changed behind the operator's back (by a snapshot refresh).
+ConnectorsChanged = Callable[[set[str]], None]
+
+
+@dataclass
+class _Connection:
+    """One Connect endpoint (URL, credentials, TLS): its client, connector snapshot and ``GET /``.
+
+    Shared by every ConnectCluster that resolves to the same endpoint: on a platform, each team's
+    namespace often has its own ConnectCluster naming the one shared Connect cluster, and one
+    snapshot per endpoint keeps the cost per Connect cluster rather than per tenant. Sharing is
+    safe because the endpoint includes the credentials: what one may read, the others may too.
+    """
+
+    client: ConnectClient
+    snapshot: ConnectorsSnapshot
+    users: set[tuple[str, str]] = field(default_factory=set)
+    info: ServerInfo | None = None
+    info_at: float = 0.0
 
 
 @dataclass
 class _Entry:
     fingerprint: str
-    client: ConnectClient
-    snapshot: ConnectorsSnapshot
+    connection: _Connection
     cluster_version: int | None = None  # the ConnectCluster's generation the endpoint was built from
     endpoint_at: float = 0.0
-    info: ServerInfo | None = None
-    info_at: float = 0.0
+
+    @property
+    def client(self) -> ConnectClient:
+        return self.connection.client
 
 
 class ClusterRegistry:
@@ -129,6 +147,7 @@ class ClusterRegistry:
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
+        self._connections: dict[str, _Connection] = {}  # by endpoint fingerprint
         self._lock = asyncio.Lock()
 
     async def endpoint(self, namespace: str, spec: ConnectClusterSpec) -> ConnectEndpoint:
@@ -189,24 +208,33 @@ class ClusterRegistry:
         return value
 
     async def _build(self, namespace: str, name: str, spec: ConnectClusterSpec, version: int | None) -> _Entry:
-        """Resolve the endpoint (reads its Secrets); keep the client when nothing in it changed."""
+        """Resolve the endpoint (reads its Secrets); keep the connection when nothing in it changed."""
         endpoint = await self.endpoint(namespace, spec)
         fingerprint = hashlib.sha256(repr(_endpoint_key(endpoint)).encode()).hexdigest()
+        key = (namespace, name)
         async with self._lock:
-            entry = self._entries.get((namespace, name))
+            entry = self._entries.get(key)
             if entry is None or entry.fingerprint != fingerprint:
                 if entry is not None:
-                    self._retire(entry.client)
-                client = ConnectClient(endpoint)
-                entry = _Entry(fingerprint, client, self._snapshot_for(namespace, name, client))
-                self._entries[(namespace, name)] = entry
+                    self._release(key, entry)
+                connection = self._connections.get(fingerprint)
+                if connection is None:
+                    client = ConnectClient(endpoint)
+                    max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
+                    connection = _Connection(client, ConnectorsSnapshot(client, max_age, self._on_change))
+                    self._connections[fingerprint] = connection
+                connection.users.add(key)
+                entry = _Entry(fingerprint, connection)
+                self._entries[key] = entry
             entry.cluster_version, entry.endpoint_at = version, time.monotonic()
         return entry
 
-    def _snapshot_for(self, namespace: str, name: str, client: ConnectClient) -> ConnectorsSnapshot:
-        on_change = self._on_change
-        changed = None if on_change is None else (lambda names: on_change((namespace, name), names))
-        return ConnectorsSnapshot(client, self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS, changed)
+    def _release(self, key: tuple[str, str], entry: _Entry) -> None:
+        connection = entry.connection
+        connection.users.discard(key)
+        if not connection.users:
+            self._connections.pop(entry.fingerprint, None)
+            self._retire(connection.client)
 
     def is_current(self, namespace: str, name: str, client: ConnectClient) -> bool:
         """Whether ``client`` is still the cluster's client, built from its current spec and
@@ -220,7 +248,7 @@ class ClusterRegistry:
     def snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
         """The connector snapshot of a ConnectCluster whose client was resolved (``client_for``)."""
         entry = self._entries.get((namespace, name))
-        return None if entry is None else entry.snapshot
+        return None if entry is None else entry.connection.snapshot
 
     async def client_for(
         self,
@@ -263,16 +291,17 @@ class ClusterRegistry:
             or time.monotonic() - entry.endpoint_at > ENDPOINT_TTL_S
         ):
             entry = await self._build(namespace, name, cluster.spec, version)
-        if entry.info is None:
-            entry.info = await entry.client.server_info()
-            entry.info_at = time.monotonic()
-        elif time.monotonic() - entry.info_at > SERVER_INFO_TTL_S:
+        connection = entry.connection
+        if connection.info is None:
+            connection.info = await connection.client.server_info()
+            connection.info_at = time.monotonic()
+        elif time.monotonic() - connection.info_at > SERVER_INFO_TTL_S:
             # At most one refresh per TTL, answered or not: while Connect is frozen, every pass
             # re-asking would queue a GET / per pass on the worker (test_faults counts them).
-            entry.info_at = time.monotonic()
+            connection.info_at = time.monotonic()
             with contextlib.suppress(ConnectError):
-                entry.info = await entry.client.server_info()
-        return entry.client, entry.info
+                connection.info = await connection.client.server_info()
+        return connection.client, connection.info
 
     async def kafka_config(self, namespace: str, name: str) -> dict[str, Any]:
         """librdkafka settings for a ConnectCluster's ``spec.kafka`` (secrets resolved); ClusterUnusable if absent."""
@@ -313,7 +342,7 @@ class ClusterRegistry:
         info = await client.server_info()
         entry = self._entries.get((namespace, name))
         if entry is not None and entry.client is client:
-            entry.info = info
+            entry.connection.info, entry.connection.info_at = info, time.monotonic()
         return client, info
 
     def _retire(self, client: ConnectClient) -> None:
@@ -324,14 +353,14 @@ class ClusterRegistry:
     async def forget(self, namespace: str, name: str) -> None:
         async with self._lock:
             entry = self._entries.pop((namespace, name), None)
-        if entry is not None:
-            self._retire(entry.client)
+            if entry is not None:
+                self._release((namespace, name), entry)
 
     async def aclose(self) -> None:
         async with self._lock:
-            entries, self._entries = list(self._entries.values()), {}
-        for entry in entries:
-            await entry.client.aclose()
+            connections, self._connections, self._entries = list(self._connections.values()), {}, {}
+        for connection in connections:
+            await connection.client.aclose()
 
 
 def _endpoint_key(endpoint: ConnectEndpoint) -> tuple[Any, ...]:
@@ -427,7 +456,9 @@ class ClusterService:
             if probe.conditions[0].status == "True":
                 snapshot = self.clusters.snapshot(namespace, name)
                 if snapshot is not None:
-                    await snapshot.refresh()
+                    # Several ConnectClusters may share the endpoint's snapshot: the first pass of
+                    # an interval refreshes it, the others find it fresh.
+                    await snapshot.refresh(older_than=self.clusters.drift_interval * 0.8)
             conditions, extra = probe.conditions, probe.extra
             self._probes[(namespace, name)] = probe
         except ClusterUnusable as error:

@@ -82,9 +82,12 @@ class ConnectorsSnapshot:
     def usable(self) -> bool:
         return not self._too_large
 
-    async def refresh(self) -> None:
-        """Take a new snapshot now (one request however many callers wait for it)."""
+    async def refresh(self, older_than: float = 0.0) -> None:
+        """Take a new snapshot now, unless the last one is younger than ``older_than`` seconds
+        (one request however many callers wait for it)."""
         if self._too_large:
+            return
+        if self._taken is not None and time.monotonic() - self._taken.at < older_than:
             return
         if self._inflight is None:
             self._inflight = asyncio.get_running_loop().create_task(self._take())
