@@ -509,8 +509,9 @@ class OffsetsConfigMapStore:
                 body["binaryData"] = {gzip_key: base64.b64encode(compressed).decode()}
             try:
                 await self.kube.create_configmap_uid(namespace, body)
-                swept = await self._sweep(namespace, name, key, keep=())
-                return self._result(name, key, form, data, plain, compressed, partitions, (), swept)
+                # A new ConfigMap has no shards of its own: those of one deleted before it follow
+                # their owner reference to the garbage collector, and no index names them.
+                return self._result(name, key, form, data, plain, compressed, partitions, (), _Swept((), (), ""))
             except KubernetesUnavailable as error:
                 if error.status != 409:
                     raise
@@ -533,7 +534,13 @@ class OffsetsConfigMapStore:
             if shard_names:
                 await self._delete_quietly(namespace, shard_names)
             raise
-        swept = await self._sweep(namespace, name, key, keep=shard_names)
+        if form is StoredForm.SHARDED or (current is not None and _form_keys(key)[2] in current.data):
+            swept = await self._sweep(namespace, name, key, keep=shard_names)
+        else:
+            # Neither this form nor the one it replaces has shards: no list on every write
+            # (a ``list`` request's hot path). Shards of a write that died half-way have an owner
+            # reference to this ConfigMap and are swept by the next sharded write.
+            swept = _Swept((), (), "")
         return self._result(name, key, form, data, plain, compressed, partitions, shard_names, swept)
 
     @staticmethod
