@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,17 @@ def operator_requests(log: Path, start: int) -> list[str]:
     return [f"{m.group(1)} {m.group(2)}" for m in _OPERATOR_REQUEST.finditer(text)]
 
 
-def test_idle_connector_costs_only_the_cluster_snapshot(
+@dataclass
+class Stopped:
+    """A STOPPED FileStreamSource KafkaConnector, Ready, listed by at least one snapshot."""
+
+    name: str
+    source: Path
+    log: Path  # the worker's log, request log included
+
+
+@pytest.fixture
+def stopped(
     stack: dict[str, Any],
     custom: Any,
     namespace: str,
@@ -59,97 +71,72 @@ def test_idle_connector_costs_only_the_cluster_snapshot(
     connect_url: str,
     tmp_path: Path,
     unique: str,
-) -> None:
-    name = f"idle-{unique}"
+) -> Iterator[Stopped]:
+    name = f"cache-{unique}"
     source = tmp_path / "in.txt"
     source.write_text("a\n")
     create_cluster(custom, namespace, connect_url)
-    create_connector(custom, namespace, name, file_source_spec(source, f"idle-{unique}", "unused", state="stopped"))
+    create_connector(custom, namespace, name, file_source_spec(source, f"cache-{unique}", "unused", state="stopped"))
     try:
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
-        time.sleep(6)  # one drift interval (5 s in tests): the passes after creation are done
-        log = connect_log(stack)
-        start = log.stat().st_size
-        time.sleep(16)  # three drift intervals
-        requests = operator_requests(log, start)
-        per_connector = [r for r in requests if r.split()[1].startswith(f"/connectors/{name}")]
-        assert per_connector == [], requests
-        snapshots = [r for r in requests if r == "GET /connectors?expand=status&expand=info"]
-        assert 2 <= len(snapshots) <= 5, requests  # about one per interval, shared by every connector
+        time.sleep(6)  # one drift interval (5 s in tests): a snapshot lists it, the first passes are done
+        yield Stopped(name, source, connect_log(stack))
     finally:
         connect.delete(f"/connectors/{name}")
+
+
+def wait_operator_request(log: Path, start: int, wanted: str) -> None:
+    """Until the operator's request ``wanted`` (``METHOD path``) is in the worker's log after ``start``."""
+    wait_for(f"the operator's {wanted}", lambda: wanted in operator_requests(log, start), timeout=30)
+
+
+def test_idle_connector_costs_only_the_cluster_snapshot(stopped: Stopped) -> None:
+    start = stopped.log.stat().st_size
+    time.sleep(16)  # three drift intervals
+    requests = operator_requests(stopped.log, start)
+    per_connector = [r for r in requests if r.split()[1].startswith(f"/connectors/{stopped.name}")]
+    assert per_connector == [], requests
+    snapshots = [r for r in requests if r == "GET /connectors?expand=status&expand=info"]
+    assert 2 <= len(snapshots) <= 5, requests  # about one per interval, shared by every connector
 
 
 def test_drift_behind_the_back_is_repaired_from_the_snapshot(
-    custom: Any,
-    core: Any,
-    namespace: str,
-    operator: OperatorProcess,
-    connect: httpx.Client,
-    connect_url: str,
-    tmp_path: Path,
-    unique: str,
+    stopped: Stopped, custom: Any, namespace: str, connect: httpx.Client, tmp_path: Path
 ) -> None:
-    name = f"drift-{unique}"
-    source = tmp_path / "in.txt"
-    source.write_text("a\n")
-    create_cluster(custom, namespace, connect_url)
-    spec = file_source_spec(source, f"drift-{unique}", "unused", state="stopped")
-    create_connector(custom, namespace, name, spec)
-    try:
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
-        time.sleep(6)  # at least one snapshot lists it
+    """Each change behind the operator's back is answered by the operator's own request (the
+    worker's log is the witness, so the test does not race the repair) and ends as the spec says."""
+    name = stopped.name
+    start = stopped.log.stat().st_size
+    assert connect.delete(f"/connectors/{name}").status_code == 204
+    wait_operator_request(stopped.log, start, "POST /connectors")
+    wait_connect_state(connect, name, "STOPPED")
 
-        assert connect.delete(f"/connectors/{name}").status_code == 204
-        wait_for("deleted connector recreated", lambda: connect.get(f"/connectors/{name}/config").status_code == 200)
-        wait_connect_state(connect, name, "STOPPED")
+    start = stopped.log.stat().st_size
+    changed = {**connect.get(f"/connectors/{name}/config").json(), "file": str(tmp_path / "other.txt")}
+    assert connect.put(f"/connectors/{name}/config", json=changed).status_code == 200
+    wait_operator_request(stopped.log, start, f"PUT /connectors/{name}/config")
+    wait_for("config put back", lambda: connect.get(f"/connectors/{name}/config").json()["file"] == str(stopped.source))
 
-        changed = {**connect.get(f"/connectors/{name}/config").json(), "file": str(tmp_path / "other.txt")}
-        assert connect.put(f"/connectors/{name}/config", json=changed).status_code == 200
-        wait_for(
-            "config put back",
-            lambda: connect.get(f"/connectors/{name}/config").json().get("file") == str(source),
-        )
-
-        assert connect.put(f"/connectors/{name}/resume").status_code == 202
-        wait_connect_state(connect, name, "RUNNING", timeout=20)
-        wait_connect_state(connect, name, "STOPPED")
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
-    finally:
-        connect.delete(f"/connectors/{name}")
+    start = stopped.log.stat().st_size
+    assert connect.put(f"/connectors/{name}/resume").status_code == 202
+    wait_operator_request(stopped.log, start, f"PUT /connectors/{name}/stop")
+    wait_connect_state(connect, name, "STOPPED")
+    wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
 
 
 def test_a_connector_resumed_by_someone_else_right_before_an_alter_is_changed_safely(
-    custom: Any,
-    core: Any,
-    namespace: str,
-    operator: OperatorProcess,
-    connect: httpx.Client,
-    connect_url: str,
-    tmp_path: Path,
-    unique: str,
+    stopped: Stopped, custom: Any, core: Any, namespace: str, connect: httpx.Client
 ) -> None:
-    name = f"stale-{unique}"
-    source = tmp_path / "in.txt"
-    source.write_text("one\ntwo\n")
-    create_cluster(custom, namespace, connect_url)
-    configmap = f"stale-{unique}"
-    create_connector(custom, namespace, name, file_source_spec(source, f"stale-{unique}", configmap, state="stopped"))
-    wanted = [{"partition": {"filename": str(source)}, "offset": {"position": 4}}]
-    core.create_namespaced_config_map(
-        namespace, {"metadata": {"name": configmap}, "data": {"offsets.json": json.dumps({"offsets": wanted})}}
-    )
-    try:
-        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
-        time.sleep(6)  # the snapshot lists it STOPPED
-        # Someone else resumes it, and the alter request comes before the next snapshot.
-        assert connect.put(f"/connectors/{name}/resume").status_code == 202
-        annotate(custom, namespace, name, connector_offsets="alter")
-        body = wait_annotation_removed(custom, namespace, name, timeout=90)
-        last = body["status"]["lastOffsetsOperation"]
-        assert (last["operation"], last["result"]) == ("alter", "Succeeded"), last
-        assert connect_offsets(connect, name) == wanted
-        wait_connect_state(connect, name, "STOPPED")  # as the spec says
-        assert connect_state(connect, name) == "STOPPED"
-    finally:
-        connect.delete(f"/connectors/{name}")
+    name = stopped.name
+    wanted = [{"partition": {"filename": str(stopped.source)}, "offset": {"position": 4}}]
+    document = json.dumps({"offsets": wanted})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "unused"}, "data": {"offsets.json": document}})
+    # Someone else resumes it, and the alter request comes before the next snapshot shows it.
+    assert connect.put(f"/connectors/{name}/resume").status_code == 202
+    annotate(custom, namespace, name, connector_offsets="alter")
+    body = wait_annotation_removed(custom, namespace, name, timeout=90)
+    last = body["status"]["lastOffsetsOperation"]
+    assert (last["operation"], last["result"]) == ("alter", "Succeeded"), last
+    assert connect_offsets(connect, name) == wanted
+    wait_connect_state(connect, name, "STOPPED")  # as the spec says
+    assert connect_state(connect, name) == "STOPPED"
