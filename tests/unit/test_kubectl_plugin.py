@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
-from connect_offsets.tools import kubectl_plugin as kp
+from connect_offsets.tools import kubectl as kp
 
 NS = "kafka"
 

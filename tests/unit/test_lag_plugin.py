@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connect_offsets.tools.kubectl_plugin import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
+from connect_offsets.tools.kubectl import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
 
 pytestmark = pytest.mark.unit
 
