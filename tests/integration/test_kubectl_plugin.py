@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from confluent_kafka import Producer
 
 from tests.conftest import OperatorProcess, wait_for
@@ -42,6 +43,18 @@ PLUGIN = str(Path(sys.executable).parent / "kubectl-connect_offsets")
 def plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
     return subprocess.run([PLUGIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def kubectl_plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``kubectl connect-offsets ARGS``: the plugin found by kubectl's own plugin discovery on PATH."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": stack["kubeconfig"],
+        "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    return subprocess.run(
+        [stack["kubectl"], "connect-offsets", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def source_offsets(path: Path, position: int) -> list[dict[str, Any]]:
@@ -459,3 +472,60 @@ def test_mirrormaker2_list_and_alter(
     finally:
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrormaker2s", "mirror")
         wait_for("MM2 connector removed with the resource", lambda: connect_state(connect, source_name) is None)
+
+
+def test_output_formats_through_kubectl(
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """-o yaml, name and wide through ``kubectl connect-offsets``, for one resource and with -l."""
+    source = tmp_path / "source.txt"
+    source.write_text("a\nbb\n")
+    name = f"kpfmt-{unique}"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, name, f"{name}-offsets", state="stopped"))
+    patch_connector(custom, namespace, name, {"metadata": {"labels": {"fmt": unique}}})
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+
+        as_yaml = kubectl_plugin(stack, "list", name, "-n", namespace, "-o", "yaml")
+        assert as_yaml.returncode == 0, as_yaml.stderr
+        listed = yaml.safe_load(as_yaml.stdout)
+        assert (listed["kind"], listed["name"], listed["result"]) == ("KafkaConnector", name, "Succeeded")
+        assert listed["offsets"] == {"offsets": []}  # stopped before it ever ran: nothing committed
+        assert listed["requestId"].startswith("kubectl-")
+
+        offsets_file = tmp_path / "offsets.json"
+        offsets_file.write_text(json.dumps({"offsets": source_offsets(source, 2)}))
+        as_name = kubectl_plugin(stack, "alter", name, "-n", namespace, "-f", str(offsets_file), "-o", "name")
+        assert as_name.returncode == 0, as_name.stderr
+        assert as_name.stdout == f"kafkaconnector.connect-offsets.io/{name}\n"
+        # kubectl itself accepts what -o name printed
+        got = subprocess.run(
+            [stack["kubectl"], "get", as_name.stdout.strip(), "-n", namespace, "-o", "name"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KUBECONFIG": stack["kubeconfig"]},
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == as_name.stdout
+        assert connect_offsets(connect, name) == source_offsets(source, 2)
+
+        wide = kubectl_plugin(stack, "reset", "-l", f"fmt={unique}", "-n", namespace, "-o", "wide")
+        assert wide.returncode == 0, wide.stderr
+        header, row = wide.stdout.splitlines()
+        assert header.split()[:5] == ["NAMESPACE", "KIND", "NAME", "CONNECTOR", "OPERATION"]
+        assert header.split()[5:10] == ["RESULT", "REASON", "BACKUP", "REQUEST", "ID"]
+        assert row.split()[:6] == [namespace, "KafkaConnector", name, name, "reset", "Succeeded"]
+        record = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
+        assert row.split()[7:9] == [record["backup"], record["requestId"]]
+        assert connect_offsets(connect, name) == []
+    finally:
+        connect.delete(f"/connectors/{name}")

@@ -371,3 +371,59 @@ def test_single_results() -> None:
     ]
     as_json = json.loads(kp.render_single(reset, options(["reset", "src", "-o", "json"]))[0])
     assert as_json["backup"] == "src-backup-1" and as_json["exitCode"] == 0
+
+
+# --- output formats --------------------------------------------------------------------
+
+
+def test_single_result_in_every_format() -> None:
+    import yaml
+
+    reset = outcome("src", "Succeeded", 0, "reset: ok", backup="src-backup-1", request_id="kubectl-1")
+    as_yaml = yaml.safe_load(kp.render_single(reset, options(["reset", "src", "-o", "yaml"]))[0])
+    assert as_yaml == json.loads(kp.render_single(reset, options(["reset", "src", "-o", "json"]))[0])
+    assert list(as_yaml)[:3] == ["kind", "namespace", "name"]  # the JSON's order, not sorted
+    assert kp.render_single(reset, options(["reset", "src", "-o", "name"])) == (
+        "kafkaconnector.connect-offsets.io/src",
+        "",
+    )
+    wide, err = kp.render_single(reset, options(["reset", "src", "-o", "wide"]))
+    header, row = wide.splitlines()
+    assert header.split()[:8] == ["NAMESPACE", "KIND", "NAME", "CONNECTOR", "OPERATION", "RESULT", "REASON", "BACKUP"]
+    assert "REQUEST ID" in header
+    assert err == ""
+    expected = ["kafka", "KafkaConnector", "src", "src", "reset", "Succeeded", "-", "src-backup-1", "kubectl-1"]
+    assert row.split()[:9] == expected
+    assert row.index("src-backup-1") == header.index("BACKUP") and row.index("kubectl-1") == header.index("REQUEST ID")
+    assert row.endswith("reset: ok")
+    # a failure: nothing on stdout for -o name, the error on stderr in every format
+    failed = outcome("src", "Failed", 1, "refused", reason="ConnectorNotStopped")
+    assert kp.render_single(failed, options(["reset", "src", "-o", "name"]))[0] == ""
+    for output in ("name", "yaml", "wide"):
+        assert kp.render_single(failed, options(["reset", "src", "-o", output]))[1].startswith(
+            "error: KafkaConnector kafka/src: reset failed (ConnectorNotStopped): refused"
+        )
+
+
+def test_many_results_in_every_format(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    outcomes = [outcome("a", "Succeeded", 0, "done"), outcome("b", "Failed", 1, "x", reason="ConnectRejected")]
+    assert kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "yaml"])) == kp.EXIT_FAILED
+    listed = yaml.safe_load(capsys.readouterr().out)
+    assert [(r["name"], r["result"], r["exitCode"]) for r in listed] == [("a", "Succeeded", 0), ("b", "Failed", 1)]
+    kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "name"]))
+    captured = capsys.readouterr()
+    assert captured.out == "kafkaconnector.connect-offsets.io/a\n"
+    assert captured.err == "error: 1 of 2 failed\n"
+    kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "wide"]))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("NAMESPACE   KIND") and len(lines) == 3
+    assert lines[2].split()[5:7] == ["Failed", "ConnectRejected"]
+
+
+def test_output_must_be_a_known_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        kp.parse_options(["list", "src", "-o", "xml"])
+    assert caught.value.code == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err

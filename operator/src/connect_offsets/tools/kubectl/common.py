@@ -21,6 +21,8 @@ POLL_INTERVAL_S = 0.5
 #: With -l, how many resources are worked on at once (each is a few small API calls per poll).
 MAX_PARALLEL = 8
 PLUGIN = "kubectl connect-offsets"
+#: ``-o`` choices of every command (see render.py).
+OUTPUT_FORMATS = ("text", "wide", "json", "yaml", "name")
 
 
 class PluginError(ConnectOffsetsError):

@@ -6,22 +6,34 @@ A read-only view rather than an annotation request, so it is not a Runner operat
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.tools.kubectl.api import kube_error, load_kube
-from connect_offsets.tools.kubectl.common import EXIT_OK, EXIT_USAGE, PluginError, split_name
-from connect_offsets.tools.kubectl.parser import DEFAULTS, build_parser
+from connect_offsets.tools.kubectl.common import EXIT_OK, EXIT_USAGE, PLUGIN, PluginError, split_name
+from connect_offsets.tools.kubectl.parser import DEFAULTS, REQUEST_ONLY, build_parser
+from connect_offsets.tools.kubectl.render import resource_name, serialize
 
 
-def render_lag(body: dict[str, Any]) -> str:
-    """``status.replicationLag`` of a KafkaMirrorMaker2 as a table, with the ReplicationLagging condition."""
+def render_lag(body: dict[str, Any], *, wide: bool = False) -> str:
+    """``status.replicationLag`` of a KafkaMirrorMaker2 as a table, with the ReplicationLagging condition.
+
+    Each mirror's message (why it is stale) follows the table, or with ``wide`` is its last column.
+    """
     status = body.get("status") or {}
     lag = status.get("replicationLag") or {}
-    header = ("MIRROR", "CONNECTOR", "PARTITIONS", "TOTAL", "MAX", "WORST PARTITION", "MEASURED", "STALE")
-    rows = [header]
+    header: tuple[str, ...] = (
+        "MIRROR",
+        "CONNECTOR",
+        "PARTITIONS",
+        "TOTAL",
+        "MAX",
+        "WORST PARTITION",
+        "MEASURED",
+        "STALE",
+    )
+    rows: list[tuple[str, ...]] = [header]
     for mirror in lag.get("mirrors") or []:
         worst = mirror.get("worstPartition") or {}
         rows.append(
@@ -36,7 +48,11 @@ def render_lag(body: dict[str, Any]) -> str:
                 "yes" if mirror.get("stale") else "no",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    if wide:
+        rows[0] = (*header, "MESSAGE")
+        for index, mirror in enumerate(lag.get("mirrors") or [], start=1):
+            rows[index] = (*rows[index], " ".join(str(mirror.get("message") or "-").split()))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     if len(rows) == 1:
         lines = [f"no replication lag reported: {lag.get('message') or 'the operator has not measured it yet'}"]
@@ -46,7 +62,7 @@ def render_lag(body: dict[str, Any]) -> str:
     if found is not None:
         lines.append(f"ReplicationLagging={found.get('status')} ({found.get('reason')}): {found.get('message')}")
     for mirror in lag.get("mirrors") or []:
-        if mirror.get("message"):
+        if mirror.get("message") and not wide:
             lines.append(f"{mirror.get('sourceCluster')}->{mirror.get('targetCluster')}: {mirror['message']}")
     return "\n".join(lines)
 
@@ -54,6 +70,10 @@ def render_lag(body: dict[str, Any]) -> str:
 def lag_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets lag NAME``: read status.replicationLag and print it (nothing is changed)."""
     args = build_parser().parse_args(argv)
+    given = sorted(key for key in REQUEST_ONLY if key in vars(args))
+    if given:
+        options = ", ".join("--" + key.replace("_", "-") for key in given)
+        raise PluginError(f"lag does not take {options} ({PLUGIN} lag --help lists its options)", EXIT_USAGE)
     values = {**DEFAULTS, **vars(args)}
     kind, name = split_name(values["name"], values["kind"] or (None if "/" in values["name"] else "mm2"))
     if not kind.is_mirror:
@@ -72,8 +92,11 @@ def lag_command(argv: Sequence[str] | None) -> int:
         kube.core.api_client.close()
     if body is None:
         raise PluginError(f"{kind.kind} {namespace}/{name} not found (kubectl get comm2 -n {namespace})", EXIT_USAGE)
-    if values["output"] == "json":
-        print(json.dumps((body.get("status") or {}).get("replicationLag") or {}, indent=2, ensure_ascii=False))
+    output = values["output"]
+    if output in ("json", "yaml"):
+        print(serialize((body.get("status") or {}).get("replicationLag") or {}, output))
+    elif output == "name":
+        print(resource_name(kind.kind, name))
     else:
-        print(render_lag(body))
+        print(render_lag(body, wide=output == "wide"))
     return EXIT_OK

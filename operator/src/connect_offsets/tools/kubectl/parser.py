@@ -11,6 +11,7 @@ from connect_offsets import __version__
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
     EXIT_USAGE,
+    OUTPUT_FORMATS,
     PLUGIN,
     PluginError,
     parse_duration,
@@ -98,22 +99,36 @@ examples:
 # not a Runner operation.
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    """Options every command takes; SUPPRESS so they may stand before or after the command."""
+def _view_options(parser: argparse.ArgumentParser) -> None:
+    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command."""
     s = argparse.SUPPRESS
     parser.add_argument("-n", "--namespace", default=s, help="namespace (default: the kubeconfig context's)")
-    parser.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="with -l: every namespace")
-    parser.add_argument("-l", "--selector", default=s, help="label selector: run on every matching resource")
     parser.add_argument(
         "--kind",
         default=s,
         help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
     )
+    parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        metavar="FORMAT",
+        default=s,
+        help="output format: " + "|".join(OUTPUT_FORMATS) + " (default: text)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", default=s, help="show details of errors")
+
+
+def _request_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the commands that make a request (list, alter, reset, restore), not of ``lag``."""
+    s = argparse.SUPPRESS
+    parser.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="with -l: every namespace")
+    parser.add_argument("-l", "--selector", default=s, help="label selector: run on every matching resource")
     parser.add_argument(
         "--mirrormaker-connector", default=s, metavar="CONNECTOR", help="KafkaMirrorMaker2: which connector"
     )
-    parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
     parser.add_argument(
         "--wait",
         action=argparse.BooleanOptionalAction,
@@ -123,8 +138,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=parse_duration, default=s, help="how long to wait, e.g. 90s, 5m (default: 2m)"
     )
-    parser.add_argument("-o", "--output", choices=["text", "json"], default=s, help="output format (default: text)")
-    parser.add_argument("-v", "--verbose", action="store_true", default=s, help="show details of errors")
+
+
+#: The options only request commands take: ``lag`` refuses them when they stand before the command.
+REQUEST_ONLY = ("all_namespaces", "selector", "mirrormaker_connector", "wait", "timeout")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    _view_options(parser)
+    _request_options(parser)
 
 
 DEFAULTS: dict[str, Any] = {
@@ -198,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, or mm2/NAME")
-    _common(lag)
+    _view_options(lag)
     return parser
 
 

@@ -1,26 +1,47 @@
-"""What the plugin prints: one result, or a kubectl-style table of many, and the error lines."""
+"""What the plugin prints: one result, or a kubectl-style table of many, and the error lines.
+
+The output formats, as kubectl users know them (``-o``): ``text`` (default: the result, or with
+``-l`` a table), ``wide`` (the table with every column: reason, backup, request id), ``json`` and
+``yaml`` (the same record per resource; a list with ``-l``), ``name`` (``TYPE.GROUP/NAME`` of each
+resource whose request succeeded, one a line, for pipes). Errors always go to stderr.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+import yaml
 
 from connect_offsets.tools.kubectl.common import EXIT_OK, MIRROR, PLUGIN
 from connect_offsets.tools.kubectl.completion import RequestOutcome
 from connect_offsets.tools.kubectl.request import Options
+from connect_offsets.vocabulary import API_GROUP
 
-# --- rendering ---------------------------------------------------------------------------
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
-def render_table(outcomes: Sequence[RequestOutcome], *, with_namespace: bool) -> str:
-    """kubectl-style columns (no borders, no wrapping), so the output stays greppable."""
-    headers = (["NAMESPACE"] if with_namespace else []) + ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
-    rows = [
-        ([o.namespace] if with_namespace else [])
-        + [o.name, o.connector, o.operation, o.result, " ".join((o.message or o.reason).split())]
-        for o in outcomes
-    ]
+def to_yaml(data: Any) -> str:
+    """Block-style YAML in the order the JSON has (as ``kubectl -o yaml``), without a trailing newline."""
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
+
+
+def serialize(data: Any, output: str) -> str:
+    """``data`` as ``-o json`` or ``-o yaml``."""
+    return to_yaml(data) if output == "yaml" else to_json(data)
+
+
+def resource_name(kind: str, name: str) -> str:
+    """``-o name``: ``kafkaconnector.connect-offsets.io/NAME``, as kubectl prints (and accepts) it."""
+    return f"{kind.lower()}.{API_GROUP}/{name}"
+
+
+def columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """kubectl-style columns (no borders, no wrapping; the last column unpadded), so output stays greppable."""
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers) - 1)]
     lines = []
     for row in [headers, *rows]:
@@ -29,20 +50,79 @@ def render_table(outcomes: Sequence[RequestOutcome], *, with_namespace: bool) ->
     return "\n".join(lines)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_table(outcomes: Sequence[RequestOutcome], *, with_namespace: bool) -> str:
+    """The summary table of ``-l`` (``-o text``)."""
+    headers = (["NAMESPACE"] if with_namespace else []) + ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
+    rows = [
+        ([o.namespace] if with_namespace else [])
+        + [o.name, o.connector, o.operation, o.result, _one_line(o.message or o.reason)]
+        for o in outcomes
+    ]
+    return columns(headers, rows)
+
+
+WIDE_HEADERS = (
+    "NAMESPACE",
+    "KIND",
+    "NAME",
+    "CONNECTOR",
+    "OPERATION",
+    "RESULT",
+    "REASON",
+    "BACKUP",
+    "REQUEST ID",
+    "MESSAGE",
+)
+
+
+def render_wide(outcomes: Sequence[RequestOutcome]) -> str:
+    """``-o wide``: every column, one row per resource (also for a single resource)."""
+    rows = [
+        [
+            o.namespace,
+            o.kind,
+            o.name,
+            o.connector,
+            o.operation,
+            o.result,
+            o.reason or "-",
+            o.backup or "-",
+            o.request_id or "-",
+            _one_line(o.message or o.reason),
+        ]
+        for o in outcomes
+    ]
+    return columns(WIDE_HEADERS, rows)
+
+
+def render_names(outcomes: Sequence[RequestOutcome]) -> str:
+    """``-o name``: the resources whose request succeeded (or, with --no-wait, was made)."""
+    return "\n".join(resource_name(o.kind, o.name) for o in outcomes if o.code == EXIT_OK)
+
+
 def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
     """(stdout, stderr) for one resource. stdout carries only the result (JSON for list)."""
-    if options.output == "json":
-        out = json.dumps(outcome.to_json_obj(), indent=2, ensure_ascii=False)
+    if options.output in ("json", "yaml"):
+        out = serialize(outcome.to_json_obj(), options.output)
         return out, error_text(outcome, options) if outcome.code else ""
+    if options.output == "wide":
+        return render_wide([outcome]), error_text(outcome, options) if outcome.code else ""
     if outcome.code != EXIT_OK:
+        return "", error_text(outcome, options)
+    if options.output == "name":
+        return render_names([outcome]), ""
         return "", error_text(outcome, options)
     if outcome.result == "Requested":
         return f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message}", ""
     if outcome.offsets is not None:
-        return json.dumps(outcome.offsets, indent=2, ensure_ascii=False), ""
+        return to_json(outcome.offsets), ""
     lines = [f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message or outcome.operation + ' done'}"]
     if outcome.dry_run is not None:
-        lines = [json.dumps(outcome.dry_run, indent=2, ensure_ascii=False)]
+        lines = [to_json(outcome.dry_run)]
     if outcome.backup:
         lines.append(
             f"backup of the previous offsets: ConfigMap {outcome.backup} (undo: {PLUGIN} restore {outcome.name} "
@@ -87,8 +167,14 @@ def report(outcomes: Sequence[RequestOutcome], options: Options) -> int:
         if err:
             print(err, file=sys.stderr)
         return outcomes[0].code
-    if options.output == "json":
-        print(json.dumps([o.to_json_obj() for o in outcomes], indent=2, ensure_ascii=False))
+    if options.output in ("json", "yaml"):
+        print(serialize([o.to_json_obj() for o in outcomes], options.output))
+    elif options.output == "wide":
+        print(render_wide(outcomes))
+    elif options.output == "name":
+        names = render_names(outcomes)
+        if names:
+            print(names)
     else:
         print(render_table(outcomes, with_namespace=len({o.namespace for o in outcomes}) > 1))
     failed = [o for o in outcomes if o.code != EXIT_OK]
