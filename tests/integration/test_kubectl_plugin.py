@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,23 @@ def kubectl_plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> s
     return subprocess.run(
         [stack["kubectl"], "connect-offsets", *args], capture_output=True, text=True, env=env, timeout=timeout
     )
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for a server that is not the stack's (the token is never accepted anywhere)."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "default"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
 
 
 def source_offsets(path: Path, position: int) -> list[dict[str, Any]]:
@@ -529,3 +548,29 @@ def test_output_formats_through_kubectl(
         assert connect_offsets(connect, name) == []
     finally:
         connect.delete(f"/connectors/{name}")
+
+
+def test_impersonation_and_request_timeout_through_kubectl(
+    namespace: str, stack: dict[str, Any], tmp_path: Path, unique: str
+) -> None:
+    """--as reaches the real API server (RBAC answers for the impersonated user); --request-timeout
+    bounds a request to a server that accepts the connection but never answers."""
+    denied = kubectl_plugin(stack, "list", f"kpas-{unique}", "-n", namespace, "--as", f"nobody-{unique}")
+    assert denied.returncode == 4, denied.stderr
+    assert f'User "nobody-{unique}" cannot get resource "kafkaconnectors"' in denied.stderr
+    assert "lacks a permission" in denied.stderr
+    assert len(denied.stderr.strip().splitlines()) == 1
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections complete in the backlog; nothing ever reads or answers
+    try:
+        kubeconfig = write_kubeconfig(tmp_path / "silent", f"https://127.0.0.1:{silent.getsockname()[1]}")
+        started = time.monotonic()
+        hung = kubectl_plugin(stack, "list", "x", "--kubeconfig", str(kubeconfig), "--request-timeout", "1s")
+        elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    assert hung.returncode == 4, hung.stderr
+    assert elapsed < 30, elapsed
+    assert len(hung.stderr.strip().splitlines()) == 1 and hung.stderr.startswith("error: ")

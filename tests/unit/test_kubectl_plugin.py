@@ -427,3 +427,69 @@ def test_output_must_be_a_known_format(capsys: pytest.CaptureFixture[str]) -> No
         kp.parse_options(["list", "src", "-o", "xml"])
     assert caught.value.code == 2
     assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+# --- kubectl's connection flags ----------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "kafka"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("5s", 5.0), ("2", 2.0), ("1m", 60.0), ("1.5s", 1.5)])
+def test_request_timeout_values(text: str, seconds: float) -> None:
+    assert kp.parse_options(["list", "src", "--request-timeout", text])[1].request_timeout == seconds
+
+
+def test_connection_flags_reach_every_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--request-timeout, --as and --as-group end up on the HTTP requests the client sends."""
+    import urllib3
+
+    config = write_kubeconfig(tmp_path / "config")
+    argv = ["list", "src", "--kubeconfig", str(config), "--request-timeout", "5s", "--as", "jane", "--as-group", "ops"]
+    options_, connection = kp.parse_options(argv)
+    assert connection == kp.Connection(str(config), None, 5.0, "jane", "ops")
+    kube, namespace = kp.load_kube(connection)
+    assert namespace == "kafka"
+    sent: list[dict[str, Any]] = []
+
+    def request(method: str, url: str, **kwargs: Any) -> Any:
+        sent.append({"method": method, "url": url, **kwargs})
+        raise urllib3.exceptions.NewConnectionError(None, "stop here")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kube.core.api_client.rest_client.pool_manager, "request", request)
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        kube.core.read_namespaced_config_map("x", "kafka")
+    timeout = sent[0]["timeout"]
+    assert isinstance(timeout, urllib3.Timeout) and timeout.total == 5.0
+    assert sent[0]["headers"]["Impersonate-User"] == "jane" and sent[0]["headers"]["Impersonate-Group"] == "ops"
+    # an explicit per-call timeout (the wait's watch sets its own) is kept
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        kube.core.read_namespaced_config_map("x", "kafka", _request_timeout=(1, 30))
+    assert sent[1]["timeout"].connect_timeout == 1 and sent[1]["timeout"].read_timeout == 30
+    # without the flags: no timeout, no impersonation
+    plain, _ = kp.load_kube(kp.Connection(str(config)))
+    monkeypatch.setattr(plain.core.api_client.rest_client.pool_manager, "request", request)
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        plain.core.read_namespaced_config_map("x", "kafka")
+    assert sent[2]["timeout"] is None and "Impersonate-User" not in sent[2]["headers"]
+    assert options_.names == ["src"]
+
+
+def test_as_group_needs_as() -> None:
+    with pytest.raises(kp.PluginError, match="--as-group needs --as USER"):
+        kp.parse_options(["list", "src", "--as-group", "ops"])
+    with pytest.raises(SystemExit):
+        kp.parse_options(["list", "src", "--request-timeout", "soon"])

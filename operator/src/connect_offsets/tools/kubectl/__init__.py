@@ -30,7 +30,7 @@ command line) and ``render`` (what is printed), ``api`` (kubeconfig, API errors)
 (has the operator answered?), ``request`` (the request and its local checks), ``common``.
 """
 
-from connect_offsets.tools.kubectl.api import load_kube
+from connect_offsets.tools.kubectl.api import Connection, load_kube
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
     EXIT_FAILED,
@@ -74,6 +74,7 @@ __all__ = [
     "EXIT_USAGE",
     "MIRROR",
     "PLUGIN",
+    "Connection",
     "Kind",
     "Options",
     "PluginError",

@@ -105,6 +105,20 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def parse_request_timeout(text: str) -> float:
+    """kubectl's ``--request-timeout``: ``0`` (the default) waits without limit, else a duration
+    (``500ms`` is not supported: whole or decimal seconds, minutes, hours)."""
+    if text.strip() in ("0", "0s"):
+        return 0.0
+    match = _DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None or not any(match.groups()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 0, 5s, 1m)")
+    seconds = int(match["h"] or 0) * 3600 + int(match["m"] or 0) * 60 + float(match["s"] or 0)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 for no timeout, or a positive duration")
+    return seconds
+
+
 def format_duration(seconds: float) -> str:
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes}m{rest}s" if minutes and rest else f"{minutes}m" if minutes else f"{rest}s"

@@ -12,7 +12,7 @@ from typing import Any
 from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.tools.kubectl.api import kube_error, load_kube
 from connect_offsets.tools.kubectl.common import EXIT_OK, EXIT_USAGE, PLUGIN, PluginError, split_name
-from connect_offsets.tools.kubectl.parser import DEFAULTS, REQUEST_ONLY, build_parser
+from connect_offsets.tools.kubectl.parser import DEFAULTS, REQUEST_ONLY, build_parser, connection
 from connect_offsets.tools.kubectl.render import resource_name, serialize
 
 
@@ -78,7 +78,7 @@ def lag_command(argv: Sequence[str] | None) -> int:
     kind, name = split_name(values["name"], values["kind"] or (None if "/" in values["name"] else "mm2"))
     if not kind.is_mirror:
         raise PluginError("lag applies to KafkaMirrorMaker2 only (mm2/NAME)", EXIT_USAGE)
-    kube, default_namespace = load_kube(values["kubeconfig"], values["context"])
+    kube, default_namespace = load_kube(connection(values))
     namespace = values["namespace"] or default_namespace
 
     async def fetch() -> dict[str, Any] | None:

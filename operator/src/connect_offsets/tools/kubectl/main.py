@@ -21,9 +21,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if "lag" in words and build_parser().parse_known_args(words)[0].command == "lag":
             return lag_command(words)
-        options, kube_settings = parse_options(argv)
-        kube, default_namespace = load_kube(kube_settings["kubeconfig"], kube_settings["context"])
-        namespace = None if kube_settings["all_namespaces"] else options.namespace or default_namespace
+        options, connection = parse_options(argv)
+        kube, default_namespace = load_kube(connection)
+        namespace = None if options.all_namespaces else options.namespace or default_namespace
         try:
             outcomes = asyncio.run(run(options, kube, namespace))
         finally:

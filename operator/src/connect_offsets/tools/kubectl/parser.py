@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connect_offsets import __version__
+from connect_offsets.tools.kubectl.api import Connection
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
     EXIT_USAGE,
@@ -16,6 +17,7 @@ from connect_offsets.tools.kubectl.common import (
     PluginError,
     parse_duration,
     parse_kind,
+    parse_request_timeout,
     split_name,
 )
 from connect_offsets.tools.kubectl.request import Options
@@ -111,6 +113,19 @@ def _view_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
     parser.add_argument(
+        "--request-timeout",
+        type=parse_request_timeout,
+        default=s,
+        metavar="DURATION",
+        help="give up on a single API request after this long, e.g. 5s, 1m; 0: no limit (default: 0)",
+    )
+    parser.add_argument(
+        "--as", dest="as_user", default=s, metavar="USER", help="impersonate this user (as kubectl --as)"
+    )
+    parser.add_argument(
+        "--as-group", default=s, metavar="GROUP", help="impersonate this group (once; as kubectl --as-group)"
+    )
+    parser.add_argument(
         "-o",
         "--output",
         choices=OUTPUT_FORMATS,
@@ -157,6 +172,9 @@ DEFAULTS: dict[str, Any] = {
     "mirrormaker_connector": None,
     "kubeconfig": None,
     "context": None,
+    "request_timeout": 0.0,
+    "as_user": None,
+    "as_group": None,
     "wait": True,
     "timeout": 120.0,
     "output": "text",
@@ -224,8 +242,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_options(argv: Sequence[str] | None) -> tuple[Options, dict[str, Any]]:
-    """Parse and check the command line; returns the options and the kubeconfig settings."""
+def connection(values: dict[str, Any]) -> Connection:
+    """kubectl's global flags, from parsed values (with DEFAULTS)."""
+    if values["as_group"] is not None and values["as_user"] is None:
+        raise PluginError("--as-group needs --as USER (as in kubectl)", EXIT_USAGE)
+    return Connection(
+        kubeconfig=values["kubeconfig"],
+        context=values["context"],
+        request_timeout=values["request_timeout"],
+        as_user=values["as_user"],
+        as_group=values["as_group"],
+    )
+
+
+def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
+    """Parse and check the command line; returns the options and how to reach the API server."""
     parser = build_parser()
     args = parser.parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
@@ -274,12 +305,9 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, dict[str, Any]]:
         offsets_text=offsets_text,
         offsets_source=source,
         reset_offset_syncs=bool(values.get("reset_offset_syncs")),
+        all_namespaces=values["all_namespaces"],
     )
-    return options, {
-        "kubeconfig": values["kubeconfig"],
-        "context": values["context"],
-        "all_namespaces": values["all_namespaces"],
-    }
+    return options, connection(values)
 
 
 def _read_file(path: str) -> tuple[str, str]:

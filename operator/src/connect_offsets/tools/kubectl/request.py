@@ -221,6 +221,7 @@ class Options:
     offsets_text: str | None = None
     offsets_source: str = ""
     reset_offset_syncs: bool = False
+    all_namespaces: bool = False  # -A with -l
 
     def request(self) -> Request:
         return Request(
