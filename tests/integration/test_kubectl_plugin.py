@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -574,3 +575,80 @@ def test_impersonation_and_request_timeout_through_kubectl(
     assert hung.returncode == 4, hung.stderr
     assert elapsed < 30, elapsed
     assert len(hung.stderr.strip().splitlines()) == 1 and hung.stderr.startswith("error: ")
+
+
+def test_the_wait_watches_every_step_and_prints_progress(
+    custom: Any, namespace: str, stack: dict[str, Any], tmp_path: Path, unique: str
+) -> None:
+    """The test plays the operator (no operator runs): it writes the stop -> change -> resume steps,
+    chunk progress and the result into status back to back, faster than any polling would see
+    them. The plugin, run through kubectl with --progress, must print every step (a watch delivers
+    each change) and exit as soon as the completion protocol says so."""
+    name = f"kpwatch-{unique}"
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "in.txt", name, f"{name}-offsets", "stopped"))
+    env = {
+        **os.environ,
+        "KUBECONFIG": stack["kubeconfig"],
+        "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    argv = ["connect-offsets", "reset", name, "-n", namespace, "--stop-connector", "--progress", "--timeout", "60s"]
+    process = subprocess.Popen(
+        [stack["kubectl"], *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for("the plugin's request", lambda: annotation(get_connector(custom, namespace, name), "request-id"))
+        request_id = annotation(get_connector(custom, namespace, name), "request-id")
+        wait_for("the first progress line", lambda: any("waiting for the operator" in line for line in lines))
+
+        def status(patch: dict[str, Any]) -> None:
+            custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "kafkaconnectors", name, patch)
+
+        pending = {
+            "operation": "reset",
+            "source": "annotation",
+            "requestId": request_id,
+            "started": "2026-01-01T00:00:00Z",
+        }
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Stopping"}}})
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Changing"}}})
+        progress = {"appliedChunks": 1, "totalChunks": 3, "appliedPartitions": 10, "totalPartitions": 30}
+        status({"status": {"offsetsProgress": progress}})
+        status({"status": {"offsetsProgress": {**progress, "appliedChunks": 2, "appliedPartitions": 20}}})
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Resuming"}, "offsetsProgress": None}})
+        record = {
+            "operation": "reset",
+            "result": "Succeeded",
+            "time": "2026-01-01T00:00:09Z",
+            "message": "reset by the test",
+            "requestId": request_id,
+        }
+        status({"status": {"pendingOffsetsOperation": None, "lastOffsetsOperation": record}})
+        removed = time.monotonic()
+        patch_connector(
+            custom,
+            namespace,
+            name,
+            {"metadata": {"annotations": {f"{GROUP}/{key}": None for key in REQUEST_KEYS}}},
+        )
+        assert process.wait(timeout=30) == 0, "".join(lines)
+        latency = time.monotonic() - removed
+    finally:
+        if process.poll() is None:
+            process.kill()
+    reader.join(timeout=10)
+    out = process.stdout.read()  # type: ignore[union-attr]
+    prefix = f"KafkaConnector {namespace}/{name}: reset: "
+    assert [line.rstrip("\n") for line in lines] == [
+        prefix + "waiting for the operator",
+        prefix + "step 1/3, stopping the connector",
+        prefix + "step 2/3, changing the offsets",
+        prefix + "step 2/3, changing the offsets, 1/3 chunks applied (10/30 partitions)",
+        prefix + "step 2/3, changing the offsets, 2/3 chunks applied (20/30 partitions)",
+        prefix + "step 3/3, resuming the connector",
+        prefix + "result recorded (Succeeded), finishing",  # the annotation is not removed yet
+    ]
+    assert out == f"KafkaConnector {namespace}/{name}: reset by the test\n"
+    assert latency < 5, latency  # the plugin saw the annotation go without a polling interval's delay

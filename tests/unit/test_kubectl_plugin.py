@@ -493,3 +493,70 @@ def test_as_group_needs_as() -> None:
         kp.parse_options(["list", "src", "--as-group", "ops"])
     with pytest.raises(SystemExit):
         kp.parse_options(["list", "src", "--request-timeout", "soon"])
+
+
+# --- progress while waiting ------------------------------------------------------------
+
+
+def progress(status: dict[str, Any], wait: kp.Waiting | None = None) -> str:
+    body = connector_body(annotations=PENDING, status=status)
+    return kp.progress_text(kp.CONNECTOR, body, "src", wait or waiting())
+
+
+def test_progress_shows_the_step_and_the_chunks_of_this_request() -> None:
+    pending = {"operation": "alter", "requestId": "kubectl-1", "step": "Stopping", "started": "x"}
+    assert progress({}) == "waiting for the operator"
+    assert progress({"pendingOffsetsOperation": pending}) == "step 1/3, stopping the connector"
+    changing = {**pending, "step": "Changing"}
+    chunks = {"appliedChunks": 2, "totalChunks": 5, "appliedPartitions": 20, "totalPartitions": 50, "request": "fp"}
+    assert progress({"pendingOffsetsOperation": changing, "offsetsProgress": chunks}) == (
+        "step 2/3, changing the offsets, 2/5 chunks applied (20/50 partitions)"
+    )
+    # a stopped connector without --stop-connector: no step, only chunks
+    assert progress({"offsetsProgress": {"totalChunks": 4}}) == "0/4 chunks applied"
+    assert progress({"pendingOffsetsOperation": {**pending, "step": "Resuming"}}) == "step 3/3, resuming the connector"
+    # another request's pending operation or chunk plan is not this one's progress
+    assert progress({"pendingOffsetsOperation": {**pending, "requestId": "other"}}) == "waiting for the operator"
+    assert progress({"pendingOffsetsOperation": {**pending, "operation": "reset"}}) == "waiting for the operator"
+    assert progress({"offsetsProgress": chunks}, waiting(fingerprint="fp-other")) == "waiting for the operator"
+    assert progress({"offsetsProgress": chunks}, waiting(fingerprint="fp")) == "2/5 chunks applied (20/50 partitions)"
+    # the result is written, the annotation not removed yet
+    assert progress({"lastOffsetsOperation": record(requestId="kubectl-1")}) == "result recorded (Succeeded), finishing"
+
+
+def test_progress_of_a_mirrormaker_connector_comes_from_its_entry() -> None:
+    name = "east->west.MirrorSourceConnector"
+    entry = {"name": name, "pendingOffsetsOperation": {"operation": "list", "step": "Changing", "started": "x"}}
+    wait = kp.Waiting(request("list", mirror_connector=name), None, STARTED)
+    body = mirror_body(status={"connectors": [entry]})
+    assert kp.progress_text(kp.MIRROR, body, name, wait) == "step 2/3, changing the offsets"
+    assert kp.progress_text(kp.MIRROR, body, "east->west.MirrorCheckpointConnector", wait) == (
+        "waiting for the operator"
+    )
+
+
+def test_progress_lines_only_when_enabled_and_changed() -> None:
+    import io
+
+    stream = io.StringIO()
+    shown = kp.Progress(True, stream)
+    for text in ("waiting for the operator", "waiting for the operator", "step 1/3, stopping the connector"):
+        shown.show("KafkaConnector kafka/src", "alter", text)
+    shown.show("KafkaConnector kafka/other", "alter", "waiting for the operator")
+    assert stream.getvalue().splitlines() == [
+        "KafkaConnector kafka/src: alter: waiting for the operator",
+        "KafkaConnector kafka/src: alter: step 1/3, stopping the connector",
+        "KafkaConnector kafka/other: alter: waiting for the operator",
+    ]
+    quiet = io.StringIO()
+    kp.Progress(False, quiet).show("KafkaConnector kafka/src", "alter", "x")
+    assert quiet.getvalue() == ""
+
+
+def test_progress_option_defaults_to_whether_stderr_is_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    assert options(["reset", "src"]).progress is False
+    assert options(["reset", "src", "--progress"]).progress is True
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert options(["reset", "src"]).progress is True
+    assert options(["reset", "src", "--no-progress"]).progress is False

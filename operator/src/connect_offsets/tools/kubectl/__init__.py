@@ -14,7 +14,9 @@ request annotation on success; a failure keeps the annotation and records ``resu
 Connect's message. A record counts as this request's answer when it names this request's id, or
 (operators without request ids) when it changed since the request was made or carries this
 request's fingerprint (``planning.offsets_request_fingerprint``). After a failure the plugin
-withdraws the annotations it set, so that nothing runs later by surprise.
+withdraws the annotations it set, so that nothing runs later by surprise. The wait is a watch on
+the resource from the resourceVersion of the annotation patch (``api.ResourceWatch``), each change
+classified as it arrives and its progress (``completion.progress_text``) printed on stderr.
 
 Exit codes: 0 success, 1 the operation failed, 2 usage or validation error (nothing was changed),
 3 timed out waiting for the operator (the request stays pending), 4 the Kubernetes API could not
@@ -26,8 +28,9 @@ for ``kubectl connect-offsets``. Never imports kopf, ``reconcile``, ``handlers``
 
 The rooms, top to bottom (an import-linter layers contract): ``main`` (the entry point), ``lag``
 (the read-only ``lag`` command), ``runner`` (annotate and wait, per resource), ``parser`` (the
-command line) and ``render`` (what is printed), ``api`` (kubeconfig, API errors), ``completion``
-(has the operator answered?), ``request`` (the request and its local checks), ``common``.
+command line) and ``render`` (what is printed), ``api`` (kubeconfig, connection flags, the watch,
+API errors), ``completion`` (has the operator answered? how far is it?), ``request`` (the request
+and its local checks), ``common``.
 """
 
 from connect_offsets.tools.kubectl.api import Connection, load_kube
@@ -47,11 +50,11 @@ from connect_offsets.tools.kubectl.common import (
     parse_kind,
     split_name,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation
+from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
 from connect_offsets.tools.kubectl.lag import lag_command, render_lag
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
-from connect_offsets.tools.kubectl.render import render_single, render_table, report
+from connect_offsets.tools.kubectl.render import Progress, render_single, render_table, report
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
@@ -78,6 +81,7 @@ __all__ = [
     "Kind",
     "Options",
     "PluginError",
+    "Progress",
     "Request",
     "RequestOutcome",
     "Resolved",
@@ -95,6 +99,7 @@ __all__ = [
     "parse_duration",
     "parse_kind",
     "parse_options",
+    "progress_text",
     "render_lag",
     "render_single",
     "render_table",

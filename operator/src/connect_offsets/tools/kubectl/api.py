@@ -11,13 +11,17 @@ them; the Python client does not).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.tools.kubectl.common import EXIT_KUBE, PluginError
+from connect_offsets.vocabulary import API_GROUP, API_VERSION
 
 
 @dataclass(frozen=True)
@@ -103,3 +107,121 @@ def load_kube(connection: Connection) -> tuple[KubernetesApi, str]:
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     configure(api_client, connection)
     return KubernetesApi(api_client), namespace
+
+
+#: How long one watch request may stay open before the API server ends it (it is then renewed).
+WATCH_SECONDS = 290
+
+
+class WatchFailed(Exception):
+    """The watch could not be (or stay) opened: e.g. RBAC without the ``watch`` verb. Callers poll instead."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class ResourceWatch:
+    """Changes of one custom resource from a resourceVersion on: ``(type, body)`` with type ADDED,
+    MODIFIED or DELETED.
+
+    Why a thread: the kubernetes client is synchronous and a watch blocks on its socket; one daemon
+    thread per watched resource hands each event to the event loop, and ``stop`` shuts the socket
+    (a daemon thread never holds up the exit). A watch the server ended (``WATCH_SECONDS``) is
+    renewed from the last resourceVersion seen; one too old to resume (410 Gone) starts again from a
+    fresh GET, whose body is delivered as a MODIFIED event so nothing is missed.
+    """
+
+    def __init__(
+        self,
+        kube: KubernetesApi,
+        plural: str,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        *,
+        connect_timeout: float = 0.0,
+    ) -> None:
+        self._kube = kube
+        self._where = (plural, namespace, name)
+        self._resource_version = resource_version
+        self._connect_timeout = connect_timeout or None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | BaseException] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = threading.Event()
+        self._watch: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._read, name=f"watch {'/'.join(self._where)}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._watch is not None:
+            self._watch.stop()
+
+    async def next(self, timeout: float) -> tuple[str, dict[str, Any]] | None:
+        """The next event, or None after ``timeout`` seconds without one; raises WatchFailed."""
+        try:
+            item = await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return None
+        if isinstance(item, BaseException):
+            raise WatchFailed(item)
+        return item
+
+    def _emit(self, item: tuple[str, dict[str, Any]] | BaseException) -> None:
+        if self._stopped.is_set() or self._loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def _read(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        plural, namespace, name = self._where
+        custom = self._kube.custom
+        resource_version = self._resource_version
+        while not self._stopped.is_set():
+            self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+            try:
+                for event in self._watch.stream(
+                    custom.list_namespaced_custom_object,
+                    API_GROUP,
+                    API_VERSION,
+                    namespace,
+                    plural,
+                    field_selector=f"metadata.name={name}",
+                    resource_version=resource_version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=WATCH_SECONDS,
+                    deserialize=False,
+                    # the client accepts no None in a (connect, read) pair: without --request-timeout, one total
+                    _request_timeout=(
+                        (self._connect_timeout, WATCH_SECONDS + 30) if self._connect_timeout else WATCH_SECONDS + 30
+                    ),
+                ):
+                    body = event.get("object") or {}
+                    resource_version = (body.get("metadata") or {}).get("resourceVersion") or resource_version
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._emit((str(event["type"]), body))
+            except ApiException as error:
+                if error.status != 410:
+                    self._emit(error)
+                    return
+                try:
+                    fresh: Any = custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, plural, name)
+                except ApiException as reread:
+                    self._emit(("DELETED", {}) if reread.status == 404 else reread)
+                    return
+                except Exception as reread:  # the connection is gone: the caller falls back to GETs
+                    self._emit(reread)
+                    return
+                resource_version = fresh["metadata"]["resourceVersion"]
+                self._emit(("MODIFIED", fresh))
+            except Exception as error:  # a lost connection, or stop() shutting the socket
+                self._emit(error)
+                return

@@ -16,9 +16,9 @@ EXIT_TIMEOUT = 3
 EXIT_KUBE = 4
 EXIT_INTERRUPTED = 130
 
-#: How often the plugin reads the resource while it waits for the operator.
+#: How often the plugin reads the resource while it waits, when it cannot watch it.
 POLL_INTERVAL_S = 0.5
-#: With -l, how many resources are worked on at once (each is a few small API calls per poll).
+#: With -l, how many resources are worked on at once (each holds one watch while it waits).
 MAX_PARALLEL = 8
 PLUGIN = "kubectl connect-offsets"
 #: ``-o`` choices of every command (see render.py).

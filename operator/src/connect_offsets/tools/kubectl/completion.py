@@ -130,3 +130,59 @@ def classify(kind: Kind, body: dict[str, Any], connector: str, waiting: Waiting)
     if ours and record.get("result") == "Failed":
         return "Failed", record
     return "Withdrawn", {}
+
+
+#: ``status.pendingOffsetsOperation.step`` of stop -> change -> resume, in order, as the user reads it.
+STEPS = {
+    "Stopping": (1, "stopping the connector"),
+    "Changing": (2, "changing the offsets"),
+    "Resuming": (3, "resuming the connector"),
+}
+
+
+def _status_entry(kind: Kind, body: dict[str, Any], connector: str) -> dict[str, Any]:
+    """The status object that holds this connector's offsets state (MM2: its ``status.connectors[]`` entry)."""
+    status = body.get("status") or {}
+    if not kind.is_mirror:
+        return status if isinstance(status, dict) else {}
+    for entry in status.get("connectors") or []:
+        if isinstance(entry, dict) and entry.get("name") == connector:
+            return entry
+    return {}
+
+
+def progress_text(kind: Kind, body: dict[str, Any], connector: str, waiting: Waiting) -> str:
+    """One line on how far the operator has got with this request, from the resource's status.
+
+    The phase comes from ``pendingOffsetsOperation.step`` (stop -> change -> resume), when that
+    pending operation is this request's (its operation, and its request id if it records one); the
+    chunks from ``offsetsProgress`` (chunked alters and restores), unless it names another request's
+    fingerprint. Before either shows, the operator has not started: "waiting for the operator"; after
+    them, the result is recorded and the operator is about to remove the annotation.
+    """
+    request = waiting.request
+    entry = _status_entry(kind, body, connector)
+    parts: list[str] = []
+    pending = entry.get("pendingOffsetsOperation")
+    if (
+        isinstance(pending, dict)
+        and pending.get("operation") == request.operation
+        and pending.get("requestId") in (None, request.request_id)
+        and pending.get("step") in STEPS
+    ):
+        number, text = STEPS[str(pending["step"])]
+        parts.append(f"step {number}/3, {text}")
+    progress = entry.get("offsetsProgress")
+    if isinstance(progress, dict) and progress.get("totalChunks"):
+        fingerprint = progress.get("request")
+        if waiting.fingerprint is None or fingerprint in (None, waiting.fingerprint):
+            chunks = f"{progress.get('appliedChunks') or 0}/{progress['totalChunks']} chunks applied"
+            if progress.get("totalPartitions"):
+                chunks += f" ({progress.get('appliedPartitions') or 0}/{progress['totalPartitions']} partitions)"
+            parts.append(chunks)
+    if parts:
+        return ", ".join(parts)
+    record = last_operation(kind, body, connector) or {}
+    if request.request_id in (record.get("requestId"), record.get("requestID")):
+        return f"result recorded ({record.get('result')}), finishing"
+    return "waiting for the operator"

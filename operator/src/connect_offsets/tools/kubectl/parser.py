@@ -153,10 +153,16 @@ def _request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=parse_duration, default=s, help="how long to wait, e.g. 90s, 5m (default: 2m)"
     )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=s,
+        help="while waiting, print the operator's progress to stderr (default: when stderr is a terminal)",
+    )
 
 
 #: The options only request commands take: ``lag`` refuses them when they stand before the command.
-REQUEST_ONLY = ("all_namespaces", "selector", "mirrormaker_connector", "wait", "timeout")
+REQUEST_ONLY = ("all_namespaces", "selector", "mirrormaker_connector", "wait", "timeout", "progress")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -177,6 +183,7 @@ DEFAULTS: dict[str, Any] = {
     "as_group": None,
     "wait": True,
     "timeout": 120.0,
+    "progress": None,
     "output": "text",
     "verbose": False,
 }
@@ -306,6 +313,8 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
         offsets_source=source,
         reset_offset_syncs=bool(values.get("reset_offset_syncs")),
         all_namespaces=values["all_namespaces"],
+        progress=sys.stderr.isatty() if values["progress"] is None else values["progress"],
+        request_timeout=values["request_timeout"],
     )
     return options, connection(values)
 

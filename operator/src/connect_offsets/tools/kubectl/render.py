@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -50,7 +50,7 @@ def columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -59,7 +59,7 @@ def render_table(outcomes: Sequence[RequestOutcome], *, with_namespace: bool) ->
     headers = (["NAMESPACE"] if with_namespace else []) + ["NAME", "CONNECTOR", "OPERATION", "RESULT", "MESSAGE"]
     rows = [
         ([o.namespace] if with_namespace else [])
-        + [o.name, o.connector, o.operation, o.result, _one_line(o.message or o.reason)]
+        + [o.name, o.connector, o.operation, o.result, one_line(o.message or o.reason)]
         for o in outcomes
     ]
     return columns(headers, rows)
@@ -92,7 +92,7 @@ def render_wide(outcomes: Sequence[RequestOutcome]) -> str:
             o.reason or "-",
             o.backup or "-",
             o.request_id or "-",
-            _one_line(o.message or o.reason),
+            one_line(o.message or o.reason),
         ]
         for o in outcomes
     ]
@@ -102,6 +102,21 @@ def render_wide(outcomes: Sequence[RequestOutcome]) -> str:
 def render_names(outcomes: Sequence[RequestOutcome]) -> str:
     """``-o name``: the resources whose request succeeded (or, with --no-wait, was made)."""
     return "\n".join(resource_name(o.kind, o.name) for o in outcomes if o.code == EXIT_OK)
+
+
+class Progress:
+    """The progress lines of a wait, on stderr: one line each time a resource's progress changes."""
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self._last: dict[str, str] = {}
+
+    def show(self, resource: str, operation: str, text: str) -> None:
+        if not self.enabled or self._last.get(resource) == text:
+            return
+        self._last[resource] = text
+        print(f"{resource}: {operation}: {text}", file=self.stream or sys.stderr, flush=True)
 
 
 def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:

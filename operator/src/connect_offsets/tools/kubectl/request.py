@@ -222,6 +222,8 @@ class Options:
     offsets_source: str = ""
     reset_offset_syncs: bool = False
     all_namespaces: bool = False  # -A with -l
+    progress: bool = False  # progress lines on stderr while waiting
+    request_timeout: float = 0.0  # --request-timeout (the wait's watch uses it to connect)
 
     def request(self) -> Request:
         return Request(

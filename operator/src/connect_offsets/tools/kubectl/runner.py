@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.models.crds import KafkaConnectorResource
 from connect_offsets.planning import OffsetsConfigMap, offsets_request_fingerprint
-from connect_offsets.tools.kubectl.api import is_conflict, kube_error
+from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, is_conflict, kube_error
 from connect_offsets.tools.kubectl.common import (
     EXIT_FAILED,
     EXIT_KUBE,
@@ -25,7 +26,8 @@ from connect_offsets.tools.kubectl.common import (
     PluginError,
     format_duration,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation
+from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.render import Progress, one_line
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
@@ -47,9 +49,10 @@ from connect_offsets.vocabulary import (
 class Runner:
     """Runs one request on one resource: check, write, annotate, wait, read the result."""
 
-    def __init__(self, kube: KubernetesApi, options: Options) -> None:
+    def __init__(self, kube: KubernetesApi, options: Options, progress: Progress | None = None) -> None:
         self.kube = kube
         self.options = options
+        self.progress = progress or Progress(options.progress)
 
     async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> RequestOutcome:
         request = self.options.request()
@@ -111,7 +114,7 @@ class Runner:
             outcome.message = f"{request.operation} requested (request id {request.request_id}); not waiting"
             return outcome
         waiting = Waiting(request, before, started, fingerprint)
-        answer, last_body = await self._wait(resolved, waiting)
+        answer, last_body = await self._wait(resolved, waiting, body)
         if answer is None:
             return self._timed_out(resolved, last_body, request, outcome)
         result, record = answer
@@ -213,17 +216,68 @@ class Runner:
         return offsets_request_fingerprint(resource, configmap)
 
     async def _wait(
-        self, resolved: Resolved, waiting: Waiting
+        self, resolved: Resolved, waiting: Waiting, body: dict[str, Any]
     ) -> tuple[tuple[str, dict[str, Any]] | None, dict[str, Any]]:
-        """Poll until ``classify`` answers or the timeout passes; also returns the last body seen."""
+        """Watch the resource from ``body`` (as the annotation patch returned it) until ``classify``
+        answers or the timeout passes; also returns the last body seen.
+
+        Each change the API server sends is classified at once (no polling delay) and updates the
+        progress line. Where the watch cannot be used (RBAC without ``watch``, a lost connection),
+        the rest of the wait polls with GETs, as before watches.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.timeout
+        watch = ResourceWatch(
+            self.kube,
+            resolved.kind.plural,
+            resolved.namespace,
+            resolved.name,
+            str(body["metadata"]["resourceVersion"]),
+            connect_timeout=self.options.request_timeout,
+        )
+        watch.start()
+        try:
+            while True:
+                answer = classify(resolved.kind, body, resolved.target.name, waiting)
+                remaining = deadline - loop.time()
+                if answer is not None or remaining <= 0:
+                    return answer, body
+                self._show_progress(resolved, waiting, body)
+                try:
+                    event = await watch.next(remaining)
+                except WatchFailed as failed:
+                    if self.options.verbose:
+                        print(
+                            f"note: {resolved.display}: cannot watch it ({one_line(str(failed))}); reading it every "
+                            f"{POLL_INTERVAL_S}s instead",
+                            file=sys.stderr,
+                        )
+                    return await self._poll(resolved, waiting, deadline)
+                if event is None:
+                    continue  # the deadline passed
+                kind, changed = event
+                if kind == "DELETED":
+                    await self._fetch(resolved.kind, resolved.namespace, resolved.name)  # says: not found
+                body = changed
+        finally:
+            watch.stop()
+
+    async def _poll(
+        self, resolved: Resolved, waiting: Waiting, deadline: float
+    ) -> tuple[tuple[str, dict[str, Any]] | None, dict[str, Any]]:
+        """The wait without a watch: read the resource every POLL_INTERVAL_S."""
+        loop = asyncio.get_running_loop()
         while True:
             body = await self._fetch(resolved.kind, resolved.namespace, resolved.name)
             answer = classify(resolved.kind, body, resolved.target.name, waiting)
             if answer is not None or loop.time() >= deadline:
                 return answer, body
+            self._show_progress(resolved, waiting, body)
             await asyncio.sleep(POLL_INTERVAL_S)
+
+    def _show_progress(self, resolved: Resolved, waiting: Waiting, body: dict[str, Any]) -> None:
+        text = progress_text(resolved.kind, body, resolved.target.name, waiting)
+        self.progress.show(resolved.display, waiting.request.operation, text)
 
     def _timed_out(
         self, resolved: Resolved, body: dict[str, Any], request: Request, outcome: RequestOutcome
