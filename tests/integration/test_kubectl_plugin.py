@@ -565,8 +565,9 @@ def test_impersonation_and_request_timeout_through_kubectl(
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)  # connections complete in the backlog; nothing ever reads or answers
+    server = f"https://127.0.0.1:{silent.getsockname()[1]}"
     try:
-        kubeconfig = write_kubeconfig(tmp_path / "silent", f"https://127.0.0.1:{silent.getsockname()[1]}")
+        kubeconfig = write_kubeconfig(tmp_path / "silent", server)
         started = time.monotonic()
         hung = kubectl_plugin(stack, "list", "x", "--kubeconfig", str(kubeconfig), "--request-timeout", "1s")
         elapsed = time.monotonic() - started
@@ -574,7 +575,7 @@ def test_impersonation_and_request_timeout_through_kubectl(
         silent.close()
     assert hung.returncode == 4, hung.stderr
     assert elapsed < 30, elapsed
-    assert len(hung.stderr.strip().splitlines()) == 1 and hung.stderr.startswith("error: ")
+    assert hung.stderr == f"error: cannot reach the API server {server}: timed out (see --request-timeout)\n"
 
 
 def test_the_wait_watches_every_step_and_prints_progress(
@@ -652,3 +653,23 @@ def test_the_wait_watches_every_step_and_prints_progress(
     ]
     assert out == f"KafkaConnector {namespace}/{name}: reset by the test\n"
     assert latency < 5, latency  # the plugin saw the annotation go without a polling interval's delay
+
+
+def test_an_unreachable_api_server_is_one_line_with_exit_4(stack: dict[str, Any], tmp_path: Path) -> None:
+    """No traceback and no urllib3 retry warnings: one line naming the server and the cause, for a
+    request, for -l and for lag, through kubectl."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    server = f"https://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # nothing listens there now
+    kubeconfig = str(write_kubeconfig(tmp_path / "closed", server))
+    expected = f"error: cannot reach the API server {server}: connection refused\n"
+    for argv in (["reset", "src"], ["list", "-l", "team=x", "-A"], ["lag", "mm2/x"]):
+        result = kubectl_plugin(stack, *argv, "--kubeconfig", kubeconfig)
+        assert result.returncode == 4, (argv, result.stderr)
+        assert result.stderr == expected, argv
+        assert result.stdout == ""
+    verbose = kubectl_plugin(stack, "reset", "src", "--kubeconfig", kubeconfig, "-v")
+    assert verbose.returncode == 4
+    assert verbose.stderr.startswith(expected) and "MaxRetryError" in verbose.stderr  # the detail, with -v
+    assert "Traceback" not in verbose.stderr

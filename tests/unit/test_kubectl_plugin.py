@@ -560,3 +560,51 @@ def test_progress_option_defaults_to_whether_stderr_is_a_terminal(monkeypatch: p
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
     assert options(["reset", "src"]).progress is True
     assert options(["reset", "src", "--no-progress"]).progress is False
+
+
+# --- an API server that cannot be reached ---------------------------------------------
+
+
+def unreachable(reason: BaseException) -> Any:
+    """What KubernetesApi raises when urllib3 gives up: KubernetesUnavailable from MaxRetryError."""
+    import urllib3
+
+    from connect_offsets.clients.kubernetes import KubernetesUnavailable
+
+    try:
+        try:
+            raise urllib3.exceptions.MaxRetryError(None, "/apis/x", reason)  # type: ignore[arg-type]
+        except urllib3.exceptions.MaxRetryError as error:
+            raise KubernetesUnavailable("get kafkaconnectors kafka/src: MaxRetryError") from error
+    except KubernetesUnavailable as wrapped:
+        return wrapped
+
+
+def test_an_unreachable_server_is_one_line_naming_it_and_the_cause() -> None:
+    import ssl
+
+    import urllib3
+
+    refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection")  # type: ignore[arg-type]
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    error = kp.kube_error(unreachable(refused), "https://127.0.0.1:6443")
+    assert str(error) == "cannot reach the API server https://127.0.0.1:6443: connection refused"
+    assert error.code == kp.EXIT_KUBE and "MaxRetryError" in error.detail  # the original, for --verbose
+    assert kp.connection_cause(
+        unreachable(urllib3.exceptions.NameResolutionError("h", None, OSError("x")))  # type: ignore[arg-type]
+    ) == ("the host name does not resolve")
+    assert kp.connection_cause(unreachable(urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"))) == (  # type: ignore[arg-type]
+        "timed out (see --request-timeout)"
+    )
+    tls = kp.connection_cause(unreachable(urllib3.exceptions.SSLError(ssl.SSLError(1, "WRONG_VERSION_NUMBER"))))
+    assert tls is not None and tls.startswith("TLS failed: ") and "WRONG_VERSION_NUMBER" in tls
+
+
+def test_an_answer_of_the_server_keeps_its_message() -> None:
+    from connect_offsets.clients.kubernetes import KubernetesRejected
+
+    forbidden = KubernetesRejected('get kafkaconnectors kafka/src: 403 User "x" cannot get', 403)
+    error = kp.kube_error(forbidden, "https://127.0.0.1:6443")
+    assert str(error).startswith('Kubernetes API: get kafkaconnectors kafka/src: 403 User "x" cannot get')
+    assert "lacks a permission" in str(error) and error.code == kp.EXIT_KUBE
+    assert kp.connection_cause(forbidden) is None

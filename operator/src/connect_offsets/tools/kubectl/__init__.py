@@ -33,7 +33,7 @@ API errors), ``completion`` (has the operator answered? how far is it?), ``reque
 and its local checks), ``common``.
 """
 
-from connect_offsets.tools.kubectl.api import Connection, load_kube
+from connect_offsets.tools.kubectl.api import Connection, connection_cause, kube_error, load_kube
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
     EXIT_FAILED,
@@ -90,7 +90,9 @@ __all__ = [
     "build_parser",
     "check_request",
     "classify",
+    "connection_cause",
     "dry_run_key",
+    "kube_error",
     "lag_command",
     "last_operation",
     "load_kube",

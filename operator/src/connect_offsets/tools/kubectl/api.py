@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+import ssl
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,56 @@ def is_conflict(error: KubernetesError) -> bool:
     return error.status == 409
 
 
-def kube_error(error: KubernetesError) -> PluginError:
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """The error and what caused it: ``__cause__``, ``__context__`` and urllib3's ``reason``."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for nested in (current.__cause__, current.__context__, getattr(current, "reason", None)):
+            if isinstance(nested, BaseException):
+                todo.append(nested)
+
+
+def connection_cause(error: BaseException) -> str | None:
+    """Why the API server could not be reached, in a few words; None if it answered (an HTTP error).
+
+    The whole chain is searched, most specific cause first: urllib3 wraps a refused connection
+    in a ``NewConnectionError``, which is also a ``ConnectTimeoutError``.
+    """
+    import urllib3
+
+    chain = list(_causes(error))
+
+    def found(*types: type[BaseException]) -> BaseException | None:
+        return next((cause for cause in chain if isinstance(cause, types)), None)
+
+    if found(ConnectionRefusedError):
+        return "connection refused"
+    if found(socket.gaierror, urllib3.exceptions.NameResolutionError):
+        return "the host name does not resolve"
+    tls = found(ssl.SSLError, urllib3.exceptions.SSLError)
+    if tls is not None:
+        return f"TLS failed: {getattr(tls, 'reason', None) or tls}"
+    if found(TimeoutError, urllib3.exceptions.TimeoutError):
+        return "timed out (see --request-timeout)"
+    if found(ConnectionResetError, urllib3.exceptions.ProtocolError):
+        return "the connection was closed by the server"
+    last = next((c for c in reversed(chain) if isinstance(c, OSError | urllib3.exceptions.HTTPError)), None)
+    return None if last is None else str(last) or type(last).__name__
+
+
+def kube_error(error: KubernetesError, host: str = "") -> PluginError:
+    """One line for the user: the server and the cause when it could not be reached, else the API's answer."""
+    if error.status is None:
+        cause = connection_cause(error)
+        if cause is not None:
+            where = f" {host}" if host else ""
+            return PluginError(f"cannot reach the API server{where}: {cause}", EXIT_KUBE, str(error))
     text = str(error)
     hint = ""
     if error.status == 403:
@@ -76,6 +128,8 @@ def configure(api_client: Any, connection: Connection) -> None:
 
 def load_kube(connection: Connection) -> tuple[KubernetesApi, str]:
     """Credentials as kubectl finds them; returns the API and the context's default namespace."""
+    import logging
+
     import urllib3
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
@@ -105,6 +159,8 @@ def load_kube(connection: Connection) -> tuple[KubernetesApi, str]:
     if not api_client.configuration.verify_ssl:
         # The kubeconfig asked for insecure-skip-tls-verify; kubectl does not warn on every call either.
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    # urllib3 logs each retry of an unreachable server as a warning; the plugin reports it once, as one line.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     configure(api_client, connection)
     return KubernetesApi(api_client), namespace
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connect_offsets.clients.kubernetes import KubernetesError
-from connect_offsets.tools.kubectl.api import kube_error, load_kube
+from connect_offsets.tools.kubectl.api import api_host, kube_error, load_kube
 from connect_offsets.tools.kubectl.common import EXIT_OK, EXIT_USAGE, PLUGIN, PluginError, split_name
 from connect_offsets.tools.kubectl.parser import DEFAULTS, REQUEST_ONLY, build_parser, connection
 from connect_offsets.tools.kubectl.render import resource_name, serialize
@@ -87,7 +87,7 @@ def lag_command(argv: Sequence[str] | None) -> int:
     try:
         body = asyncio.run(fetch())
     except KubernetesError as error:
-        raise kube_error(error) from error
+        raise kube_error(error, api_host(kube)) from error
     finally:
         kube.core.api_client.close()
     if body is None:

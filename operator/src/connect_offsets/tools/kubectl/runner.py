@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.models.crds import KafkaConnectorResource
 from connect_offsets.planning import OffsetsConfigMap, offsets_request_fingerprint
-from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, is_conflict, kube_error
+from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, api_host, is_conflict, kube_error
 from connect_offsets.tools.kubectl.common import (
     EXIT_FAILED,
     EXIT_KUBE,
@@ -67,8 +67,8 @@ class Runner:
             base.code, base.message, base.detail = error.code, str(error), error.detail
             return base
         except KubernetesError as error:
-            wrapped = kube_error(error)
-            base.result, base.code, base.message = "Error", wrapped.code, str(wrapped)
+            wrapped = kube_error(error, api_host(self.kube))
+            base.result, base.code, base.message, base.detail = "Error", wrapped.code, str(wrapped), wrapped.detail
             return base
 
     async def _fetch(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
@@ -353,7 +353,7 @@ async def run(options: Options, kube: KubernetesApi, namespace: str | None) -> l
     try:
         bodies = await kube.list_resources(options.kind.plural, options.kind.kind, namespace, options.selector)
     except KubernetesError as error:
-        raise kube_error(error) from error
+        raise kube_error(error, api_host(kube)) from error
     if not bodies:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         raise PluginError(f"no {options.kind.kind} matches -l {options.selector} in {where}", EXIT_USAGE)
