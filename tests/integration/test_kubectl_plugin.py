@@ -673,3 +673,54 @@ def test_an_unreachable_api_server_is_one_line_with_exit_4(stack: dict[str, Any]
     assert verbose.returncode == 4
     assert verbose.stderr.startswith(expected) and "MaxRetryError" in verbose.stderr  # the detail, with -v
     assert "Traceback" not in verbose.stderr
+
+
+def test_the_documented_rbac_without_watch_falls_back_to_reading(
+    kube: Any,
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """A user with the documented plugin rules but without ``watch`` (as they were before the
+    watch): the request still completes, by reading the resource; -v says why. With ``watch``
+    added, the same user's request is waited for with the watch (no note)."""
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(kube)
+    user, name = f"plugin-user-{unique}", f"kprbac-{unique}"
+    rules = [
+        {"apiGroups": [GROUP], "resources": ["kafkaconnectors"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
+    ]
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "plugin"}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "plugin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "plugin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "in.txt", name, f"{name}-offsets", "stopped"))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        polled = kubectl_plugin(stack, "list", name, "-n", namespace, "--as", user, "-v")
+        assert polled.returncode == 0, polled.stderr
+        assert json.loads(polled.stdout) == {"offsets": []}
+        assert f"note: KafkaConnector {namespace}/{name}: cannot watch it" in polled.stderr
+        assert "reading it every 0.5s instead" in polled.stderr
+
+        rules[0]["verbs"] = ["get", "list", "watch", "patch"]
+        rbac.replace_namespaced_role("plugin", namespace, {"metadata": {"name": "plugin"}, "rules": rules})
+        watched = kubectl_plugin(stack, "list", name, "-n", namespace, "--as", user, "-v")
+        assert watched.returncode == 0, watched.stderr
+        assert json.loads(watched.stdout) == {"offsets": []}
+        assert "cannot watch" not in watched.stderr
+    finally:
+        connect.delete(f"/connectors/{name}")

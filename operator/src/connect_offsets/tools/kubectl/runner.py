@@ -256,9 +256,12 @@ class Runner:
                 if event is None:
                     continue  # the deadline passed
                 kind, changed = event
-                if kind == "DELETED":
-                    await self._fetch(resolved.kind, resolved.namespace, resolved.name)  # says: not found
-                body = changed
+                # deleted: "not found" from the GET, or the resource as it was recreated meanwhile
+                body = (
+                    await self._fetch(resolved.kind, resolved.namespace, resolved.name)
+                    if kind == "DELETED"
+                    else changed
+                )
         finally:
             watch.stop()
 
