@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench lock clean
+.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench krew lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -93,6 +93,12 @@ bench: deps
 demo: deps
 	@$(PYTHON) hack/stack.py up
 	@$(VPY) hack/demo.py
+
+# The kubectl plugin's krew archive (dist/connect-offsets-krew-vVERSION.tar.gz), byte for byte the one
+# deploy/krew/connect-offsets.yaml pins; see docs/kubectl-plugin.md (Install with krew).
+krew:
+	@$(PYTHON) hack/krew.py --check
+	@$(PYTHON) hack/krew.py
 
 lock:
 	$(PYTHON) -m venv /tmp/connect-offsets-lock && /tmp/connect-offsets-lock/bin/pip install -q -e '.[dev]' hatchling

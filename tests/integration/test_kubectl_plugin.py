@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from confluent_kafka import Producer
 
 from tests.conftest import OperatorProcess, wait_for
@@ -42,6 +46,35 @@ PLUGIN = str(Path(sys.executable).parent / "kubectl-connect_offsets")
 def plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
     return subprocess.run([PLUGIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def kubectl_plugin(stack: dict[str, Any], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``kubectl connect-offsets ARGS``: the plugin found by kubectl's own plugin discovery on PATH."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": stack["kubeconfig"],
+        "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    return subprocess.run(
+        [stack["kubectl"], "connect-offsets", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for a server that is not the stack's (the token is never accepted anywhere)."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "default"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
 
 
 def source_offsets(path: Path, position: int) -> list[dict[str, Any]]:
@@ -459,3 +492,235 @@ def test_mirrormaker2_list_and_alter(
     finally:
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrormaker2s", "mirror")
         wait_for("MM2 connector removed with the resource", lambda: connect_state(connect, source_name) is None)
+
+
+def test_output_formats_through_kubectl(
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """-o yaml, name and wide through ``kubectl connect-offsets``, for one resource and with -l."""
+    source = tmp_path / "source.txt"
+    source.write_text("a\nbb\n")
+    name = f"kpfmt-{unique}"
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(source, name, f"{name}-offsets", state="stopped"))
+    patch_connector(custom, namespace, name, {"metadata": {"labels": {"fmt": unique}}})
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+
+        as_yaml = kubectl_plugin(stack, "list", name, "-n", namespace, "-o", "yaml")
+        assert as_yaml.returncode == 0, as_yaml.stderr
+        listed = yaml.safe_load(as_yaml.stdout)
+        assert (listed["kind"], listed["name"], listed["result"]) == ("KafkaConnector", name, "Succeeded")
+        assert listed["offsets"] == {"offsets": []}  # stopped before it ever ran: nothing committed
+        assert listed["requestId"].startswith("kubectl-")
+
+        offsets_file = tmp_path / "offsets.json"
+        offsets_file.write_text(json.dumps({"offsets": source_offsets(source, 2)}))
+        as_name = kubectl_plugin(stack, "alter", name, "-n", namespace, "-f", str(offsets_file), "-o", "name")
+        assert as_name.returncode == 0, as_name.stderr
+        assert as_name.stdout == f"kafkaconnector.connect-offsets.io/{name}\n"
+        # kubectl itself accepts what -o name printed
+        got = subprocess.run(
+            [stack["kubectl"], "get", as_name.stdout.strip(), "-n", namespace, "-o", "name"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KUBECONFIG": stack["kubeconfig"]},
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == as_name.stdout
+        assert connect_offsets(connect, name) == source_offsets(source, 2)
+
+        wide = kubectl_plugin(stack, "reset", "-l", f"fmt={unique}", "-n", namespace, "-o", "wide")
+        assert wide.returncode == 0, wide.stderr
+        header, row = wide.stdout.splitlines()
+        assert header.split()[:5] == ["NAMESPACE", "KIND", "NAME", "CONNECTOR", "OPERATION"]
+        assert header.split()[5:10] == ["RESULT", "REASON", "BACKUP", "REQUEST", "ID"]
+        assert row.split()[:6] == [namespace, "KafkaConnector", name, name, "reset", "Succeeded"]
+        record = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
+        assert row.split()[7:9] == [record["backup"], record["requestId"]]
+        assert connect_offsets(connect, name) == []
+    finally:
+        connect.delete(f"/connectors/{name}")
+
+
+def test_impersonation_and_request_timeout_through_kubectl(
+    namespace: str, stack: dict[str, Any], tmp_path: Path, unique: str
+) -> None:
+    """--as reaches the real API server (RBAC answers for the impersonated user); --request-timeout
+    bounds a request to a server that accepts the connection but never answers."""
+    denied = kubectl_plugin(stack, "list", f"kpas-{unique}", "-n", namespace, "--as", f"nobody-{unique}")
+    assert denied.returncode == 4, denied.stderr
+    assert f'User "nobody-{unique}" cannot get resource "kafkaconnectors"' in denied.stderr
+    assert "lacks a permission" in denied.stderr
+    assert len(denied.stderr.strip().splitlines()) == 1
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections complete in the backlog; nothing ever reads or answers
+    server = f"https://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        kubeconfig = write_kubeconfig(tmp_path / "silent", server)
+        started = time.monotonic()
+        hung = kubectl_plugin(stack, "list", "x", "--kubeconfig", str(kubeconfig), "--request-timeout", "1s")
+        elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    assert hung.returncode == 4, hung.stderr
+    assert elapsed < 30, elapsed
+    assert hung.stderr == f"error: cannot reach the API server {server}: timed out (see --request-timeout)\n"
+
+
+def test_the_wait_watches_every_step_and_prints_progress(
+    custom: Any, namespace: str, stack: dict[str, Any], tmp_path: Path, unique: str
+) -> None:
+    """The test plays the operator (no operator runs): it writes the stop -> change -> resume steps,
+    chunk progress and the result into status back to back, faster than any polling would see
+    them. The plugin, run through kubectl with --progress, must print every step (a watch delivers
+    each change) and exit as soon as the completion protocol says so."""
+    name = f"kpwatch-{unique}"
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "in.txt", name, f"{name}-offsets", "stopped"))
+    env = {
+        **os.environ,
+        "KUBECONFIG": stack["kubeconfig"],
+        "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    argv = ["connect-offsets", "reset", name, "-n", namespace, "--stop-connector", "--progress", "--timeout", "60s"]
+    process = subprocess.Popen(
+        [stack["kubectl"], *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for("the plugin's request", lambda: annotation(get_connector(custom, namespace, name), "request-id"))
+        request_id = annotation(get_connector(custom, namespace, name), "request-id")
+        wait_for("the first progress line", lambda: any("waiting for the operator" in line for line in lines))
+
+        def status(patch: dict[str, Any]) -> None:
+            custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "kafkaconnectors", name, patch)
+
+        pending = {
+            "operation": "reset",
+            "source": "annotation",
+            "requestId": request_id,
+            "started": "2026-01-01T00:00:00Z",
+        }
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Stopping"}}})
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Changing"}}})
+        progress = {"appliedChunks": 1, "totalChunks": 3, "appliedPartitions": 10, "totalPartitions": 30}
+        status({"status": {"offsetsProgress": progress}})
+        status({"status": {"offsetsProgress": {**progress, "appliedChunks": 2, "appliedPartitions": 20}}})
+        status({"status": {"pendingOffsetsOperation": {**pending, "step": "Resuming"}, "offsetsProgress": None}})
+        record = {
+            "operation": "reset",
+            "result": "Succeeded",
+            "time": "2026-01-01T00:00:09Z",
+            "message": "reset by the test",
+            "requestId": request_id,
+        }
+        status({"status": {"pendingOffsetsOperation": None, "lastOffsetsOperation": record}})
+        removed = time.monotonic()
+        patch_connector(
+            custom,
+            namespace,
+            name,
+            {"metadata": {"annotations": {f"{GROUP}/{key}": None for key in REQUEST_KEYS}}},
+        )
+        assert process.wait(timeout=30) == 0, "".join(lines)
+        latency = time.monotonic() - removed
+    finally:
+        if process.poll() is None:
+            process.kill()
+    reader.join(timeout=10)
+    out = process.stdout.read()  # type: ignore[union-attr]
+    prefix = f"KafkaConnector {namespace}/{name}: reset: "
+    assert [line.rstrip("\n") for line in lines] == [
+        prefix + "waiting for the operator",
+        prefix + "step 1/3, stopping the connector",
+        prefix + "step 2/3, changing the offsets",
+        prefix + "step 2/3, changing the offsets, 1/3 chunks applied (10/30 partitions)",
+        prefix + "step 2/3, changing the offsets, 2/3 chunks applied (20/30 partitions)",
+        prefix + "step 3/3, resuming the connector",
+        prefix + "result recorded (Succeeded), finishing",  # the annotation is not removed yet
+    ]
+    assert out == f"KafkaConnector {namespace}/{name}: reset by the test\n"
+    assert latency < 5, latency  # the plugin saw the annotation go without a polling interval's delay
+
+
+def test_an_unreachable_api_server_is_one_line_with_exit_4(stack: dict[str, Any], tmp_path: Path) -> None:
+    """No traceback and no urllib3 retry warnings: one line naming the server and the cause, for a
+    request, for -l and for lag, through kubectl."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    server = f"https://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # nothing listens there now
+    kubeconfig = str(write_kubeconfig(tmp_path / "closed", server))
+    expected = f"error: cannot reach the API server {server}: connection refused\n"
+    for argv in (["reset", "src"], ["list", "-l", "team=x", "-A"], ["lag", "mm2/x"]):
+        result = kubectl_plugin(stack, *argv, "--kubeconfig", kubeconfig)
+        assert result.returncode == 4, (argv, result.stderr)
+        assert result.stderr == expected, argv
+        assert result.stdout == ""
+    verbose = kubectl_plugin(stack, "reset", "src", "--kubeconfig", kubeconfig, "-v")
+    assert verbose.returncode == 4
+    assert verbose.stderr.startswith(expected) and "MaxRetryError" in verbose.stderr  # the detail, with -v
+    assert "Traceback" not in verbose.stderr
+
+
+def test_the_documented_rbac_without_watch_falls_back_to_reading(
+    kube: Any,
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    stack: dict[str, Any],
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """A user with the documented plugin rules but without ``watch`` (as they were before the
+    watch): the request still completes, by reading the resource; -v says why. With ``watch``
+    added, the same user's request is waited for with the watch (no note)."""
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(kube)
+    user, name = f"plugin-user-{unique}", f"kprbac-{unique}"
+    rules = [
+        {"apiGroups": [GROUP], "resources": ["kafkaconnectors"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
+    ]
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "plugin"}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "plugin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "plugin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, file_source_spec(tmp_path / "in.txt", name, f"{name}-offsets", "stopped"))
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
+        polled = kubectl_plugin(stack, "list", name, "-n", namespace, "--as", user, "-v")
+        assert polled.returncode == 0, polled.stderr
+        assert json.loads(polled.stdout) == {"offsets": []}
+        assert f"note: KafkaConnector {namespace}/{name}: cannot watch it" in polled.stderr
+        assert "reading it every 0.5s instead" in polled.stderr
+
+        rules[0]["verbs"] = ["get", "list", "watch", "patch"]
+        rbac.replace_namespaced_role("plugin", namespace, {"metadata": {"name": "plugin"}, "rules": rules})
+        watched = kubectl_plugin(stack, "list", name, "-n", namespace, "--as", user, "-v")
+        assert watched.returncode == 0, watched.stderr
+        assert json.loads(watched.stdout) == {"offsets": []}
+        assert "cannot watch" not in watched.stderr
+    finally:
+        connect.delete(f"/connectors/{name}")

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from connect_offsets.tools.kubectl_plugin import main as plugin_main
+from connect_offsets.tools.kubectl import main as plugin_main
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     GROUP,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
-from connect_offsets.tools import kubectl_plugin as kp
+from connect_offsets.tools import kubectl as kp
 
 NS = "kafka"
 
@@ -371,3 +371,240 @@ def test_single_results() -> None:
     ]
     as_json = json.loads(kp.render_single(reset, options(["reset", "src", "-o", "json"]))[0])
     assert as_json["backup"] == "src-backup-1" and as_json["exitCode"] == 0
+
+
+# --- output formats --------------------------------------------------------------------
+
+
+def test_single_result_in_every_format() -> None:
+    import yaml
+
+    reset = outcome("src", "Succeeded", 0, "reset: ok", backup="src-backup-1", request_id="kubectl-1")
+    as_yaml = yaml.safe_load(kp.render_single(reset, options(["reset", "src", "-o", "yaml"]))[0])
+    assert as_yaml == json.loads(kp.render_single(reset, options(["reset", "src", "-o", "json"]))[0])
+    assert list(as_yaml)[:3] == ["kind", "namespace", "name"]  # the JSON's order, not sorted
+    assert kp.render_single(reset, options(["reset", "src", "-o", "name"])) == (
+        "kafkaconnector.connect-offsets.io/src",
+        "",
+    )
+    wide, err = kp.render_single(reset, options(["reset", "src", "-o", "wide"]))
+    header, row = wide.splitlines()
+    assert header.split()[:8] == ["NAMESPACE", "KIND", "NAME", "CONNECTOR", "OPERATION", "RESULT", "REASON", "BACKUP"]
+    assert "REQUEST ID" in header
+    assert err == ""
+    expected = ["kafka", "KafkaConnector", "src", "src", "reset", "Succeeded", "-", "src-backup-1", "kubectl-1"]
+    assert row.split()[:9] == expected
+    assert row.index("src-backup-1") == header.index("BACKUP") and row.index("kubectl-1") == header.index("REQUEST ID")
+    assert row.endswith("reset: ok")
+    # a failure: nothing on stdout for -o name, the error on stderr in every format
+    failed = outcome("src", "Failed", 1, "refused", reason="ConnectorNotStopped")
+    assert kp.render_single(failed, options(["reset", "src", "-o", "name"]))[0] == ""
+    for output in ("name", "yaml", "wide"):
+        assert kp.render_single(failed, options(["reset", "src", "-o", output]))[1].startswith(
+            "error: KafkaConnector kafka/src: reset failed (ConnectorNotStopped): refused"
+        )
+
+
+def test_many_results_in_every_format(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    outcomes = [outcome("a", "Succeeded", 0, "done"), outcome("b", "Failed", 1, "x", reason="ConnectRejected")]
+    assert kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "yaml"])) == kp.EXIT_FAILED
+    listed = yaml.safe_load(capsys.readouterr().out)
+    assert [(r["name"], r["result"], r["exitCode"]) for r in listed] == [("a", "Succeeded", 0), ("b", "Failed", 1)]
+    kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "name"]))
+    captured = capsys.readouterr()
+    assert captured.out == "kafkaconnector.connect-offsets.io/a\n"
+    assert captured.err == "error: 1 of 2 failed\n"
+    kp.report(outcomes, options(["reset", "-l", "a=b", "-o", "wide"]))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("NAMESPACE   KIND") and len(lines) == 3
+    assert lines[2].split()[5:7] == ["Failed", "ConnectRejected"]
+
+
+def test_output_must_be_a_known_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        kp.parse_options(["list", "src", "-o", "xml"])
+    assert caught.value.code == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+# --- kubectl's connection flags ----------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, server: str = "https://127.0.0.1:1") -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "kafka"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("5s", 5.0), ("2", 2.0), ("1m", 60.0), ("1.5s", 1.5)])
+def test_request_timeout_values(text: str, seconds: float) -> None:
+    assert kp.parse_options(["list", "src", "--request-timeout", text])[1].request_timeout == seconds
+
+
+def test_connection_flags_reach_every_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--request-timeout, --as and --as-group end up on the HTTP requests the client sends."""
+    import urllib3
+
+    config = write_kubeconfig(tmp_path / "config")
+    argv = ["list", "src", "--kubeconfig", str(config), "--request-timeout", "5s", "--as", "jane", "--as-group", "ops"]
+    options_, connection = kp.parse_options(argv)
+    assert connection == kp.Connection(str(config), None, 5.0, "jane", "ops")
+    kube, namespace = kp.load_kube(connection)
+    assert namespace == "kafka"
+    sent: list[dict[str, Any]] = []
+
+    def request(method: str, url: str, **kwargs: Any) -> Any:
+        sent.append({"method": method, "url": url, **kwargs})
+        raise urllib3.exceptions.NewConnectionError(None, "stop here")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kube.core.api_client.rest_client.pool_manager, "request", request)
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        kube.core.read_namespaced_config_map("x", "kafka")
+    timeout = sent[0]["timeout"]
+    assert isinstance(timeout, urllib3.Timeout) and timeout.total == 5.0
+    assert sent[0]["headers"]["Impersonate-User"] == "jane" and sent[0]["headers"]["Impersonate-Group"] == "ops"
+    # an explicit per-call timeout (the wait's watch sets its own) is kept
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        kube.core.read_namespaced_config_map("x", "kafka", _request_timeout=(1, 30))
+    assert sent[1]["timeout"].connect_timeout == 1 and sent[1]["timeout"].read_timeout == 30
+    # without the flags: no timeout, no impersonation
+    plain, _ = kp.load_kube(kp.Connection(str(config)))
+    monkeypatch.setattr(plain.core.api_client.rest_client.pool_manager, "request", request)
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        plain.core.read_namespaced_config_map("x", "kafka")
+    assert sent[2]["timeout"] is None and "Impersonate-User" not in sent[2]["headers"]
+    assert options_.names == ["src"]
+
+
+def test_as_group_needs_as() -> None:
+    with pytest.raises(kp.PluginError, match="--as-group needs --as USER"):
+        kp.parse_options(["list", "src", "--as-group", "ops"])
+    with pytest.raises(SystemExit):
+        kp.parse_options(["list", "src", "--request-timeout", "soon"])
+
+
+# --- progress while waiting ------------------------------------------------------------
+
+
+def progress(status: dict[str, Any], wait: kp.Waiting | None = None) -> str:
+    body = connector_body(annotations=PENDING, status=status)
+    return kp.progress_text(kp.CONNECTOR, body, "src", wait or waiting())
+
+
+def test_progress_shows_the_step_and_the_chunks_of_this_request() -> None:
+    pending = {"operation": "alter", "requestId": "kubectl-1", "step": "Stopping", "started": "x"}
+    assert progress({}) == "waiting for the operator"
+    assert progress({"pendingOffsetsOperation": pending}) == "step 1/3, stopping the connector"
+    changing = {**pending, "step": "Changing"}
+    chunks = {"appliedChunks": 2, "totalChunks": 5, "appliedPartitions": 20, "totalPartitions": 50, "request": "fp"}
+    assert progress({"pendingOffsetsOperation": changing, "offsetsProgress": chunks}) == (
+        "step 2/3, changing the offsets, 2/5 chunks applied (20/50 partitions)"
+    )
+    # a stopped connector without --stop-connector: no step, only chunks
+    assert progress({"offsetsProgress": {"totalChunks": 4}}) == "0/4 chunks applied"
+    assert progress({"pendingOffsetsOperation": {**pending, "step": "Resuming"}}) == "step 3/3, resuming the connector"
+    # another request's pending operation or chunk plan is not this one's progress
+    assert progress({"pendingOffsetsOperation": {**pending, "requestId": "other"}}) == "waiting for the operator"
+    assert progress({"pendingOffsetsOperation": {**pending, "operation": "reset"}}) == "waiting for the operator"
+    assert progress({"offsetsProgress": chunks}, waiting(fingerprint="fp-other")) == "waiting for the operator"
+    assert progress({"offsetsProgress": chunks}, waiting(fingerprint="fp")) == "2/5 chunks applied (20/50 partitions)"
+    # the result is written, the annotation not removed yet
+    assert progress({"lastOffsetsOperation": record(requestId="kubectl-1")}) == "result recorded (Succeeded), finishing"
+
+
+def test_progress_of_a_mirrormaker_connector_comes_from_its_entry() -> None:
+    name = "east->west.MirrorSourceConnector"
+    entry = {"name": name, "pendingOffsetsOperation": {"operation": "list", "step": "Changing", "started": "x"}}
+    wait = kp.Waiting(request("list", mirror_connector=name), None, STARTED)
+    body = mirror_body(status={"connectors": [entry]})
+    assert kp.progress_text(kp.MIRROR, body, name, wait) == "step 2/3, changing the offsets"
+    assert kp.progress_text(kp.MIRROR, body, "east->west.MirrorCheckpointConnector", wait) == (
+        "waiting for the operator"
+    )
+
+
+def test_progress_lines_only_when_enabled_and_changed() -> None:
+    import io
+
+    stream = io.StringIO()
+    shown = kp.Progress(True, stream)
+    for text in ("waiting for the operator", "waiting for the operator", "step 1/3, stopping the connector"):
+        shown.show("KafkaConnector kafka/src", "alter", text)
+    shown.show("KafkaConnector kafka/other", "alter", "waiting for the operator")
+    assert stream.getvalue().splitlines() == [
+        "KafkaConnector kafka/src: alter: waiting for the operator",
+        "KafkaConnector kafka/src: alter: step 1/3, stopping the connector",
+        "KafkaConnector kafka/other: alter: waiting for the operator",
+    ]
+    quiet = io.StringIO()
+    kp.Progress(False, quiet).show("KafkaConnector kafka/src", "alter", "x")
+    assert quiet.getvalue() == ""
+
+
+def test_progress_option_defaults_to_whether_stderr_is_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    assert options(["reset", "src"]).progress is False
+    assert options(["reset", "src", "--progress"]).progress is True
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert options(["reset", "src"]).progress is True
+    assert options(["reset", "src", "--no-progress"]).progress is False
+
+
+# --- an API server that cannot be reached ---------------------------------------------
+
+
+def unreachable(reason: BaseException) -> Any:
+    """What KubernetesApi raises when urllib3 gives up: KubernetesUnavailable from MaxRetryError."""
+    import urllib3
+
+    from connect_offsets.clients.kubernetes import KubernetesUnavailable
+
+    try:
+        try:
+            raise urllib3.exceptions.MaxRetryError(None, "/apis/x", reason)  # type: ignore[arg-type]
+        except urllib3.exceptions.MaxRetryError as error:
+            raise KubernetesUnavailable("get kafkaconnectors kafka/src: MaxRetryError") from error
+    except KubernetesUnavailable as wrapped:
+        return wrapped
+
+
+def test_an_unreachable_server_is_one_line_naming_it_and_the_cause() -> None:
+    import ssl
+
+    import urllib3
+
+    refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection")  # type: ignore[arg-type]
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    error = kp.kube_error(unreachable(refused), "https://127.0.0.1:6443")
+    assert str(error) == "cannot reach the API server https://127.0.0.1:6443: connection refused"
+    assert error.code == kp.EXIT_KUBE and "MaxRetryError" in error.detail  # the original, for --verbose
+    assert kp.connection_cause(
+        unreachable(urllib3.exceptions.NameResolutionError("h", None, OSError("x")))  # type: ignore[arg-type]
+    ) == ("the host name does not resolve")
+    assert kp.connection_cause(unreachable(urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"))) == (  # type: ignore[arg-type]
+        "timed out (see --request-timeout)"
+    )
+    tls = kp.connection_cause(unreachable(urllib3.exceptions.SSLError(ssl.SSLError(1, "WRONG_VERSION_NUMBER"))))
+    assert tls is not None and tls.startswith("TLS failed: ") and "WRONG_VERSION_NUMBER" in tls
+
+
+def test_an_answer_of_the_server_keeps_its_message() -> None:
+    from connect_offsets.clients.kubernetes import KubernetesRejected
+
+    forbidden = KubernetesRejected('get kafkaconnectors kafka/src: 403 User "x" cannot get', 403)
+    error = kp.kube_error(forbidden, "https://127.0.0.1:6443")
+    assert str(error).startswith('Kubernetes API: get kafkaconnectors kafka/src: 403 User "x" cannot get')
+    assert "lacks a permission" in str(error) and error.code == kp.EXIT_KUBE
+    assert kp.connection_cause(forbidden) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connect_offsets.tools.kubectl_plugin import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
+from connect_offsets.tools.kubectl import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
 
 pytestmark = pytest.mark.unit
 
@@ -74,3 +74,28 @@ def test_parser_and_kind_check() -> None:
     with pytest.raises(PluginError) as raised:
         lag_command(["lag", "cokc/my-connector"])
     assert raised.value.code == EXIT_USAGE and "KafkaMirrorMaker2 only" in str(raised.value)
+
+
+def test_wide_puts_each_mirrors_message_in_a_column() -> None:
+    lines = render_lag(BODY, wide=True).splitlines()
+    assert lines[0].split()[-1] == "MESSAGE"
+    assert lines[1].endswith("source cluster east: unreachable")
+    assert lines[1].index("source cluster") == lines[0].index("MESSAGE")
+    assert lines[2] == "ReplicationLagging=Unknown (ReplicationLagUnknown): x"
+    assert len(lines) == 3  # the message is not repeated below the table
+
+
+def test_lag_help_lists_only_the_options_lag_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["lag", "--help"])
+    text = capsys.readouterr().out
+    assert "--namespace" in text and "--output" in text and "--kubeconfig" in text
+    for option in ("--selector", "--all-namespaces", "--mirrormaker-connector", "--wait", "--timeout", "--dry-run"):
+        assert option not in text
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["lag", "mm2/x", "-l", "a=b"])
+    # request options before the command are accepted by the parser, so lag refuses them itself
+    with pytest.raises(PluginError) as raised:
+        lag_command(["-l", "a=b", "--timeout", "5s", "lag", "mm2/x"])
+    assert raised.value.code == EXIT_USAGE
+    assert str(raised.value).startswith("lag does not take --selector, --timeout")

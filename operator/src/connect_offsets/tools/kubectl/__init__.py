@@ -1,0 +1,113 @@
+"""``kubectl connect-offsets``: offsets operations as one command that waits for the answer.
+
+Why a plugin: with the operator alone, an offsets change is several steps (write a ConfigMap,
+annotate, poll the status, read the ConfigMap back) and a mistake surfaces only in a condition.
+The plugin performs exactly those steps — it never talks to Connect and never does anything a user
+could not do with ``kubectl`` — but validates the input locally first (with the operator's own
+models and planner, so the two can never disagree), waits until the operator has recorded the
+result, prints it, and exits with a code scripts can use. ``-l SELECTOR`` runs one operation on
+many resources and prints a summary table.
+
+How completion is detected (see ``completion.classify``): the operator writes ``lastOffsetsOperation``
+(the resource's, or ``status.connectors[]``'s for MirrorMaker 2) and only *then* removes the
+request annotation on success; a failure keeps the annotation and records ``result: Failed`` with
+Connect's message. A record counts as this request's answer when it names this request's id, or
+(operators without request ids) when it changed since the request was made or carries this
+request's fingerprint (``planning.offsets_request_fingerprint``). After a failure the plugin
+withdraws the annotations it set, so that nothing runs later by surprise. The wait is a watch on
+the resource from the resourceVersion of the annotation patch (``api.ResourceWatch``), each change
+classified as it arrives and its progress (``completion.progress_text``) printed on stderr.
+
+Exit codes: 0 success, 1 the operation failed, 2 usage or validation error (nothing was changed),
+3 timed out waiting for the operator (the request stays pending), 4 the Kubernetes API could not
+be used (kubeconfig, connection, permissions). With ``-l``, the highest code of all resources.
+
+Installed as the console script ``kubectl-connect_offsets`` (``main.main``), which kubectl runs
+for ``kubectl connect-offsets``. Never imports kopf, ``reconcile``, ``handlers`` or ``lag``
+(import-linter contracts).
+
+The rooms, top to bottom (an import-linter layers contract): ``main`` (the entry point), ``lag``
+(the read-only ``lag`` command), ``runner`` (annotate and wait, per resource), ``parser`` (the
+command line) and ``render`` (what is printed), ``api`` (kubeconfig, connection flags, the watch,
+API errors), ``completion`` (has the operator answered? how far is it?), ``request`` (the request
+and its local checks), ``common``.
+"""
+
+from connect_offsets.tools.kubectl.api import Connection, connection_cause, kube_error, load_kube
+from connect_offsets.tools.kubectl.common import (
+    CONNECTOR,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_KUBE,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    MIRROR,
+    PLUGIN,
+    Kind,
+    PluginError,
+    parse_duration,
+    parse_kind,
+    split_name,
+)
+from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.lag import lag_command, render_lag
+from connect_offsets.tools.kubectl.main import main
+from connect_offsets.tools.kubectl.parser import build_parser, parse_options
+from connect_offsets.tools.kubectl.render import Progress, render_single, render_table, report
+from connect_offsets.tools.kubectl.request import (
+    Options,
+    Request,
+    Resolved,
+    check_request,
+    new_request_id,
+    resolve,
+    validate_offsets,
+)
+from connect_offsets.tools.kubectl.runner import Runner, run
+from connect_offsets.vocabulary import dry_run_key
+
+__all__ = [
+    "CONNECTOR",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_KUBE",
+    "EXIT_OK",
+    "EXIT_TIMEOUT",
+    "EXIT_USAGE",
+    "MIRROR",
+    "PLUGIN",
+    "Connection",
+    "Kind",
+    "Options",
+    "PluginError",
+    "Progress",
+    "Request",
+    "RequestOutcome",
+    "Resolved",
+    "Runner",
+    "Waiting",
+    "build_parser",
+    "check_request",
+    "classify",
+    "connection_cause",
+    "dry_run_key",
+    "kube_error",
+    "lag_command",
+    "last_operation",
+    "load_kube",
+    "main",
+    "new_request_id",
+    "parse_duration",
+    "parse_kind",
+    "parse_options",
+    "progress_text",
+    "render_lag",
+    "render_single",
+    "render_table",
+    "report",
+    "resolve",
+    "run",
+    "split_name",
+    "validate_offsets",
+]

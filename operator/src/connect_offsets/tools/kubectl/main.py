@@ -1,0 +1,48 @@
+"""The entry point of the console script ``kubectl-connect_offsets``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import traceback
+from collections.abc import Sequence
+
+from connect_offsets.tools.kubectl.api import load_kube
+from connect_offsets.tools.kubectl.common import EXIT_FAILED, EXIT_INTERRUPTED, PluginError
+from connect_offsets.tools.kubectl.lag import lag_command
+from connect_offsets.tools.kubectl.parser import build_parser, parse_options
+from connect_offsets.tools.kubectl.render import report
+from connect_offsets.tools.kubectl.runner import run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    verbose = "-v" in words or "--verbose" in words
+    try:
+        if "lag" in words and build_parser().parse_known_args(words)[0].command == "lag":
+            return lag_command(words)
+        options, connection = parse_options(argv)
+        kube, default_namespace = load_kube(connection)
+        namespace = None if options.all_namespaces else options.namespace or default_namespace
+        try:
+            outcomes = asyncio.run(run(options, kube, namespace))
+        finally:
+            kube.core.api_client.close()
+    except PluginError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if verbose and error.detail:
+            print(f"detail:\n{error.detail}", file=sys.stderr)
+        return error.code
+    except KeyboardInterrupt:
+        print("interrupted; a request already made stays pending (see the resource's annotations)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # a bug or an unforeseen failure: one line, the trace with --verbose
+        print(f"error: unexpected {type(error).__name__}: {error}", file=sys.stderr)
+        if verbose:
+            traceback.print_exc()
+        return EXIT_FAILED
+    return report(outcomes, options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

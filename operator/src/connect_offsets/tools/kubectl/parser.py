@@ -1,0 +1,333 @@
+"""The command line: commands, options, help texts, and the checks that need no cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from connect_offsets import __version__
+from connect_offsets.tools.kubectl.api import Connection
+from connect_offsets.tools.kubectl.common import (
+    CONNECTOR,
+    EXIT_USAGE,
+    OUTPUT_FORMATS,
+    PLUGIN,
+    PluginError,
+    parse_duration,
+    parse_kind,
+    parse_request_timeout,
+    split_name,
+)
+from connect_offsets.tools.kubectl.request import Options
+
+# --- command line ------------------------------------------------------------------------
+
+EXIT_CODES_TEXT = """\
+exit codes:
+  0  success
+  1  the operation failed (the operator's reason and Connect's message are printed)
+  2  usage or validation error: nothing was changed
+  3  timed out waiting for the operator: the request stays pending
+  4  the Kubernetes API could not be used (kubeconfig, connection, permissions)
+  with -l: the highest code of all resources
+"""
+
+EXAMPLES = {
+    "list": """\
+examples:
+  # print a connector's offsets as JSON (also written to spec.listOffsets.toConfigMap)
+  kubectl connect-offsets list my-connector -n kafka > offsets.json
+  # a MirrorMaker 2 connector
+  kubectl connect-offsets list mm2/east-to-west --mirrormaker-connector 'east->west.MirrorSourceConnector'
+  # every connector labelled team=payments, summary table
+  kubectl connect-offsets list -l team=payments -n kafka
+""",
+    "alter": """\
+examples:
+  # apply offsets from a file (validated locally first; the connector must be STOPPED)
+  kubectl connect-offsets alter my-connector -n kafka --from-file offsets.json
+  # let the operator stop the connector, alter, and resume it
+  kubectl connect-offsets alter my-connector --from-file offsets.json --stop-connector
+  # show what would change without changing anything
+  kubectl connect-offsets alter my-connector --from-file offsets.json --dry-run
+  # apply what is already in spec.alterOffsets.fromConfigMap
+  kubectl connect-offsets alter my-connector
+""",
+    "reset": """\
+examples:
+  kubectl connect-offsets reset my-connector -n kafka
+  kubectl connect-offsets reset my-connector --stop-connector
+  # MirrorMaker 2, also clearing the offset-syncs topic
+  kubectl connect-offsets reset mm2/east-to-west --mirrormaker-connector 'east->west.MirrorSourceConnector' \\
+      --reset-offset-syncs
+  # every stopped connector labelled env=staging
+  kubectl connect-offsets reset -l env=staging -n kafka
+""",
+    "restore": """\
+examples:
+  # put the newest backup back (every alter/reset/restore saves one first)
+  kubectl connect-offsets restore my-connector -n kafka
+  # a named backup
+  kubectl get configmaps -n kafka -l connect-offsets.io/backup-of=my-connector
+  kubectl connect-offsets restore my-connector --from-backup my-connector-backup-1a2b3c4d-20261122t005012z-9f3e
+""",
+}
+
+OVERVIEW_EXAMPLES = """\
+examples (each command has more: kubectl connect-offsets COMMAND --help):
+  kubectl connect-offsets list my-connector -n kafka > offsets.json
+  kubectl connect-offsets alter my-connector -n kafka --from-file offsets.json --stop-connector
+  kubectl connect-offsets reset my-connector -n kafka --dry-run
+  kubectl connect-offsets restore my-connector -n kafka
+  kubectl connect-offsets list mm2/east-to-west --mirrormaker-connector 'east->west.MirrorSourceConnector'
+  kubectl connect-offsets reset -l team=payments -n kafka      # many resources, summary table
+"""
+
+DESCRIPTIONS = {
+    "list": "Write a connector's offsets to its listOffsets ConfigMap and print them as JSON.",
+    "alter": "Change a connector's offsets (from a file, or from its alterOffsets ConfigMap).",
+    "reset": "Delete all of a connector's offsets.",
+    "restore": "Put a backup of a connector's offsets back (the newest, or --from-backup NAME).",
+}
+DESCRIPTIONS["lag"] = "Show a KafkaMirrorMaker2's replication lag per mirror (status.replicationLag)."
+EXAMPLES["lag"] = """\
+examples:
+  kubectl connect-offsets lag east-to-west -n kafka
+  kubectl connect-offsets lag mm2/east-to-west -o json
+"""
+# `lag` is a read-only view rather than an annotation request: its own function (lag_command),
+# not a Runner operation.
+
+
+def _view_options(parser: argparse.ArgumentParser) -> None:
+    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command."""
+    s = argparse.SUPPRESS
+    parser.add_argument("-n", "--namespace", default=s, help="namespace (default: the kubeconfig context's)")
+    parser.add_argument(
+        "--kind",
+        default=s,
+        help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
+    )
+    parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--request-timeout",
+        type=parse_request_timeout,
+        default=s,
+        metavar="DURATION",
+        help="give up on a single API request after this long, e.g. 5s, 1m; 0: no limit (default: 0)",
+    )
+    parser.add_argument(
+        "--as", dest="as_user", default=s, metavar="USER", help="impersonate this user (as kubectl --as)"
+    )
+    parser.add_argument(
+        "--as-group", default=s, metavar="GROUP", help="impersonate this group (once; as kubectl --as-group)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        metavar="FORMAT",
+        default=s,
+        help="output format: " + "|".join(OUTPUT_FORMATS) + " (default: text)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", default=s, help="show details of errors")
+
+
+def _request_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the commands that make a request (list, alter, reset, restore), not of ``lag``."""
+    s = argparse.SUPPRESS
+    parser.add_argument("-A", "--all-namespaces", action="store_true", default=s, help="with -l: every namespace")
+    parser.add_argument("-l", "--selector", default=s, help="label selector: run on every matching resource")
+    parser.add_argument(
+        "--mirrormaker-connector", default=s, metavar="CONNECTOR", help="KafkaMirrorMaker2: which connector"
+    )
+    parser.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=s,
+        help="wait for the operator's result (default: --wait)",
+    )
+    parser.add_argument(
+        "--timeout", type=parse_duration, default=s, help="how long to wait, e.g. 90s, 5m (default: 2m)"
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=s,
+        help="while waiting, print the operator's progress to stderr (default: when stderr is a terminal)",
+    )
+
+
+#: The options only request commands take: ``lag`` refuses them when they stand before the command.
+REQUEST_ONLY = ("all_namespaces", "selector", "mirrormaker_connector", "wait", "timeout", "progress")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    _view_options(parser)
+    _request_options(parser)
+
+
+DEFAULTS: dict[str, Any] = {
+    "namespace": None,
+    "all_namespaces": False,
+    "selector": None,
+    "kind": None,
+    "mirrormaker_connector": None,
+    "kubeconfig": None,
+    "context": None,
+    "request_timeout": 0.0,
+    "as_user": None,
+    "as_group": None,
+    "wait": True,
+    "timeout": 120.0,
+    "progress": None,
+    "output": "text",
+    "verbose": False,
+}
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=110)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PLUGIN,
+        formatter_class=_Formatter,
+        description="List, alter, reset and restore Kafka Connect offsets through the connect-offsets operator:\n"
+        "the plugin writes the ConfigMap and annotations, waits for the operator and prints the result.",
+        epilog=OVERVIEW_EXAMPLES + "\n" + EXIT_CODES_TEXT,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in ("list", "alter", "reset", "restore"):
+        cmd = sub.add_parser(
+            command,
+            help=DESCRIPTIONS[command],
+            description=DESCRIPTIONS[command],
+            epilog=EXAMPLES[command] + "\n" + EXIT_CODES_TEXT,
+            formatter_class=_Formatter,
+        )
+        cmd.add_argument("name", nargs="?", metavar="NAME", help="resource name, or TYPE/NAME (cokc/x, mm2/x)")
+        _common(cmd)
+        if command == "alter":
+            cmd.add_argument("-f", "--from-file", metavar="FILE", help='offsets JSON ({"offsets": [...]}); - is stdin')
+        if command in ("alter", "reset", "restore"):
+            cmd.add_argument(
+                "--stop-connector",
+                action="store_true",
+                help="let the operator stop a running connector first and resume it afterwards",
+            )
+            cmd.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="report what would change (printed, and kept in the listOffsets ConfigMap, key dry-run.json); "
+                "change nothing",
+            )
+        if command == "restore":
+            cmd.add_argument("--from-backup", metavar="CONFIGMAP", help="the backup to restore (default: the newest)")
+        if command == "reset":
+            cmd.add_argument(
+                "--reset-offset-syncs",
+                action="store_true",
+                help="MirrorSourceConnector: also delete the mm2-offset-syncs topic",
+            )
+    lag = sub.add_parser(
+        "lag",
+        help=DESCRIPTIONS["lag"],
+        description=DESCRIPTIONS["lag"],
+        epilog=EXAMPLES["lag"],
+        formatter_class=_Formatter,
+    )
+    lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, or mm2/NAME")
+    _view_options(lag)
+    return parser
+
+
+def connection(values: dict[str, Any]) -> Connection:
+    """kubectl's global flags, from parsed values (with DEFAULTS)."""
+    if values["as_group"] is not None and values["as_user"] is None:
+        raise PluginError("--as-group needs --as USER (as in kubectl)", EXIT_USAGE)
+    return Connection(
+        kubeconfig=values["kubeconfig"],
+        context=values["context"],
+        request_timeout=values["request_timeout"],
+        as_user=values["as_user"],
+        as_group=values["as_group"],
+    )
+
+
+def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
+    """Parse and check the command line; returns the options and how to reach the API server."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    values = {**DEFAULTS, **vars(args)}
+    if values["selector"] is None and not values["name"]:
+        raise PluginError(
+            f"{args.command}: give a resource NAME or -l SELECTOR ({PLUGIN} {args.command} -h)", EXIT_USAGE
+        )
+    if values["selector"] is not None and values["name"]:
+        raise PluginError(f"{args.command}: give either NAME or -l SELECTOR, not both", EXIT_USAGE)
+    if values["all_namespaces"] and values["selector"] is None:
+        raise PluginError("-A/--all-namespaces needs -l SELECTOR", EXIT_USAGE)
+    if values["all_namespaces"] and values["namespace"] is not None:
+        raise PluginError("give either -n NAMESPACE or -A, not both", EXIT_USAGE)
+    if values["name"]:
+        kind, name = split_name(values["name"], values["kind"])
+        names = [name]
+    else:
+        kind, names = parse_kind(values["kind"]) if values["kind"] else CONNECTOR, []
+    if kind.is_mirror and values["mirrormaker_connector"] is None:
+        raise PluginError(
+            "KafkaMirrorMaker2 offsets need --mirrormaker-connector CONNECTOR (e.g. 'east->west.MirrorSourceConnector'"
+            "; kubectl get comm2 NAME -o jsonpath='{.status.connectors[*].name}' lists them)",
+            EXIT_USAGE,
+        )
+    if not kind.is_mirror and values["mirrormaker_connector"] is not None:
+        raise PluginError("--mirrormaker-connector only applies to KafkaMirrorMaker2 (use mm2/NAME)", EXIT_USAGE)
+    if values.get("dry_run") and values.get("stop_connector"):
+        raise PluginError("--dry-run changes nothing, so --stop-connector has no effect with it; drop one", EXIT_USAGE)
+    offsets_text, source = None, ""
+    if values.get("from_file"):
+        offsets_text, source = _read_file(values["from_file"])
+    options = Options(
+        operation=args.command,
+        kind=kind,
+        names=names,
+        namespace=values["namespace"],
+        selector=values["selector"],
+        mirror_connector=values["mirrormaker_connector"],
+        wait=values["wait"],
+        timeout=values["timeout"],
+        output=values["output"],
+        verbose=values["verbose"],
+        dry_run=bool(values.get("dry_run")),
+        stop_connector=bool(values.get("stop_connector")),
+        from_backup=values.get("from_backup"),
+        offsets_text=offsets_text,
+        offsets_source=source,
+        reset_offset_syncs=bool(values.get("reset_offset_syncs")),
+        all_namespaces=values["all_namespaces"],
+        progress=sys.stderr.isatty() if values["progress"] is None else values["progress"],
+        request_timeout=values["request_timeout"],
+    )
+    return options, connection(values)
+
+
+def _read_file(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "file <stdin>"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), f"file {path}"
+    except OSError as error:
+        raise PluginError(f"--from-file {path}: {error.strerror or error}", EXIT_USAGE) from error
+    except UnicodeDecodeError as error:
+        raise PluginError(
+            f"--from-file {path}: not UTF-8 text ({error.reason} at byte {error.start})", EXIT_USAGE
+        ) from error

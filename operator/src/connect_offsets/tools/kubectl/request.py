@@ -1,0 +1,252 @@
+"""One request as the user asked for it, checked locally with the operator's own models and planner.
+
+Everything here is pure: it decides from a resource body what the operator would act on, and
+raises ``PluginError`` (exit 2) for anything that can be refused before writing to the cluster.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
+from connect_offsets.offsets import (
+    OffsetsValidationError,
+    parse_offsets_document,
+    translate_replay_from,
+    validate_for_connector,
+)
+from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for_connector
+from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_STOP_CONNECTOR,
+    MIRROR_CLASSES,
+)
+
+# --- the request -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for, for one resource."""
+
+    operation: str  # list | alter | reset | restore
+    request_id: str
+    mirror_connector: str | None = None
+    dry_run: bool = False
+    stop_connector: bool = False
+    from_backup: str | None = None
+    offsets_text: str | None = None  # alter --from-file: the file's text
+    offsets_source: str = ""  # where offsets_text came from, for messages
+    reset_offset_syncs: bool = False
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations that make up this request (all removed again when it fails)."""
+        values = {ANNOTATION_OFFSETS: self.operation, ANNOTATION_REQUEST_ID: self.request_id}
+        if self.mirror_connector is not None:
+            values[ANNOTATION_MM2_CONNECTOR] = self.mirror_connector
+        if self.dry_run:
+            values[ANNOTATION_DRY_RUN] = "true"
+        if self.stop_connector:
+            values[ANNOTATION_STOP_CONNECTOR] = "true"
+        if self.from_backup is not None:
+            values[ANNOTATION_RESTORE_FROM] = self.from_backup
+        if self.reset_offset_syncs:
+            values[ANNOTATION_RESET_OFFSET_SYNCS] = "true"
+        return values
+
+
+def new_request_id() -> str:
+    return f"kubectl-{datetime.now(UTC).strftime('%Y%m%dt%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One resource and the connector of it the request is about."""
+
+    kind: Kind
+    body: dict[str, Any]
+    target: ConnectorTarget
+    is_sink: bool | None
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def display(self) -> str:
+        return f"{self.kind.kind} {self.namespace}/{self.name}" + (
+            f" (connector {self.target.name})" if self.kind.is_mirror else ""
+        )
+
+
+def _parse_body(kind: Kind, body: dict[str, Any]) -> KafkaConnectorResource | KafkaMirrorMaker2Resource:
+    model = KafkaMirrorMaker2Resource if kind.is_mirror else KafkaConnectorResource
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        meta = body.get("metadata", {})
+        raise PluginError(
+            f"{kind.kind} {meta.get('namespace')}/{meta.get('name')} is not valid: {error.errors()[0]['msg']}",
+            EXIT_USAGE,
+            str(error),
+        ) from error
+
+
+def resolve(kind: Kind, body: dict[str, Any], mirror_connector: str | None) -> Resolved:
+    """The connector target the operator will act on, built by the operator's own planner code."""
+    resource = _parse_body(kind, body)
+    if isinstance(resource, KafkaConnectorResource):
+        if mirror_connector is not None:
+            raise PluginError("--mirrormaker-connector only applies to KafkaMirrorMaker2 resources", EXIT_USAGE)
+        connector_status = resource.status.connector_status or {}
+        return Resolved(kind, body, target_for_connector(resource), _sink_type(connector_status))
+    targets = mirror_targets(resource, {}).targets  # secret values play no part in validation
+    names = [t.name for t in targets]
+    if mirror_connector is None:
+        raise PluginError(
+            f"{kind.kind} {resource.metadata.namespace}/{resource.metadata.name} runs several connectors: "
+            f"add --mirrormaker-connector with one of: {', '.join(names) or '(none declared)'}",
+            EXIT_USAGE,
+        )
+    target = next((t for t in targets if t.name == mirror_connector), None)
+    if target is None:
+        raise PluginError(
+            f"--mirrormaker-connector {mirror_connector!r} is not a connector of {kind.kind} "
+            f"{resource.metadata.namespace}/{resource.metadata.name}; valid: {', '.join(names) or '(none declared)'}",
+            EXIT_USAGE,
+        )
+    entry = next((c for c in resource.status.connectors if c.name == target.name), None)
+    return Resolved(kind, body, target, _sink_type(entry.connector_status or {}) if entry else None)
+
+
+def _sink_type(connector_status: dict[str, Any]) -> bool | None:
+    kind = connector_status.get("type")
+    return kind == "sink" if isinstance(kind, str) and kind else None
+
+
+def _spec_hint(resolved: Resolved, block: str, configmap: str) -> str:
+    path = resolved.target.spec_path
+    inner = "toConfigMap" if block == "listOffsets" else "fromConfigMap"
+    where = f"{path}.{block}" if path != "spec" else f"spec.{block}"
+    return (
+        f"{resolved.display} has no {where}; add it, e.g. "
+        f"kubectl patch {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} --type merge "
+        f'-p \'{{"spec":{{"{block}":{{"{inner}":{{"name":"{configmap}"}}}}}}}}\''
+        if path == "spec"
+        else f"{resolved.display} has no {where}; add {block}: {{{inner}: {{name: {configmap}}}}} under {path}"
+    )
+
+
+def check_request(resolved: Resolved, request: Request) -> None:
+    """Everything that can be checked before writing anything; raises PluginError (exit 2)."""
+    target = resolved.target
+    annotations = resolved.body["metadata"].get("annotations") or {}
+    pending = annotations.get(ANNOTATION_OFFSETS)
+    if pending is not None:
+        raise PluginError(
+            f"{resolved.display} already has a pending request {ANNOTATION_OFFSETS}={pending}; wait for it, "
+            f"or cancel it with: kubectl annotate {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} "
+            f"{ANNOTATION_OFFSETS}-",
+            EXIT_USAGE,
+        )
+    suggested = f"{resolved.name}-offsets"
+    if request.operation == "list" and target.list_configmap is None:
+        raise PluginError(
+            f"{_spec_hint(resolved, 'listOffsets', suggested)} (list writes the offsets there)", EXIT_USAGE
+        )
+    if request.operation == "list" and (request.dry_run or request.stop_connector):
+        raise PluginError("list changes nothing: --dry-run and --stop-connector do not apply", EXIT_USAGE)
+    if request.operation == "alter" and target.alter_configmap is None:
+        raise PluginError(
+            f"{_spec_hint(resolved, 'alterOffsets', suggested)} (alter reads the offsets from there)", EXIT_USAGE
+        )
+    if request.reset_offset_syncs and not target.name.endswith(".MirrorSourceConnector"):
+        raise PluginError("--reset-offset-syncs only applies to a MirrorSourceConnector", EXIT_USAGE)
+    if request.offsets_text is not None:
+        validate_offsets(resolved, request.offsets_text, request.offsets_source)
+
+
+def validate_offsets(resolved: Resolved, text: str, source: str) -> None:
+    """The operator's own checks (generic and per connector family), before anything is written."""
+    target = resolved.target
+    try:
+        document = parse_offsets_document(text)
+        if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
+            document = translate_replay_from(document)
+        config = {**target.config}
+        validate_for_connector(document, target.class_name, config, is_sink=resolved.is_sink)
+    except OffsetsValidationError as error:
+        problems = error.problems
+        first = str(problems[0]) if problems else str(error)
+        more = f" (and {len(problems) - 1} more problem(s); --verbose lists them)" if len(problems) > 1 else ""
+        raise PluginError(
+            f"{source} is not valid for {resolved.display}: {first}{more}; nothing was changed",
+            EXIT_USAGE,
+            str(error),
+        ) from error
+
+
+@dataclass
+class Options:
+    """Parsed and checked command-line options, shared by every resource of one run."""
+
+    operation: str
+    kind: Kind
+    names: list[str]
+    namespace: str | None  # None: all namespaces (-A with -l)
+    selector: str | None
+    mirror_connector: str | None
+    wait: bool
+    timeout: float
+    output: str
+    verbose: bool
+    dry_run: bool = False
+    stop_connector: bool = False
+    from_backup: str | None = None
+    offsets_text: str | None = None
+    offsets_source: str = ""
+    reset_offset_syncs: bool = False
+    all_namespaces: bool = False  # -A with -l
+    progress: bool = False  # progress lines on stderr while waiting
+    request_timeout: float = 0.0  # --request-timeout (the wait's watch uses it to connect)
+
+    def request(self) -> Request:
+        return Request(
+            operation=self.operation,
+            request_id=new_request_id(),
+            mirror_connector=self.mirror_connector,
+            dry_run=self.dry_run,
+            stop_connector=self.stop_connector,
+            from_backup=self.from_backup,
+            offsets_text=self.offsets_text,
+            offsets_source=self.offsets_source,
+            reset_offset_syncs=self.reset_offset_syncs,
+        )
+
+
+def without_offsets_text(request: Request) -> Request:
+    """The request without its offsets text (already validated once; re-checks skip it)."""
+    return Request(
+        operation=request.operation,
+        request_id=request.request_id,
+        mirror_connector=request.mirror_connector,
+        dry_run=request.dry_run,
+        stop_connector=request.stop_connector,
+        from_backup=request.from_backup,
+        reset_offset_syncs=request.reset_offset_syncs,
+    )
