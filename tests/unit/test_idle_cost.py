@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from connect_offsets import metrics
-from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectEndpoint
+from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectEndpoint, ConnectError
 from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTERS, CONNECTORS
@@ -269,3 +269,26 @@ async def test_connect_clusters_naming_the_same_endpoint_share_one_snapshot(stac
     await stack.clusters.forget("team-b", "local")
     await stack.clusters.forget("team-c", "local")
     assert stack.clusters.snapshot(NS, "local") is shared  # still used by the first one
+
+
+@pytest.mark.parametrize(("status", "off"), [(404, True), (405, True), (400, True), (401, False), (403, False)])
+async def test_an_endpoint_that_refuses_the_listing_for_good_is_read_one_by_one(status: int, off: bool) -> None:
+    """A worker behind an authorizing extension or a proxy that routes only per-connector paths:
+    snapshots are turned off for it instead of failing every pass; 401/403 are about credentials
+    and are raised (the ConnectCluster reports them)."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    connect.fail("GET", "/connectors", status, "refused")
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    if off:
+        read = await snapshot.read("a")
+        assert read.config == {"k": "v"} and not snapshot.usable
+        connect.requests.clear()
+        await snapshot.refresh()
+        assert connect.requests == []  # never asked again
+    else:
+        with pytest.raises(ConnectError):
+            await snapshot.read("a")
+        assert snapshot.usable
+    await client.aclose()

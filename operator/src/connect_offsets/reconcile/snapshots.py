@@ -16,7 +16,10 @@ Where the snapshot is not trusted, a connector is read on its own (``GET .../con
 - when the worker left the connector out or answered only part of it (deleted meanwhile, a
   rebalance): absent is confirmed before anything is re-created;
 - when the caller asks for fresh state (a destructive offsets change decides on it);
-- when the cluster's answer is larger than ``MAX_SNAPSHOT_BYTES`` (then never again for it).
+- when the cluster's answer is larger than ``MAX_SNAPSHOT_BYTES``, or the endpoint refuses the
+  listing for good (a 4xx other than 401/403/409/429: an authorizing REST extension, a proxy that
+  only routes per-connector paths); then never again for this endpoint. 401 and 403 are raised:
+  they are about credentials, which the ConnectCluster reports.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectResponseTooLarge, ExpandedConnector
+from connect_offsets.clients.connect import (
+    ConnectClient,
+    ConnectError,
+    ConnectHTTPError,
+    ConnectResponseTooLarge,
+    ExpandedConnector,
+)
 from connect_offsets.models.connect import ConnectorStatus
 
 __all__ = ["TOPICS_REFRESH_S", "ConnectorRead", "ConnectorsSnapshot"]
@@ -75,17 +84,17 @@ class ConnectorsSnapshot:
         self._taken: _Taken | None = None
         self._inflight: asyncio.Task[_Taken] | None = None
         self._failed: tuple[float, ConnectError] | None = None
-        self._too_large = False
+        self._off: str | None = None  # why snapshots are not used for this endpoint
         self._topics_at: dict[str, float] = {}
 
     @property
     def usable(self) -> bool:
-        return not self._too_large
+        return self._off is None
 
     async def refresh(self, older_than: float = 0.0) -> None:
         """Take a new snapshot now, unless the last one is younger than ``older_than`` seconds
         (one request however many callers wait for it)."""
-        if self._too_large:
+        if self._off is not None:
             return
         if self._taken is not None and time.monotonic() - self._taken.at < older_than:
             return
@@ -95,8 +104,13 @@ class ConnectorsSnapshot:
         try:
             taken = await asyncio.shield(task)
         except ConnectResponseTooLarge as error:
-            log.warning("connector snapshot refused (%s); connectors are read one by one", error)
-            self._too_large = True
+            self._turn_off(str(error))
+            return
+        except ConnectHTTPError as error:
+            if error.retryable or error.status_code in (401, 403):
+                self._failed = (time.monotonic(), error)
+                raise
+            self._turn_off(str(error))
             return
         except ConnectError as error:
             self._failed = (time.monotonic(), error)
@@ -116,13 +130,17 @@ class ConnectorsSnapshot:
             if changed:
                 self._on_change(changed)
 
+    def _turn_off(self, why: str) -> None:
+        log.warning("connector snapshots off for this Connect endpoint (%s); connectors are read one by one", why)
+        self._off = why
+
     async def _take(self) -> _Taken:
         at, seq = time.monotonic(), self._client.write_seq
         return _Taken(await self._client.list_connectors_expanded(), at, seq)
 
     async def read(self, name: str, *, fresh: bool = False) -> ConnectorRead:
         """The connector from a snapshot at most ``max_age`` old, or read on its own (see module)."""
-        if not fresh and not self._too_large:
+        if not fresh and self._off is None:
             taken = await self._current()
             if taken is not None and self._client.last_write(name) <= taken.seq:
                 entry = taken.connectors.get(name)
