@@ -330,7 +330,11 @@ def test_no_credentials_over_plain_http_unless_the_platform_allows_it(
         )
         ready = mirror_ready(custom, tenant, "mm2", "PlaintextCredentials")
         assert "clusters[east]" in ready["message"] and "SSL" in ready["message"]
-        assert not any(path.startswith("/connectors") for _, path, _ in plain.requests)
+        # Nothing about the mirror's connectors reached the worker; only the ConnectCluster's own
+        # snapshot (``GET /connectors?expand=...``, which holds no credentials) did.
+        assert [
+            p for _, p, _ in plain.requests if p.startswith("/connectors") and not p.startswith("/connectors?")
+        ] == []
 
         for text in everything_written(custom, core, [tenant], op.operator.log()):
             assert token not in text
