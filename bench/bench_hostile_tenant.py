@@ -43,7 +43,7 @@ from kubernetes import config as kube_config
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import delete_namespace, stack_info, wait_for  # noqa: E402
+from tests.conftest import delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
 from tests.integration.chart_install import chart_operator  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.hostile import Prober, gzip_zeros, huge_answers, peak_rss_mib  # noqa: E402
@@ -138,6 +138,7 @@ def measure(scenario: str, op: Any, custom: Any, tenant_b: str, calm: str, actio
 
 def main() -> int:
     info = stack_info()
+    install_crds(info)
     api = kube_config.new_client_from_config(config_file=info["kubeconfig"])
     core, custom = kube_client.CoreV1Api(api), kube_client.CustomObjectsApi(api)
     run_id = uuid.uuid4().hex[:6]

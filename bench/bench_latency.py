@@ -44,7 +44,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
     VERSION,
@@ -153,6 +153,8 @@ def main() -> int:
     from kubernetes import client, config
 
     info = stack_info()
+
+    install_crds(info)
     api = config.new_client_from_config(config_file=info["kubeconfig"])
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     connect = httpx.Client(base_url=info["connect_url"], timeout=30)

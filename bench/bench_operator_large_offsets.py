@@ -45,7 +45,7 @@ from kubernetes import config as kube_config
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
@@ -121,6 +121,7 @@ async def write_alter_configmap(kube: KubernetesApi, namespace: str, name: str, 
 
 def main() -> int:
     info = stack_info()
+    install_crds(info)
     api_client = kube_config.new_client_from_config(config_file=info["kubeconfig"])
     import urllib3
 

@@ -73,7 +73,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
@@ -465,6 +465,7 @@ def main() -> int:
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     info = stack_info()
+    install_crds(info)
     configuration = client.Configuration()
     config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)
     configuration.connection_pool_maxsize = BURST

@@ -97,25 +97,12 @@ def external_info() -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="session")
-def stack() -> Iterator[dict[str, Any]]:
-    if EXTERNAL_KUBECONFIG:
-        info = external_info()
-        env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
-        subprocess.run(
-            [info["kubectl"], "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
-            check=True,
-            env=env,
-            capture_output=True,
-        )
-        yield info
-        return
-    info = stack_info()
-    core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
-    started_here = not all(info["running"][name] for name in core)
-    if started_here:
-        subprocess.run([*STACK, "up"], check=True)
-        info = stack_info()
+def install_crds(info: dict[str, Any]) -> None:
+    """Apply crds/ to the local stack and wait until the API server really serves them.
+
+    The test session and every benchmark call this: a fresh stack (``hack/stack.py up`` alone) has
+    no CRDs, and ``make bench`` on a fresh machine must not depend on a test run having installed them.
+    """
     kubectl = info["kubectl"]
     env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
     subprocess.run(
@@ -145,6 +132,28 @@ def stack() -> Iterator[dict[str, Any]]:
             ),
             timeout=120,
         )
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[dict[str, Any]]:
+    if EXTERNAL_KUBECONFIG:
+        info = external_info()
+        env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
+        subprocess.run(
+            [info["kubectl"], "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        yield info
+        return
+    info = stack_info()
+    core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
+    started_here = not all(info["running"][name] for name in core)
+    if started_here:
+        subprocess.run([*STACK, "up"], check=True)
+        info = stack_info()
+    install_crds(info)
     yield info
     if started_here and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":
         subprocess.run([*STACK, "down"], check=False)
