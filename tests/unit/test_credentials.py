@@ -41,7 +41,7 @@ from connect_offsets.clients.credentials import (
     strip_userinfo,
 )
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected
-from connect_offsets.lag import mirror_secrets
+from connect_offsets.lag import MirrorSecrets, mirror_secrets
 from connect_offsets.models.crds import ConnectClusterResource, ConnectClusterSpec, KafkaMirrorMaker2Resource
 from connect_offsets.reconcile.clusters import (
     MAX_PLUGINS_SHOWN,
@@ -395,6 +395,49 @@ async def test_mirror_secrets_checks_every_cluster_before_reading() -> None:
     assert outside.value.reason == "HostNotAllowed" and "w:9092" in str(outside.value)
     values = await mirror_secrets(kube, resource, CredentialsPolicy(allow_plaintext=True))  # type: ignore[arg-type]
     assert values == {("east-jaas", "jaas"): "org.example.Login required;"}
+
+
+async def test_mirror_secrets_are_reused_per_spec_for_a_minute_and_shared() -> None:
+    """The reconcile and the lag monitor share one reader: each Secret is read once per minute at
+    most while the spec is unchanged; a new generation, a re-created mirror (new uid), a failed read
+    or forget() read again at once."""
+    jaas = {"sasl.jaas.config": {"name": "east-jaas", "key": "jaas"}}
+    west = {"alias": "west", "bootstrapServers": "w:9092"}
+    resource = mirror([{"alias": "east", "bootstrapServers": "e:9093", "secretConfig": jaas}, west])
+    resource.metadata.uid, resource.metadata.generation = "uid-1", 1
+    kube, now = FakeKube(), [100.0]
+    secrets = MirrorSecrets(kube, CredentialsPolicy(allow_plaintext=True), clock=lambda: now[0])  # type: ignore[arg-type]
+    expected = {("east-jaas", "jaas"): "org.example.Login required;"}
+    assert await secrets.read(resource) == expected and kube.reads == ["east-jaas"]
+    now[0] += 59.0
+    assert await secrets.read(resource) == expected and kube.reads == ["east-jaas"]  # reused
+    now[0] += 2.0
+    assert await secrets.read(resource) == expected and len(kube.reads) == 2  # a minute passed: read again
+    changed = resource.model_copy(deep=True)
+    changed.metadata.generation = 2
+    await secrets.read(changed)
+    assert len(kube.reads) == 3  # the spec changed: read at once
+    recreated = changed.model_copy(deep=True)
+    recreated.metadata.uid = "uid-2"
+    await secrets.read(recreated)
+    assert len(kube.reads) == 4  # same name, another resource: never the old values
+    secrets.forget("ns", "m")
+    await secrets.read(recreated)
+    assert len(kube.reads) == 5
+    plain = mirror([{"alias": "east", "bootstrapServers": "e:9092"}, west])
+    assert await secrets.read(plain) == {} and len(kube.reads) == 5
+
+    class Failing(FakeKube):
+        async def get_secret_data(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
+            self.reads.append(name)
+            return {}  # the key is missing: LookupError, not kept
+
+    failing = Failing()
+    reader = MirrorSecrets(failing, CredentialsPolicy(allow_plaintext=True), clock=lambda: now[0])  # type: ignore[arg-type]
+    for _ in range(2):
+        with pytest.raises(LookupError, match="Secret east-jaas has no key jaas"):
+            await reader.read(resource)
+    assert failing.reads == ["east-jaas", "east-jaas"]
 
 
 # --- the ConnectCluster model ----------------------------------------------------------------------

@@ -579,6 +579,55 @@ async def mirror_secrets(
     return values
 
 
+#: How long a mirror's ``secretConfig`` values are reused while its spec is unchanged. Every pass
+#: of the reconcile and every lag round needs them; reading each Secret each time made the idle cost
+#: grow with mirrors (issue 20). A rotated Secret reaches the connectors' config within this long, as
+#: a rotated ConnectCluster credential does (reconcile/clusters.py ``ENDPOINT_TTL_S``).
+SECRETS_REUSE_S = 60.0
+
+
+class MirrorSecrets:
+    """``mirror_secrets`` with the values reused for ``SECRETS_REUSE_S`` per mirror and spec.
+
+    One instance is shared by the MM2 reconcile and the lag monitor, so a round of both costs one
+    read of each Secret per minute at most. Keyed by the resource's uid and ``metadata.generation``:
+    a spec change (another Secret, another key, another cluster) reads again at once, and a mirror
+    deleted and re-created under the same name never sees the old values. Only successful reads are
+    kept: a missing key or an unreadable Secret is asked again on the next pass.
+    """
+
+    def __init__(
+        self,
+        kube: KubernetesApi,
+        policy: CredentialsPolicy,
+        reuse_s: float = SECRETS_REUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.policy = policy
+        self.reuse_s = reuse_s
+        self._clock = clock
+        self._kept: dict[tuple[str, str], tuple[str, int, float, dict[tuple[str, str], str]]] = {}
+
+    async def read(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
+        """The values by (Secret name, key); raises as ``mirror_secrets`` does."""
+        meta = resource.metadata
+        key = (meta.namespace, meta.name)
+        kept = self._kept.get(key)
+        now = self._clock()
+        if kept is not None and kept[:2] == (meta.uid, meta.generation) and now - kept[2] < self.reuse_s:
+            return dict(kept[3])
+        self._kept.pop(key, None)
+        values = await mirror_secrets(self.kube, resource, self.policy)
+        if any(c.secret_config for c in resource.spec.clusters):  # nothing read, nothing to keep
+            self._kept[key] = (meta.uid, meta.generation, now, values)
+        return dict(values)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted mirror's values (they are credentials: kept no longer than needed)."""
+        self._kept.pop((namespace, name), None)
+
+
 #: Resolves a resource's ConnectCluster label into a Connect client (the service's ClusterRegistry).
 ConnectResolver = Callable[[str, dict[str, str]], Awaitable[ConnectClient]]
 
@@ -600,11 +649,13 @@ class LagMonitor:
         registry: LagRegistry,
         connect_for: ConnectResolver,
         policy: CredentialsPolicy | None = None,
+        secrets: MirrorSecrets | None = None,
     ) -> None:
         self.kube = kube
         self.registry = registry
         self.connect_for = connect_for
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
+        self.secrets = secrets if secrets is not None else MirrorSecrets(kube, self.policy)
 
     async def measure(self, body: Mapping[str, Any]) -> LagTick:
         """Measure every mirror of this resource once. Never raises (a failure is a result)."""
@@ -634,7 +685,7 @@ class LagMonitor:
         self, resource: KafkaMirrorMaker2Resource, namespace: str, name: str, spec: ReplicationLagSpec
     ) -> list[MirrorLag]:
         try:
-            secrets = await mirror_secrets(self.kube, resource, self.policy)
+            secrets = await self.secrets.read(resource)
         except (KubernetesError, LookupError, CredentialsRefused) as error:
             return self._failed_all(resource, namespace, name, f"secretConfig: {error}")
         targets = [t for t in mirror_targets(resource, secrets).targets if t.class_name == SOURCE_CLASS]
@@ -684,4 +735,5 @@ class LagMonitor:
     def forget(self, namespace: str, name: str) -> None:
         """The resource is gone (or stopped measuring): drop its numbers and metrics."""
         self.registry.forget(namespace, name)
+        self.secrets.forget(namespace, name)
         metrics.forget_mirror_lag(namespace, name)

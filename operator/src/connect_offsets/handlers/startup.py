@@ -16,7 +16,7 @@ from connect_offsets import (
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
-from connect_offsets.lag import LagMonitor, LagRegistry
+from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, resolve_cluster
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
@@ -119,13 +119,15 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     # The lag monitor measures, the MM2 service reports: one registry between them.
     lag = LagRegistry()
+    # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
+    mirror_secrets = MirrorSecrets(kube, policy)
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,
         connectors=ConnectorService(kube, clusters),
         cluster_service=ClusterService(kube, clusters),
-        mirrors=MirrorMaker2Service(kube, clusters, lag),
-        lag=LagMonitor(kube, lag, connect_for, policy),
+        mirrors=MirrorMaker2Service(kube, clusters, lag, mirror_secrets),
+        lag=LagMonitor(kube, lag, connect_for, policy, mirror_secrets),
         drift_interval=drift_interval,
         wakers=wakers,
     )

@@ -27,7 +27,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
-from connect_offsets.lag import LagRegistry, mirror_kafka_config, mirror_secrets
+from connect_offsets.lag import LagRegistry, MirrorSecrets, mirror_kafka_config
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import (
     KafkaMirrorMaker2Resource,
@@ -78,9 +78,16 @@ log = logging.getLogger(__name__)
 class MirrorMaker2Service:
     """Reconcile one KafkaMirrorMaker2: its connectors, their offsets, the optional full reset."""
 
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry, lag: LagRegistry | None = None) -> None:
+    def __init__(
+        self,
+        kube: KubernetesApi,
+        clusters: ClusterRegistry,
+        lag: LagRegistry | None = None,
+        secrets: MirrorSecrets | None = None,
+    ) -> None:
         self.kube = kube
         self.clusters = clusters
+        self.secrets = secrets if secrets is not None else MirrorSecrets(kube, clusters.policy)
         self.runner = TargetRunner(kube)
         self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
         self.cluster_ids = ClusterIdCache()
@@ -89,7 +96,7 @@ class MirrorMaker2Service:
 
     async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
         try:
-            return await mirror_secrets(self.kube, resource, self.clusters.policy)
+            return await self.secrets.read(resource)
         except CredentialsRefused as error:
             raise ClusterUnusable(str(error), error.reason) from error
         except LookupError as error:
