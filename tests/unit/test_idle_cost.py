@@ -15,6 +15,7 @@ watch still shows it is not acted on (no backup, no change); too-large snapshots
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -206,6 +207,34 @@ async def test_a_409_during_a_rebalance_is_one_request_however_many_readers() ->
     snapshot._failed = (time.monotonic() - snapshots.FAILED_REFRESH_HOLD_S - 1, snapshot._failed[1])  # type: ignore[index]
     read = await snapshot.read("a")
     assert read.config is None and read.status is None  # the worker answers again: "a" is absent
+    await client.aclose()
+
+
+async def test_many_readers_of_one_refresh_share_one_request_and_one_comparison() -> None:
+    """Thousands of resources wait on the same refresh: one GET, the snapshot installed and
+    compared with the last one once (inside the request's task), every reader served from it."""
+    connect = FakeConnect(URL)
+    for name in ("a", "b"):
+        connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": name, "config": {"k": "v"}}))
+    client = client_for(connect)
+    told: list[set[str]] = []
+    snapshot = ConnectorsSnapshot(client, max_age=60, on_change=told.append)
+    await snapshot.refresh()
+    connect.handle(httpx.Request("PUT", f"{URL}/connectors/a/config", json={"k": "changed"}))
+    connect.requests.clear()
+    compared: list[int] = []
+    real_take = snapshot._take
+
+    async def counting_take() -> snapshots._Taken:
+        compared.append(1)
+        return await real_take()
+
+    snapshot._take = counting_take  # type: ignore[method-assign]
+    await asyncio.gather(*(snapshot.refresh() for _ in range(200)))
+    reads = await asyncio.gather(*(snapshot.read(n) for n in ("a", "b") * 100))
+    assert [str(r) for r in connect.requests] == ["GET /connectors"] and compared == [1]
+    assert told == [{"a"}]  # once, naming only what changed
+    assert {r.config["k"] for r in reads if r.config} == {"changed", "v"} and all(r.digest for r in reads)
     await client.aclose()
 
 
