@@ -203,7 +203,7 @@ def test_standalone_import_round_trip(stack: dict[str, Any], tmp_path: Path, uni
         assert running.returncode == 2 and "expected at least one entry" in running.stderr
         document = {name: [{"partition": {"filename": str(source)}, "offset": {"position": 24}}]}
         refused = run_cli("import", "-w", worker_config, stdin=json.dumps(document))
-        assert refused.returncode == 3 and "standalone worker answers" in refused.stderr
+        assert refused.returncode == 5 and "standalone worker answers" in refused.stderr
     stack_cmd("stop", "connect-standalone")
     try:
         before = offsets_file.read_bytes()
