@@ -135,8 +135,8 @@ def test_distributed_import_round_trip(stack: dict[str, Any], tmp_path: Path, un
         before = len(raw_records(stack["kafka_a"], "connect-offsets-offline", name))
         new_position = {name: [{"partition": {"filename": str(source)}, "offset": {"position": 40}}]}
         refusals = {
-            "running": (json.dumps(new_position), 3, "is STARTED, not STOPPED"),
-            "unknown": (json.dumps({f"nope-{unique}": new_position[name]}), 3, "not in the config topic"),
+            "running": (json.dumps(new_position), 5, "is STARTED, not STOPPED"),
+            "unknown": (json.dumps({f"nope-{unique}": new_position[name]}), 5, "not in the config topic"),
             "shape": (json.dumps({name: {"partition": {}, "offset": {}}}), 2, "expected a list"),
             "json": ("{", 2, "not valid JSON"),
         }
@@ -203,7 +203,7 @@ def test_standalone_import_round_trip(stack: dict[str, Any], tmp_path: Path, uni
         assert running.returncode == 2 and "expected at least one entry" in running.stderr
         document = {name: [{"partition": {"filename": str(source)}, "offset": {"position": 24}}]}
         refused = run_cli("import", "-w", worker_config, stdin=json.dumps(document))
-        assert refused.returncode == 3 and "standalone worker answers" in refused.stderr
+        assert refused.returncode == 5 and "standalone worker answers" in refused.stderr
     stack_cmd("stop", "connect-standalone")
     try:
         before = offsets_file.read_bytes()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from connect_offsets.tools import cli
+from connect_offsets.tools.exit_codes import epilog
 from connect_offsets.tools.offline.records import decode_offsets_file, encode_key, encode_offsets_file, encode_value
 
 pytestmark = pytest.mark.unit
@@ -48,7 +49,7 @@ def test_every_command_has_help_with_examples(command: str, capsys: pytest.Captu
     text = capsys.readouterr().out
     assert "example" in text
     if command != "crds":
-        assert "exit codes: 0" in text and "--worker-config" in text
+        assert epilog("connect-offsets") in text and "--worker-config" in text
 
 
 def test_standalone_export(standalone: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl as kp
+from connect_offsets.tools.exit_codes import epilog
 
 NS = "kafka"
 
@@ -163,7 +164,8 @@ def test_help_has_examples_and_exit_codes_on_every_command(capsys: pytest.Captur
         assert caught.value.code == 0
         text = capsys.readouterr().out
         assert "examples" in text and "kubectl connect-offsets" in text
-        assert "3  timed out waiting for the operator" in text
+        assert epilog("kubectl") in text
+        assert "  3   timed out waiting for the operator" in text and "  4   the Kubernetes API" in text
 
 
 def test_read_file_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,10 +10,11 @@ Subcommands:
   offsets between clusters or connectors.
 - ``crds``: write the CRD manifests generated from the models.
 
-Exit codes: 0 success (a dry run included), 1 the store could not be read or written (Kafka or
-file error), 2 bad usage or input (the document, the worker config), 3 refused for safety (a
-connector not STOPPED, unknown connectors, a running standalone worker) unless ``--force`` /
-``--allow-unknown``. Errors are one line on stderr; ``--verbose`` adds the details.
+Exit codes (tools/exit_codes.py, shared with the pipeline and the kubectl plugin): 0 success (a dry
+run included), 1 the store could not be read or written (Kafka or file error), 2 bad usage or input
+(the document, the worker config), 5 refused for safety (a connector not STOPPED, unknown
+connectors, a running standalone worker) unless ``--force`` / ``--allow-unknown``. Errors are one
+line on stderr; ``--verbose`` adds the details and librdkafka's own log lines.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import yaml
 
@@ -35,6 +36,9 @@ from connect_offsets import __version__
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.schema import crd_documents
 from connect_offsets.offsets import OffsetsValidationError, partition_key
+from connect_offsets.tools.exit_codes import ExitCode, epilog
+from connect_offsets.tools.kafka import show_librdkafka_log
+from connect_offsets.tools.offline.export_file import DocumentReadError, read_document
 from connect_offsets.tools.offline.records import (
     ImportDocument,
     OffsetsFileError,
@@ -61,9 +65,13 @@ from connect_offsets.tools.offline.store import (
 from connect_offsets.tools.offline.worker_config import WorkerConfig, WorkerConfigError
 from connect_offsets.tools.pipeline.command import register as register_pipeline
 
-__all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_OK: Final = int(ExitCode.OK)
+EXIT_FAILED: Final = int(ExitCode.FAILED)
+EXIT_INVALID: Final = int(ExitCode.INVALID)
+EXIT_REFUSED: Final = int(ExitCode.REFUSED)
+EXIT_INTERRUPTED: Final = int(ExitCode.INTERRUPTED)
 
 #: Below this many records a progress bar would only flicker.
 PROGRESS_THRESHOLD = 2000
@@ -91,7 +99,7 @@ def _cmd_crds(args: argparse.Namespace) -> int:
     for name, text in render_crds().items():
         (out / name).write_text(text)
         print(f"wrote {out / name}")
-    return 0
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- progress and messages
@@ -255,17 +263,13 @@ def _write_output(output: str | None, text: str) -> None:
 
 def _read_input(args: argparse.Namespace) -> ImportDocument:
     source = args.input
+    if source in (None, "-") and sys.stdin.isatty():
+        raise CliError("no input: give --input FILE or pipe the document on stdin", EXIT_INVALID)
     try:
-        if source in (None, "-"):
-            if sys.stdin.isatty():
-                raise CliError("no input: give --input FILE or pipe the document on stdin", EXIT_INVALID)
-            text = sys.stdin.buffer.read()
-        else:
-            text = Path(source).read_bytes()
-    except OSError as error:
-        raise CliError(f"--input {source}: {error.strerror}", EXIT_INVALID) from None
-    try:
-        return parse_import_document(text)
+        # Bounded and decoded as the pipeline's --export files are (offline/export_file.py).
+        return parse_import_document(read_document(source))
+    except DocumentReadError as error:
+        raise CliError(f"--input {error}", EXIT_INVALID) from None
     except OffsetsValidationError as error:
         problems = [str(p) for p in error.problems]
         raise CliError(
@@ -456,8 +460,7 @@ input: {"<connector>": [{"partition": {...}, "offset": {...}}, ...]} (KIP-199) o
        partitions not listed are left as they are.
 """
 
-_EXIT_CODES = """exit codes: 0 done (or dry run), 1 store unreadable/unwritable, 2 bad usage or input,
-            3 refused for safety (connector not STOPPED, unknown connector, standalone worker running)"""
+_EXIT_CODES = epilog("connect-offsets")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -470,7 +473,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="Kafka timeout in seconds (30)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no notes or progress on stderr")
-    parser.add_argument("--verbose", "-v", action="store_true", help="details on errors (and each record written)")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="details on errors, each record written, and librdkafka's own log lines",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -552,6 +560,8 @@ def _fail(error: Exception, code: int, args: argparse.Namespace | None, details:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "verbose", False):
+        show_librdkafka_log()  # librdkafka's own lines (connection attempts, failures) on stderr
     try:
         result: int = args.func(args)
         return result
@@ -563,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(error, EXIT_FAILED, args, [], sys.stderr)
     except KeyboardInterrupt:
         print("connect-offsets: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ withdraws the annotations it set, so that nothing runs later by surprise. The wa
 the resource from the resourceVersion of the annotation patch (``api.ResourceWatch``), each change
 classified as it arrives and its progress (``completion.progress_text``) printed on stderr.
 
-Exit codes: 0 success, 1 the operation failed, 2 usage or validation error (nothing was changed),
-3 timed out waiting for the operator (the request stays pending), 4 the Kubernetes API could not
-be used (kubeconfig, connection, permissions). With ``-l``, the highest code of all resources.
+Exit codes (tools/exit_codes.py, shared with ``connect-offsets``): 0 success, 1 the operation
+failed, 2 usage or validation error (nothing was changed), 3 timed out waiting for the operator
+(the request stays pending), 4 the Kubernetes API could not be used (kubeconfig, connection,
+permissions). With ``-l``, the highest code of all resources.
 
 Installed as the console script ``kubectl-connect_offsets`` (``main.main``), which kubectl runs
 for ``kubectl connect-offsets``. Never imports kopf, ``reconcile``, ``handlers`` or ``lag``

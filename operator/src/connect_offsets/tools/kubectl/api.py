@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.tools.kubectl.common import EXIT_KUBE, PluginError
 from connect_offsets.vocabulary import API_GROUP, API_VERSION
 
@@ -169,7 +170,7 @@ def load_kube(connection: Connection) -> tuple[KubernetesApi, str]:
 WATCH_SECONDS = 290
 
 
-class WatchFailed(Exception):
+class WatchFailed(ConnectOffsetsError):
     """The watch could not be (or stay) opened: e.g. RBAC without the ``watch`` verb. Callers poll instead."""
 
     def __init__(self, cause: BaseException) -> None:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass
+from typing import Final
 
 from connect_offsets.errors import ConnectOffsetsError
+from connect_offsets.tools.exit_codes import ExitCode
 from connect_offsets.vocabulary import API_GROUP, CONNECTORS, MIRRORS
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_TIMEOUT = 3
-EXIT_KUBE = 4
-EXIT_INTERRUPTED = 130
+# The plugin's names for the codes of tools/exit_codes.py (the one definition, shared with connect-offsets).
+EXIT_OK: Final = int(ExitCode.OK)
+EXIT_FAILED: Final = int(ExitCode.FAILED)
+EXIT_USAGE: Final = int(ExitCode.INVALID)
+EXIT_TIMEOUT: Final = int(ExitCode.TIMEOUT)
+EXIT_KUBE: Final = int(ExitCode.KUBERNETES)
+EXIT_INTERRUPTED: Final = int(ExitCode.INTERRUPTED)
 
 #: How often the plugin reads the resource while it waits, when it cannot watch it.
 POLL_INTERVAL_S = 0.5

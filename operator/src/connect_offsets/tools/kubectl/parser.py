@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connect_offsets import __version__
+from connect_offsets.tools.exit_codes import epilog
 from connect_offsets.tools.kubectl.api import Connection
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
@@ -24,15 +25,7 @@ from connect_offsets.tools.kubectl.request import Options
 
 # --- command line ------------------------------------------------------------------------
 
-EXIT_CODES_TEXT = """\
-exit codes:
-  0  success
-  1  the operation failed (the operator's reason and Connect's message are printed)
-  2  usage or validation error: nothing was changed
-  3  timed out waiting for the operator: the request stays pending
-  4  the Kubernetes API could not be used (kubeconfig, connection, permissions)
-  with -l: the highest code of all resources
-"""
+EXIT_CODES_TEXT = epilog("kubectl")
 
 EXAMPLES = {
     "list": """\

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from connect_offsets.errors import ConnectOffsetsError
+from connect_offsets.tools import kafka
 from connect_offsets.tools.offline.records import (
     KafkaPosition,
     StoredRecord,
@@ -76,8 +77,35 @@ class TopicReadStats:
     bad_values: list[str] = field(default_factory=list)
 
 
-def _consumer(settings: dict[str, Any]) -> Consumer:
-    return Consumer(
+#: What to check when the worker's Kafka cannot be reached (the servers come from its config).
+UNREACHABLE_HINT = (
+    "check bootstrap.servers in the worker config (or the connector's producer.override.bootstrap.servers) "
+    "and that the brokers are up"
+)
+
+
+@dataclass
+class _Client:
+    """A confluent_kafka client with its librdkafka log (tools/kafka.py), for one-line errors."""
+
+    client: Any  # a Consumer or a Producer
+    log: kafka.LibrdkafkaLog
+    servers: str
+
+    def error(self, error: KafkaException | KafkaError, what: str, timeout: float) -> WorkerStoreError:
+        message = kafka.failure_message(
+            self.client, self.log, error, servers=self.servers, what=what, hint=UNREACHABLE_HINT, timeout=timeout
+        )
+        return WorkerStoreError(message)
+
+
+def _servers(settings: dict[str, Any]) -> str:
+    return str(settings.get("bootstrap.servers", "?"))
+
+
+def _consumer(settings: dict[str, Any]) -> _Client:
+    log = kafka.LibrdkafkaLog()
+    consumer = kafka.consumer(
         {
             **settings,
             "group.id": f"connect-offsets-cli-{uuid.uuid4().hex[:12]}",  # never committed
@@ -85,15 +113,17 @@ def _consumer(settings: dict[str, Any]) -> Consumer:
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
-        }
+        },
+        log,
     )
+    return _Client(consumer, log, _servers(settings))
 
 
-def _partitions(client: Consumer | Producer, topic: str, timeout: float) -> list[int]:
+def _partitions(handle: _Client, topic: str, timeout: float) -> list[int]:
     try:
-        metadata = client.list_topics(topic, timeout=timeout)
+        metadata = handle.client.list_topics(topic, timeout=timeout)
     except KafkaException as error:
-        raise WorkerStoreError(f"topic {topic}: cannot fetch metadata: {error.args[0]}") from None
+        raise handle.error(error, f"topic {topic}: cannot fetch metadata", timeout) from None
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         reason = described.error if described is not None and described.error is not None else "no partitions"
@@ -112,11 +142,11 @@ def _partitions(client: Consumer | Producer, topic: str, timeout: float) -> list
 
 
 def topic_partition_count(settings: dict[str, Any], topic: str, *, timeout: float = 30.0) -> int:
-    consumer = _consumer(settings)
+    handle = _consumer(settings)
     try:
-        return len(_partitions(consumer, topic, timeout))
+        return len(_partitions(handle, topic, timeout))
     finally:
-        consumer.close()
+        handle.client.close()
 
 
 def _read_raw(
@@ -128,9 +158,10 @@ def _read_raw(
     stats: TopicReadStats,
 ) -> Iterator[Any]:
     """Every committed record of ``topic`` from the start, partition by partition in log order."""
-    consumer = _consumer(settings)
+    handle = _consumer(settings)
+    consumer = handle.client
     try:
-        partitions = _partitions(consumer, topic, timeout)
+        partitions = _partitions(handle, topic, timeout)
         stats.partitions = len(partitions)
         expected = 0
         pending: set[int] = set()
@@ -162,7 +193,7 @@ def _read_raw(
                     progress(stats.records, expected)
                 yield message
     except KafkaException as error:
-        raise WorkerStoreError(f"topic {topic}: read failed: {error.args[0]}") from None
+        raise handle.error(error, f"topic {topic}: read failed", timeout) from None
     finally:
         consumer.close()
 
@@ -295,7 +326,8 @@ def write_transaction(
     progress: Progress | None = None,
 ) -> None:
     """Produce ``writes`` in one transaction; on any error abort it and raise."""
-    producer = Producer(
+    log = kafka.LibrdkafkaLog()
+    producer = kafka.producer(
         {
             **settings,
             "transactional.id": transactional_id,
@@ -303,8 +335,10 @@ def write_transaction(
             "acks": "all",
             "partitioner": "murmur2_random",
             "linger.ms": 5,
-        }
+        },
+        log,
     )
+    handle = _Client(producer, log, _servers(settings))
     failures: list[str] = []
 
     def delivered(error: KafkaError | None, message: Any) -> None:
@@ -337,7 +371,7 @@ def write_transaction(
             progress(len(writes), len(writes))
     except KafkaException as error:
         _abort(producer, timeout)
-        raise WorkerStoreError(f"write failed, transaction aborted: {error.args[0]}") from None
+        raise handle.error(error, "write failed, transaction aborted", timeout) from None
     except BaseException:
         _abort(producer, timeout)
         raise

@@ -18,9 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 from urllib.parse import quote
 
+from connect_offsets.offsets import OffsetsValidationError
+from connect_offsets.tools.exit_codes import ExitCode, epilog
+from connect_offsets.tools.offline.export_file import DocumentReadError, ExportSummary, check_export_file
 from connect_offsets.tools.pipeline.jobs import (
     AsOfResult,
     KafkaSource,
@@ -41,7 +44,9 @@ from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+EXIT_OK: Final = int(ExitCode.OK)
+EXIT_FAILED: Final = int(ExitCode.FAILED)
+EXIT_INVALID: Final = int(ExitCode.INVALID)
 
 EXAMPLES = """examples (local stack; the worker's topic is connect-offsets):
   connect-offsets pipeline latest  -b 127.0.0.1:19092 -t connect-offsets -o out/latest
@@ -50,7 +55,7 @@ EXAMPLES = """examples (local stack; the worker's topic is connect-offsets):
       -c my-source -o out/asof --to-configmap my-source-offsets -n kafka
   connect-offsets pipeline as-of --at 1763820120000 --export offsets-history.json -o out/asof
 
-exit codes: 0 done, 1 a source or Kubernetes failed, 2 bad usage, a missing topic or an unanswerable time"""
+""" + epilog("pipeline")
 
 
 # --------------------------------------------------------------------------- progress
@@ -237,6 +242,12 @@ def load(args: argparse.Namespace, progress: Progress) -> Loaded:
     missing = [p for p in exports if not Path(p).is_file()]
     if missing:
         raise PipelineError(f"--export: no such file: {', '.join(missing)}")
+    for given in args.export:
+        summary = check_export(given)
+        progress.step(
+            f"{given}: {summary.connectors} connector(s), {summary.entries} entries"
+            + (f" ({summary.with_positions} with Kafka positions)" if summary.with_positions else "")
+        )
     expected = 0
     for source in sources:
         extent = check_topic(source)
@@ -257,6 +268,21 @@ def load(args: argparse.Namespace, progress: Progress) -> Loaded:
     frames += [read_export(spark, path, len(sources) + i) for i, path in enumerate(exports)]
     records = only_connectors(union_sources(frames), args.connector)
     return Loaded(spark, records, expected)
+
+
+def check_export(path: str) -> ExportSummary:
+    """Check an ``--export`` file before Spark starts: Spark reads a malformed one as an empty table.
+
+    Raises PipelineError naming the file and the first problem (a JSON error with line and column).
+    """
+    try:
+        return check_export_file(path)
+    except DocumentReadError as error:
+        raise PipelineError(f"--export {error}") from None
+    except OffsetsValidationError as error:
+        problems = [p.message if p.path == "$" else str(p) for p in error.problems]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise PipelineError(f"--export {path}: not a connect-offsets export: {problems[0]}{more}") from None
 
 
 def connector_file(output: Path, connector: str) -> Path:

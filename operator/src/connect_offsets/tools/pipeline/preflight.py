@@ -13,9 +13,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from connect_offsets.tools import kafka
 from connect_offsets.tools.pipeline.jobs import KafkaSource, PipelineError
+
+#: What to check when a source's Kafka cannot be reached.
+UNREACHABLE_HINT = "check --bootstrap-servers (or SERVERS/ of --topic) and that the brokers are up"
 
 
 @dataclass(frozen=True)
@@ -42,18 +46,29 @@ def _consumer_settings(source: KafkaSource) -> dict[str, Any]:
 
 def check_topic(source: KafkaSource, timeout: float = 15.0) -> TopicExtent:
     """The topic's partition count and record count; PipelineError if Kafka or the topic is missing."""
+    log = kafka.LibrdkafkaLog()
     try:
-        consumer = Consumer(_consumer_settings(source))
+        consumer = kafka.consumer(_consumer_settings(source), log)
     except KafkaException as error:
         raise PipelineError(f"Kafka settings for {source.describe()} rejected: {error.args[0]}") from None
+
+    def failure(error: KafkaException, what: str) -> PipelineError:
+        message = kafka.failure_message(
+            consumer,
+            log,
+            error,
+            servers=source.bootstrap_servers,
+            what=what,
+            hint=UNREACHABLE_HINT,
+            timeout=timeout,
+        )
+        return PipelineError(message)
+
     try:
         try:
             metadata = consumer.list_topics(source.topic, timeout=timeout)
         except KafkaException as error:
-            raise PipelineError(
-                f"Kafka at {source.bootstrap_servers} is unreachable (no metadata within {timeout:.0f}s): "
-                f"{error.args[0]}"
-            ) from None
+            raise failure(error, f"Kafka at {source.bootstrap_servers}: no metadata for {source.topic}") from None
         described = metadata.topics.get(source.topic)
         if described is None or described.error is not None:
             code = described.error.code() if described is not None and described.error is not None else None
@@ -69,6 +84,6 @@ def check_topic(source: KafkaSource, timeout: float = 15.0) -> TopicExtent:
             records += max(0, high - low)
         return TopicExtent(source.topic, len(described.partitions), records)
     except KafkaException as error:
-        raise PipelineError(f"topic {source.describe()}: {error.args[0]}") from None
+        raise failure(error, f"topic {source.describe()}") from None
     finally:
         consumer.close()
