@@ -1,7 +1,7 @@
 """Async client for the Kafka Connect REST API.
 
-Why this module looks the way it does
--------------------------------------
+Why this package looks the way it does
+--------------------------------------
 
 * **One long-lived ``httpx.AsyncClient`` per Connect cluster.**  A :class:`ConnectClient` owns one
   connection pool, one TLS context and one set of credentials, built once from a

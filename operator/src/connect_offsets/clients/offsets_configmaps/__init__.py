@@ -3,7 +3,7 @@
 Why: Strimzi's list/alter exchange offsets through one ConfigMap key (``offsets.json``), and a
 ConfigMap holds at most 1 MiB of data, so they break at roughly 10,000 source partitions. Source
 connectors that track one partition per file or table can carry a million (about 100 MB of JSON).
-This module stores such a document in one of three forms and reads all three back:
+This package stores such a document in one of three forms and reads all three back:
 
 ``plain``
     ``data[<key>]``: the JSON text, as Strimzi users know it. Used whenever it fits.
