@@ -241,7 +241,7 @@ async def test_many_readers_of_one_refresh_share_one_request_and_one_comparison(
 async def test_a_snapshot_past_its_cap_falls_back_to_reading_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     connect = FakeConnect(URL)
     connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v" * 200}}))
-    monkeypatch.setattr("connect_offsets.clients.connect.MAX_SNAPSHOT_BYTES", 100)
+    monkeypatch.setattr("connect_offsets.clients.connect.client.MAX_SNAPSHOT_BYTES", 100)  # where the client reads it
     client = client_for(connect)
     snapshot = ConnectorsSnapshot(client, max_age=60)
     read = await snapshot.read("a")

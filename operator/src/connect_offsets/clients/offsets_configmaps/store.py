@@ -1,58 +1,21 @@
-"""Offsets documents in ConfigMaps, including documents far larger than one ConfigMap.
+"""The store: :class:`OffsetsConfigMapStore` writes a document in the smallest form that fits and
+reads any form back, through the Kubernetes API.
 
-Why: Strimzi's list/alter exchange offsets through one ConfigMap key (``offsets.json``), and a
-ConfigMap holds at most 1 MiB of data, so they break at roughly 10,000 source partitions. Source
-connectors that track one partition per file or table can carry a million (about 100 MB of JSON).
-This module stores such a document in one of three forms and reads all three back:
-
-``plain``
-    ``data[<key>]``: the JSON text, as Strimzi users know it. Used whenever it fits.
-``gzip``
-    ``binaryData[<key>.gz]``: the gzip of the document, when the plain text does not fit but the
-    compressed one does (JSON offsets compress about 10:1).
-``sharded``
-    ``data[<key>.shards]``: an index (JSON) naming shard ConfigMaps
-    ``<name>-shard-<generation>-0000``, ``-0001``, ... Each shard holds one slice of a single gzip
-    stream in ``binaryData[<key>.gz.<nnnn>]``; the slices, concatenated in index order, are one
-    gzip file of the document. The index records, per shard, its name, key, size and sha256, and
-    for the whole document its size, sha256, compressed size and partition count.
-
-Reading takes the first form present, in this order: ``data[<key>]`` (plain text), ``binaryData[<key>]``
-(plain bytes, as ``kubectl create configmap --from-file`` stores non-UTF-8 files), ``binaryData[<key>.gz]``,
-then the index. So a ConfigMap a user edited in plain form is always accepted: the operator
-removes the other forms of a key whenever it writes one, so several forms only coexist after a
-hand edit, and then the hand-written plain text wins (:attr:`StoredOffsets.ignored` names the
-forms that were passed over).
-
-Shards are written *before* the index that names them, under a fresh generation, and the old
-shards are deleted only after the main ConfigMap points at the new ones: a reader never sees a
-half-written set, and a crash leaves unreferenced shards that the next write of that key sweeps
-away. A ConfigMap created here gets the caller's labels and owner references; one that existed
-keeps its metadata untouched (it may be an application's: an owner reference would let garbage
-collection delete it with the caller's resource). Shards carry the caller's labels and owner
-references (garbage collection follows the resource) plus an owner reference to the main
-ConfigMap (deleting it removes its shards), the label
-``connect-offsets.io/offsets-shard-of=<hash of the ConfigMap name>`` and annotations naming the
-ConfigMap, key, generation and position.
-
-Memory: the document exists once as bytes; compression and decompression stream over slices of
-it, and only one shard is held in transit at a time. CPU-heavy steps (gzip, hashing, counting
-partitions) run in a thread so the operator's event loop stays responsive.
+Separate because this is the I/O and the ordering that makes it crash-safe (shards before the
+index, old shards swept after the switch, conflicts retried); the format it writes is in
+``layout`` and the compression in ``codec``. Writing and reading stay in one class: they share the
+Kubernetes client, the shard clean-up and the cache of refused documents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import io
 import json
 import logging
 import secrets
-import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 from connect_offsets.clients import limits
@@ -63,226 +26,42 @@ from connect_offsets.clients.kubernetes import (
     KubernetesRejected,
     KubernetesUnavailable,
 )
-from connect_offsets.errors import ConnectOffsetsError, UserError
-from connect_offsets.offsets.chunking import OffsetsStreamError, count_entries
-from connect_offsets.vocabulary import (
-    API_GROUP,
-    short_hash,
+from connect_offsets.clients.offsets_configmaps.codec import (
+    _count_or_none,
+    _count_small,
+    _gzip,
+    _inflated_size,
+    _Inflater,
+    _is_utf8,
+    _pretty,
+    _sha256,
+)
+from connect_offsets.clients.offsets_configmaps.layout import (
+    CONFIGMAP_MAX_BYTES,
+    GZIP_SUFFIX,
+    MAX_PAYLOAD_BYTES,
+    SHARD_CONFIGMAP_ANNOTATION,
+    SHARD_GENERATION_ANNOTATION,
+    SHARD_KEY_ANNOTATION,
+    SHARD_LABEL,
+    SHARD_POSITION_ANNOTATION,
+    OffsetsCorrupt,
+    OffsetsKeyMissing,
+    OffsetsTooLarge,
+    ShardIndex,
+    ShardInfo,
+    StoredForm,
+    StoredOffsets,
+    WriteResult,
+    _form_keys,
+    name_hash,
+    shard_name,
 )
 
-__all__ = [
-    "CONFIGMAP_MAX_BYTES",
-    "FORMAT",
-    "FORMAT_VERSION",
-    "GZIP_SUFFIX",
-    "INDEX_SUFFIX",
-    "MAX_PAYLOAD_BYTES",
-    "NOT_A_SHARD",
-    "SHARD_LABEL",
-    "OffsetsConfigMapStore",
-    "OffsetsCorrupt",
-    "OffsetsKeyMissing",
-    "OffsetsStoreError",
-    "ShardIndex",
-    "ShardInfo",
-    "StoredForm",
-    "StoredOffsets",
-    "WriteResult",
-]
+# The package's name, as before the split into modules: log lines keep the logger name they had.
+log = logging.getLogger("connect_offsets.clients.offsets_configmaps")
 
-log = logging.getLogger(__name__)
-
-#: The API server rejects a ConfigMap whose data and binaryData values add up to more than this
-#: ("Too long: may not be more than 1048576 bytes"; keys are not counted).
-CONFIGMAP_MAX_BYTES: Final = 1_048_576
-#: Room left for whatever we do not count (metadata, managedFields; etcd's request limit is
-#: 1.5 MiB by default): payloads stay at most this large, in the main ConfigMap and in every shard.
-MAX_PAYLOAD_BYTES: Final = CONFIGMAP_MAX_BYTES - 64 * 1024
-
-FORMAT: Final = f"{API_GROUP}/offsets-shards"
-FORMAT_VERSION: Final = 1
-GZIP_SUFFIX: Final = ".gz"
-INDEX_SUFFIX: Final = ".shards"
-SHARD_LABEL: Final = f"{API_GROUP}/offsets-shard-of"
-#: Add to a label selector that must not match shards: they carry the caller's labels (so
-#: label-based clean-up reaches them), e.g. ``connect-offsets.io/backup-of=x`` of a backup.
-NOT_A_SHARD: Final = f"!{SHARD_LABEL}"
-SHARD_CONFIGMAP_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-configmap"
-SHARD_KEY_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-key"
-SHARD_GENERATION_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-generation"
-SHARD_POSITION_ANNOTATION: Final = f"{API_GROUP}/offsets-shard-position"
-
-_SLICE: Final = 1024 * 1024  # bytes fed to zlib per call
-_MAX_NAME: Final = 253
 _CONFLICT_RETRIES: Final = 5
-
-
-class StoredForm(StrEnum):
-    PLAIN = "plain"
-    GZIP = "gzip"
-    SHARDED = "sharded"
-
-
-class OffsetsStoreError(ConnectOffsetsError):
-    """An offsets document could not be read from or written to its ConfigMap(s)."""
-
-
-class OffsetsKeyMissing(OffsetsStoreError, UserError):
-    """The ConfigMap exists but holds the key in none of the three forms."""
-
-    def __init__(self, configmap: str, key: str, keys: Sequence[str]) -> None:
-        self.configmap = configmap
-        self.key = key
-        self.keys = list(keys)
-        found = ", ".join(self.keys) or "none"
-        super().__init__(
-            f"ConfigMap {configmap} has no key {key} (nor {key}{GZIP_SUFFIX} or {key}{INDEX_SUFFIX}); keys: {found}"
-        )
-
-
-class OffsetsCorrupt(OffsetsStoreError, UserError):
-    """A stored form is unreadable: bad index, missing or altered shard, broken gzip."""
-
-
-class OffsetsTooLarge(OffsetsCorrupt):
-    """The stored document inflates past the operator's document cap (a gzip bomb, or too large)."""
-
-    reason = "DocumentTooLarge"
-
-    def __init__(self, where: str, limit: int) -> None:
-        super().__init__(
-            f"{where}: the document inflates beyond {limit} bytes; refused before parsing "
-            "(the operator's cap CONNECT_OFFSETS_MAX_DOCUMENT_BYTES, chart value maxDocumentBytes)"
-        )
-        self.limit = limit
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    name: str
-    key: str
-    size: int
-    sha256: str
-
-    def to_json_obj(self) -> dict[str, Any]:
-        return {"name": self.name, "key": self.key, "size": self.size, "sha256": self.sha256}
-
-
-@dataclass(frozen=True)
-class ShardIndex:
-    """The index of a sharded document, stored as JSON in ``data[<key>.shards]``."""
-
-    key: str
-    size: int
-    sha256: str
-    compressed_size: int
-    partitions: int | None
-    generation: str
-    shards: tuple[ShardInfo, ...]
-
-    def to_json(self) -> str:
-        obj = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "key": self.key,
-            "encoding": "gzip",
-            "size": self.size,
-            "sha256": self.sha256,
-            "compressedSize": self.compressed_size,
-            "partitions": self.partitions,
-            "generation": self.generation,
-            "shards": [s.to_json_obj() for s in self.shards],
-        }
-        return json.dumps(obj, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, where: str) -> ShardIndex:
-        """Parse and check an index; ``where`` (``ConfigMap x key y``) prefixes every error."""
-        try:
-            obj = json.loads(text)
-        except ValueError as error:
-            raise OffsetsCorrupt(f"{where}: the shard index is not valid JSON: {error}") from error
-        if not isinstance(obj, dict):
-            raise OffsetsCorrupt(f"{where}: the shard index must be a JSON object")
-        if obj.get("format") != FORMAT:
-            raise OffsetsCorrupt(f"{where}: the shard index has format {obj.get('format')!r}, expected {FORMAT!r}")
-        if obj.get("version") != FORMAT_VERSION:
-            raise OffsetsCorrupt(
-                f"{where}: the shard index has version {obj.get('version')!r}; this operator reads {FORMAT_VERSION}"
-            )
-        if obj.get("encoding") != "gzip":
-            raise OffsetsCorrupt(f"{where}: the shard index has encoding {obj.get('encoding')!r}, expected 'gzip'")
-        try:
-            shards = tuple(
-                ShardInfo(name=_str(s["name"]), key=_str(s["key"]), size=_int(s["size"]), sha256=_str(s["sha256"]))
-                for s in obj["shards"]
-            )
-            partitions = obj.get("partitions")
-            return cls(
-                key=_str(obj["key"]),
-                size=_int(obj["size"]),
-                sha256=_str(obj["sha256"]),
-                compressed_size=_int(obj["compressedSize"]),
-                partitions=None if partitions is None else _int(partitions),
-                generation=_str(obj.get("generation", "")),
-                shards=shards,
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise OffsetsCorrupt(f"{where}: the shard index is incomplete or mistyped: {error!r}") from error
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise TypeError(f"expected an integer >= 0, got {value!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class StoredOffsets:
-    """A document read back. ``document`` is the JSON bytes exactly as stored (plain text as UTF-8)."""
-
-    configmap: str
-    key: str
-    form: StoredForm
-    document: bytes
-    resource_version: str
-    partitions: int | None = None  # known for the sharded form (from the index)
-    shards: tuple[str, ...] = ()
-    ignored: tuple[str, ...] = ()  # keys of other forms that were present but passed over
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    configmap: str
-    key: str
-    form: StoredForm
-    size: int  # document bytes as stored before compression
-    stored_bytes: int  # payload bytes written (compressed for gzip/sharded)
-    partitions: int | None
-    shards: tuple[str, ...] = ()
-    removed_shards: tuple[str, ...] = ()
-    #: Stale shards that could not be deleted (e.g. no RBAC ``delete``): the document itself was
-    #: written, and the next write of this key sweeps them again; the caller reports them.
-    left_shards: tuple[str, ...] = ()
-    #: Why the first of ``left_shards`` could not be deleted (the API server's answer).
-    cleanup_error: str = ""
-
-    def describe(self) -> str:
-        where = f"ConfigMap {self.configmap} key {self.key}"
-        if self.form is StoredForm.PLAIN:
-            return f"{where} (plain, {self.size} bytes)"
-        if self.form is StoredForm.GZIP:
-            return f"{where}{GZIP_SUFFIX} (gzip, {self.size} bytes compressed to {self.stored_bytes})"
-        return (
-            f"{where}{INDEX_SUFFIX} (gzip in {len(self.shards)} shard ConfigMaps, "
-            f"{self.size} bytes compressed to {self.stored_bytes})"
-        )
 
 
 @dataclass(frozen=True)
@@ -292,115 +71,6 @@ class _Swept:
     removed: tuple[str, ...]
     left: tuple[str, ...]
     error: str
-
-
-def name_hash(configmap: str) -> str:
-    """Label value tying shards to their ConfigMap (names can exceed a label value's 63 chars)."""
-    return short_hash(configmap)
-
-
-def shard_name(configmap: str, generation: str, position: int) -> str:
-    suffix = f"-shard-{generation}-{position:04d}"
-    base = configmap[: _MAX_NAME - len(suffix)].rstrip("-.")
-    return base + suffix
-
-
-def _form_keys(key: str) -> tuple[str, str, str]:
-    return key, key + GZIP_SUFFIX, key + INDEX_SUFFIX
-
-
-def _gzip(document: bytes | bytearray | memoryview, level: int) -> bytearray:
-    """gzip of ``document``, fed to zlib in slices (no second full-size buffer)."""
-    compressor = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: gzip header and trailer
-    out = bytearray()
-    view = memoryview(document)
-    for start in range(0, len(view), _SLICE):
-        out += compressor.compress(view[start : start + _SLICE])
-    out += compressor.flush()
-    return out
-
-
-def _sha256(data: bytes | bytearray | memoryview) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _pretty(document: bytes) -> bytes | None:
-    """Strimzi-like indented JSON for small documents; None if it is not JSON."""
-    try:
-        return (json.dumps(json.loads(document), indent=2, ensure_ascii=False) + "\n").encode()
-    except (ValueError, RecursionError):
-        return None
-
-
-def _is_utf8(document: bytes | bytearray | memoryview) -> bool:
-    try:
-        bytes(document).decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-#: Output of one decompression step: a gzip bomb never inflates by more than this past the cap.
-_INFLATE_STEP: Final = 1 << 20
-
-
-def _inflate_steps(decompressor: Any, data: bytes, where: str, part: str) -> Iterator[bytes]:
-    """Decompress ``data`` in steps of at most ``_INFLATE_STEP`` output bytes.
-
-    One ``decompress(data)`` call would inflate a 200 KB bomb to 1 GiB before any size check.
-    """
-    pending = data
-    while pending and not decompressor.eof:
-        try:
-            out = decompressor.decompress(pending, _INFLATE_STEP)
-        except zlib.error as error:
-            raise OffsetsCorrupt(f"{where}: {part} is not valid gzip data ({error})") from error
-        pending = decompressor.unconsumed_tail
-        yield out
-
-
-def _inflated_size(data: bytes, limit: int, where: str) -> int:
-    """The size ``data`` inflates to, read without keeping it; ``OffsetsTooLarge`` past ``limit``.
-
-    A first pass in constant memory, so refusing a bomb costs CPU only (zlib releases the GIL, and
-    this runs in a thread): the tenant's ConfigMap is never inflated into the operator's memory.
-    """
-    size = 0
-    for out in _inflate_steps(zlib.decompressobj(31), data, where, "it"):
-        size += len(out)
-        if size > limit:
-            raise OffsetsTooLarge(where, limit)
-    return size
-
-
-class _Inflater:
-    """Streaming gunzip with a running sha256 and size bound; one shard's input at a time."""
-
-    def __init__(self, where: str, limit: int) -> None:
-        self.where = where
-        self.limit = limit
-        self.decompressor = zlib.decompressobj(31)
-        self.output = io.BytesIO()
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def feed(self, data: bytes, part: str) -> None:
-        if self.decompressor.eof:
-            raise OffsetsCorrupt(f"{self.where}: data after the end of the gzip stream in {part}")
-        for out in _inflate_steps(self.decompressor, data, self.where, part):
-            self.size += len(out)
-            if self.size > self.limit:
-                raise OffsetsTooLarge(self.where, self.limit)
-            self.digest.update(out)
-            self.output.write(out)
-
-    def finish(self, part: str) -> bytes:
-        if not self.decompressor.eof:
-            raise OffsetsCorrupt(f"{self.where}: the gzip stream ends early (after {part}); data is missing")
-        if self.decompressor.unused_data:
-            raise OffsetsCorrupt(f"{self.where}: unexpected bytes after the end of the gzip stream in {part}")
-        # BytesIO hands over its buffer without copying when nothing else references it.
-        return self.output.getvalue()
 
 
 class OffsetsConfigMapStore:
@@ -872,19 +542,3 @@ def _other_payload(current: ConfigMapData | None, key: str) -> int:
     text = sum(len(v.encode()) for k, v in current.data.items() if k not in ours)
     binary = sum(len(v) for k, v in current.binary_data.items() if k not in ours)
     return text + binary
-
-
-def _count_small(document: bytes) -> int | None:
-    try:
-        obj = json.loads(document)
-    except ValueError:
-        return None
-    offsets = obj.get("offsets") if isinstance(obj, dict) else None
-    return len(offsets) if isinstance(offsets, list) else None
-
-
-def _count_or_none(document: bytes) -> int | None:
-    try:
-        return count_entries(document)
-    except OffsetsStreamError:
-        return None

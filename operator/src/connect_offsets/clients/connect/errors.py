@@ -1,0 +1,160 @@
+"""The errors of the Connect client: one small tree that callers decide *retry* or *give up* by.
+
+Separate because every caller (the reconciler, the lag monitor, the CLI) imports these classes
+without needing the client, and because the HTTP status -> class mapping is a contract of its own
+(drawn in the package docstring, :mod:`connect_offsets.clients.connect`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import httpx
+
+from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
+from connect_offsets.offsets.chunking import ChunkFailure
+
+#: Non-JSON error bodies (HTML from a proxy, plain text) are cut to this many characters.
+MAX_ERROR_TEXT: Final = 512
+
+
+class ConnectError(ConnectOffsetsError):
+    """Base of every error raised by :class:`ConnectClient`.
+
+    ``message`` is Connect's own message verbatim when Connect sent one, otherwise our description.
+    ``method`` and ``path`` identify the request (path as sent, URL-quoted, without query string).
+    ``chunk_failure`` is set when the request was one chunk of :meth:`ConnectClient.alter_offsets_chunked`.
+    """
+
+    chunk_failure: ChunkFailure | None = None
+
+    def __init__(self, message: str, *, method: str | None = None, path: str | None = None) -> None:
+        self.message = message
+        self.method = method
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.method and self.path:
+            return self._with_chunks(f"{self.method} {self.path}: {self.message}")
+        return self._with_chunks(self.message)
+
+    def _with_chunks(self, text: str) -> str:
+        return f"{text} [{self.chunk_failure.render()}]" if self.chunk_failure is not None else text
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same request may succeed later without any change on our side."""
+        return False
+
+
+class ConnectUnavailable(ConnectError, TransientError):
+    """Connect could not be reached: connection refused, DNS, TLS handshake, timeouts."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ConnectHTTPError(ConnectError):
+    """Connect answered with a non-2xx status."""
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        status_code: int,
+        message: str,
+        error_code: int | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.error_code = error_code
+        super().__init__(message, method=method, path=path)
+
+    def _render(self) -> str:
+        return self._with_chunks(f"{self.method} {self.path}: {self.status_code} {self.message}")
+
+    @property
+    def retryable(self) -> bool:
+        return self.status_code == httpx.codes.TOO_MANY_REQUESTS
+
+
+class ConnectServerError(ConnectHTTPError):
+    """5xx. Includes Connect's own request timeout (500 "Request timed out")."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    @property
+    def is_request_timeout(self) -> bool:
+        """Connect gave up waiting for the herder (default 90 s); the operation may still complete."""
+        return self.message.startswith("Request timed out")
+
+
+class ConnectConflict(ConnectHTTPError):
+    """409: a rebalance is in progress, the config is stale, or the connector already exists."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+    @property
+    def already_exists(self) -> bool:
+        """True for the 409 of ``POST /connectors`` when the name is taken."""
+        return "already exists" in self.message
+
+
+class ConnectNotFound(ConnectHTTPError):
+    """404: no such connector / task / endpoint."""
+
+
+class ConnectBadRequest(ConnectHTTPError):
+    """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
+
+
+class ConnectResponseTooLarge(ConnectError, UserError):
+    """The answer grew past its cap while being read (decoded): a hostile or broken server.
+
+    Not retryable: the same URL would send the same thing; the ConnectCluster must change.
+    """
+
+    def __init__(self, *, method: str, path: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"the answer is larger than {limit} bytes (decoded); refused before parsing "
+            "(is spec.url a Kafka Connect REST API?)",
+            method=method,
+            path=path,
+        )
+
+
+def _with_chunk_failure(error: ConnectError, failure: ChunkFailure) -> ConnectError:
+    """The same error (same class, so retry decisions are unchanged), telling which chunks were applied."""
+    clone = type(error).__new__(type(error))
+    clone.__dict__.update(error.__dict__)
+    clone.chunk_failure = failure
+    Exception.__init__(clone, clone._render())
+    return clone
+
+
+def _is_connect_error_body(response: httpx.Response) -> bool:
+    """Connect's own errors are JSON ``{"error_code": ..., "message": ...}`` (ConnectExceptionMapper)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and "error_code" in body
+
+
+def _error_class(status_code: int) -> type[ConnectHTTPError]:
+    if status_code >= 500:
+        return ConnectServerError
+    if status_code == 404:
+        return ConnectNotFound
+    if status_code == 409:
+        return ConnectConflict
+    if 400 <= status_code < 500:
+        return ConnectBadRequest
+    return ConnectHTTPError  # 1xx/3xx: we never follow redirects
