@@ -51,6 +51,10 @@ TOPICS_REFRESH_S = 300.0
 #: frozen worker finds one request queued per interval, not one per resource.
 FAILED_REFRESH_HOLD_S = 2.0
 
+#: While a refresh is in flight, readers are answered from a snapshot up to this many ``max_age``
+#: old instead of waiting for it.
+STALE_WHILE_REFRESHING = 2.0
+
 
 @dataclass(frozen=True)
 class ConnectorRead:
@@ -158,7 +162,13 @@ class ConnectorsSnapshot:
 
     async def _current(self) -> _Taken | None:
         taken = self._taken
-        if taken is not None and time.monotonic() - taken.at <= self.max_age:
+        age = None if taken is None else time.monotonic() - taken.at
+        if age is not None and age <= self.max_age:
+            return taken
+        if age is not None and self._inflight is not None and age <= STALE_WHILE_REFRESHING * self.max_age:
+            # A refresh is on its way (5,000 connectors take Connect seconds to list): answer from
+            # the last snapshot rather than queue every check behind it. Changes it finds still
+            # wake their resources (on_change); writes and fresh reads never come here.
             return taken
         if self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S:
             raise self._failed[1]
