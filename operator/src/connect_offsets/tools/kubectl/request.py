@@ -7,7 +7,7 @@ raises ``PluginError`` (exit 2) for anything that can be refused before writing 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -241,12 +241,4 @@ class Options:
 
 def without_offsets_text(request: Request) -> Request:
     """The request without its offsets text (already validated once; re-checks skip it)."""
-    return Request(
-        operation=request.operation,
-        request_id=request.request_id,
-        mirror_connector=request.mirror_connector,
-        dry_run=request.dry_run,
-        stop_connector=request.stop_connector,
-        from_backup=request.from_backup,
-        reset_offset_syncs=request.reset_offset_syncs,
-    )
+    return replace(request, offsets_text=None, offsets_source="")
