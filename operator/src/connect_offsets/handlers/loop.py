@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -74,8 +73,15 @@ async def run_loop(
             logger.warning(f"transient failure, retrying in {delay:.0f}s: {outcome.transient_error}")
         waker.configmaps = outcome.referenced_configmaps
         waker.connectors = outcome.connectors
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waker.event.wait(), timeout=delay)
+        # A timer that sets the waker's event, not asyncio.wait_for: wait_for wraps the wait in a
+        # task and, on timeout, cancels it and waits for the cancellation; with thousands of idle
+        # resources that was half the event loop's time (py-spy on bench_steady_state at 5,000).
+        # The loop does not need to tell a timeout from a wake-up: either way it checks again.
+        timer = loop.call_later(delay, waker.event.set)
+        try:
+            await waker.event.wait()
+        finally:
+            timer.cancel()
 
 
 def note_change(state: OperatorState, plural: str, namespace: str, name: str, body: Any, event_type: str) -> None:
