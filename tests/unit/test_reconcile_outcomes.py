@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.models.crds import ConnectorState, OffsetsProgressStatus, PendingOffsetsOperation
+from connect_offsets.models.crds import ConnectorState, OffsetsProgressStatus, PendingOffsetsOperation, StatusModel
 from connect_offsets.offsets import diff_offsets, parse_offsets_document, parse_offsets_obj
 from connect_offsets.offsets.chunking import ChunkResume
 from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConnectorTarget, Plan
@@ -130,7 +130,7 @@ def pending(**changes: Any) -> PendingOffsetsOperation:
 def test_a_finished_change_publishes_its_outcome() -> None:
     done = finished_change(pending(result="Succeeded", message="alter: ok"), target(), NOW)
     assert done.message == "alter: ok; connector back to running"
-    assert done.last_operation["result"] == "Succeeded" and done.last_operation["backup"] == "b"
+    assert done.last_operation.result == "Succeeded" and done.last_operation.backup == "b"
     assert done.condition is None and done.applied_offsets is None
     assert (done.event_type, done.event_reason) == ("Normal", "OffsetsOperationSucceeded")
 
@@ -144,7 +144,8 @@ def test_a_finished_change_publishes_its_outcome() -> None:
     declared = finished_change(
         pending(result="Succeeded", source="applyOnChange", content_hash="h"), target(alter_configmap="cm"), NOW
     )
-    assert declared.applied_offsets == {
+    assert declared.applied_offsets is not None
+    assert as_status(declared.applied_offsets) == {
         "configMap": "cm",
         "contentHash": "h",
         "time": "2026-01-02T03:04:05Z",
@@ -179,8 +180,13 @@ def test_messages_are_capped_with_a_marker() -> None:
     long = "x" * 10_000 + "END"
     cut = truncate(long, 1000)
     assert len(cut) <= 1000 and cut.endswith("END") and "characters cut" in cut
-    status = op_status("alter", "Failed", long, Plan(offsets_request="fp", request_id="id"), NOW, "R")
+    status = as_status(op_status("alter", "Failed", long, Plan(offsets_request="fp", request_id="id"), NOW, "R"))
     assert len(status["message"]) <= MAX_OPERATION_MESSAGE
     assert (status["request"], status["requestId"], status["reason"]) == ("fp", "id", "R")
     assert "dryRun" not in status
-    assert op_status("alter", "Succeeded", "m", Plan(), NOW, dry_run=True)["dryRun"] is True
+    assert as_status(op_status("alter", "Succeeded", "m", Plan(), NOW, dry_run=True))["dryRun"] is True
+
+
+def as_status(model: StatusModel) -> dict[str, Any]:
+    """A nested status object as the status writer serializes it."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")

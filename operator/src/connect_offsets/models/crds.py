@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -103,9 +103,33 @@ class Model(BaseModel):
 
 
 class StatusModel(BaseModel):
-    """Status models: tolerant, since older operators may have written other fields."""
+    """Status models: tolerant when read, strict when built.
+
+    Read from the API server (``model_validate``), fields this operator does not know are ignored:
+    older operators may have written other fields. Built by the operator (keyword arguments, by
+    Python name), an unknown field is a ``TypeError``: the API server would prune a status field the
+    model (so the CRD schema) does not declare, without a word.
+
+    A status write is one of these built with only the fields it sets (``model_fields_set``); a
+    field set to None is removed from the resource's status (``reconcile.status.write_status``).
+    """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def __init__(self, /, **data: Any) -> None:
+        unknown = sorted(key for key in data if key not in type(self).model_fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} declares no field {', '.join(unknown)}")
+        super().__init__(**data)
+
+    # Validation (``model_validate``, a status nested in a parsed resource) does not go through
+    # this ``__init__``, as with ``BaseModel``'s own: reading stays tolerant. (Without this mark
+    # pydantic calls an overridden ``__init__`` for every nested model it validates.)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def updated(self, change: Self) -> Self:
+        """This partial status with the fields ``change`` sets (None included) set to its values."""
+        return self.model_copy(update={name: getattr(change, name) for name in change.model_fields_set})
 
 
 class ObjectMeta(BaseModel):

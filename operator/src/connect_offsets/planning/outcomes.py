@@ -74,7 +74,7 @@ def op_status(
     backup: str | None = None,
     *,
     dry_run: bool = False,
-) -> dict[str, Any]:
+) -> OffsetsOperationStatus:
     """status.lastOffsetsOperation of a request this plan handled."""
     return OffsetsOperationStatus(
         operation=operation,
@@ -86,7 +86,7 @@ def op_status(
         request=plan.offsets_request,
         request_id=plan.request_id,
         dry_run=True if dry_run else None,
-    ).model_dump(by_alias=True, exclude_none=True)
+    )
 
 
 def handled_request_ids(target: ConnectorTarget, request_id: str, *, dry_run: bool = False) -> list[str]:
@@ -165,8 +165,8 @@ class FinishedChange:
     """What a finished stop -> change -> resume publishes."""
 
     message: str
-    last_operation: dict[str, Any]
-    applied_offsets: dict[str, Any] | None  # applyOnChange: the document now applied
+    last_operation: OffsetsOperationStatus
+    applied_offsets: AppliedOffsetsStatus | None  # applyOnChange: the document now applied
     condition: ConditionSpec | None  # OffsetsOperationFailed when it failed
     event_type: str
     event_reason: str
@@ -186,7 +186,7 @@ def finished_change(pending: PendingOffsetsOperation, target: ConnectorTarget, n
         message=truncate(message, MAX_OPERATION_MESSAGE),
         request=pending.request,
         request_id=pending.request_id,
-    ).model_dump(by_alias=True, exclude_none=True)
+    )
     applied = None
     if pending.source == "applyOnChange" and target.alter_configmap and pending.content_hash:
         applied = AppliedOffsetsStatus(
@@ -194,7 +194,7 @@ def finished_change(pending: PendingOffsetsOperation, target: ConnectorTarget, n
             content_hash=pending.content_hash,
             time=iso(now),
             result=pending.result,
-        ).model_dump(by_alias=True)
+        )
     condition = (
         ConditionSpec("OffsetsOperationFailed", "True", pending.reason or "RequestFailed", message) if failed else None
     )

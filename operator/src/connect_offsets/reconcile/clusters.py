@@ -35,6 +35,7 @@ from connect_offsets.models.connect import ServerInfo, offsets_api_refusal
 from connect_offsets.models.crds import (
     ConnectClusterResource,
     ConnectClusterSpec,
+    ConnectClusterStatus,
 )
 from connect_offsets.planning import (
     BindingRefusal,
@@ -428,7 +429,7 @@ class _Probe:
     version: int | None  # the ConnectCluster's generation probed
     at: float
     conditions: list[ConditionSpec]
-    extra: dict[str, Any]
+    status: ConnectClusterStatus  # what the probe found: version, commit, Kafka cluster id, plugins
 
 
 class ClusterService:
@@ -459,20 +460,20 @@ class ClusterService:
                     # Several ConnectClusters may share the endpoint's snapshot: the first pass of
                     # an interval refreshes it, the others find it fresh.
                     await snapshot.refresh(older_than=self.clusters.drift_interval * 0.8)
-            conditions, extra = probe.conditions, probe.extra
+            conditions, update = probe.conditions, probe.status
             self._probes[(namespace, name)] = probe
         except ClusterUnusable as error:
             self._probes.pop((namespace, name), None)
-            conditions, extra = (
+            conditions, update = (
                 [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))],
-                {},
+                None,
             )
         except ConnectError as error:
             self._probes.pop((namespace, name), None)  # probed again (Secrets re-read) on the retry
-            conditions, extra = [unreachable_condition(error, body.get("spec") or {})], {}
+            conditions, update = [unreachable_condition(error, body.get("spec") or {})], None
             # Retried with back-off either way: no Secret is watched, so a fixed token is found by the retry.
             outcome.transient_error = str(error)
-        await write_status(self.kube, CLUSTERS, body, conditions, now, extra)
+        await write_status(self.kube, CLUSTERS, body, conditions, now, update)
         return outcome
 
     async def _probe(self, namespace: str, name: str, body: dict[str, Any]) -> _Probe:
@@ -481,23 +482,27 @@ class ClusterService:
         client, info = await self.clusters.refresh(namespace, name)
         plugins = await client.connector_plugins()
 
-        def echoed(text: str | None) -> str | None:
+        def echoed(text: str) -> str:
             # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
-            return None if text is None else reflect(text, client.known_secrets, MAX_SERVER_FIELD)
+            return reflect(text, client.known_secrets, MAX_SERVER_FIELD)
 
-        extra = {
-            "version": echoed(info.version),
-            "commit": echoed(info.commit),
-            "kafkaClusterId": echoed(info.kafka_cluster_id),
-            "connectorPlugins": [echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
-        }
+        def maybe(text: str | None) -> str | None:
+            return None if text is None else echoed(text)
+
+        # A field the worker does not report (None) is removed from status.
+        status = ConnectClusterStatus(
+            version=maybe(info.version),
+            commit=maybe(info.commit),
+            kafka_cluster_id=maybe(info.kafka_cluster_id),
+            connector_plugins=[echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
+        )
         url = reflect(str(body["spec"].get("url", "")))
         refusal = offsets_api_refusal(info.version)
         if refusal is not None:
             conditions = [ConditionSpec("Ready", "False", CONNECT_TOO_OLD, f"{refusal} ({url})")]
         else:
-            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {extra['version']} answers at {url}")]
-        return _Probe(body["metadata"].get("generation"), time.monotonic(), conditions, extra)
+            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {status.version} answers at {url}")]
+        return _Probe(body["metadata"].get("generation"), time.monotonic(), conditions, status)
 
 
 #: Ready reasons when the worker refuses the credentials (401) or the identity (403): unlike

@@ -21,6 +21,7 @@ from connect_offsets.clients.kubernetes import (
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
+    KafkaConnectorStatus,
 )
 from connect_offsets.planning import (
     Observed,
@@ -123,15 +124,15 @@ class ConnectorService:
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
-            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, {})
+            await write_status(self.kube, CONNECTORS, body, plan.conditions, now)
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
             else:
                 outcome.requeue_after = 30.0
             return outcome
 
-        async def checkpoint(fields: dict[str, Any]) -> None:
-            await write_status_fields(self.kube, CONNECTORS, body, now, fields)
+        async def checkpoint(update: KafkaConnectorStatus) -> None:
+            await write_status_fields(self.kube, CONNECTORS, body, now, update)
 
         # The cluster's Secrets are read in the cluster's namespace (a platform's credentials).
         cluster = cluster_ref(namespace, resource.metadata.labels)
@@ -147,16 +148,17 @@ class ConnectorService:
             return Outcome(
                 requeue_after=0.0, connectors=outcome.connectors
             )  # the request changed: plan again from the fresh body
-        extra = dict(result.status)
+        update = result.status
         if result.observed.status is not None:
-            extra["tasksMax"] = resource.spec.tasks_max
+            update = update.updated(KafkaConnectorStatus(tasks_max=resource.spec.tasks_max))
         running = _running(result.observed.status)
         topics_due = snapshot.topics_due(target.name, running) if snapshot is not None else running
         if topics_due and result.observed.config is not None and result.transient_error is None:
             # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
             with contextlib.suppress(ConnectError):
-                extra["topics"] = sorted(await client.get_connector_topics(target.name))
-        await write_status(self.kube, CONNECTORS, body, result.conditions, now, extra)
+                topics = sorted(await client.get_connector_topics(target.name))
+                update = update.updated(KafkaConnectorStatus(topics=topics))
+        await write_status(self.kube, CONNECTORS, body, result.conditions, now, update)
         await self.runner.finish_requests([result], body, CONNECTORS)
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after

@@ -19,7 +19,7 @@ from connect_offsets.clients.kubernetes import KubernetesApi, label_value
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.models.connect import ServerInfo
-from connect_offsets.models.crds import PendingOffsetsOperation
+from connect_offsets.models.crds import KafkaConnectorStatus, PendingOffsetsOperation
 from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan
 from connect_offsets.planning.outcomes import handled_request_ids, op_status, truncate
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
@@ -37,8 +37,9 @@ KafkaConfig = Callable[[], Awaitable[dict[str, Any]]]
 
 
 #: Writes status fields of one connector target right away (before the next step runs): how a
-#: multi-step change survives an operator restart. A None value removes the field.
-Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+#: multi-step change survives an operator restart. The fields set in the update are written; a
+#: field set to None is removed.
+Checkpoint = Callable[[KafkaConnectorStatus], Awaitable[None]]
 
 
 class OffsetsRequestInvalid(UserError):
@@ -67,7 +68,10 @@ class TargetResult:
     plan: Plan
     observed: Observed
     conditions: list[ConditionSpec]
-    status: dict[str, Any] = field(default_factory=dict)  # lastOffsetsOperation, autoRestart, connectorStatus
+    #: The target's status fields this pass sets (``model_fields_set``; None removes one): the last
+    #: offsets operation, autoRestart, connectorStatus, ... For a KafkaMirrorMaker2, its entry in
+    #: status.connectors, and its handled request ids.
+    status: KafkaConnectorStatus = field(default_factory=KafkaConnectorStatus)
     transient_error: str | None = None
     removals: list[Action] = field(default_factory=list)  # annotations of finished requests
     #: The pass stopped before a change because the request changed (RequestChanged): write nothing.
@@ -82,25 +86,35 @@ class StatusSink:
     status write includes them too."""
 
     checkpoint: Checkpoint | None = None
-    status: dict[str, Any] = field(default_factory=dict)
+    #: The status fields set so far (a partial status: ``model_fields_set``; None removes a field).
+    status: KafkaConnectorStatus = field(default_factory=KafkaConnectorStatus)
     conditions: list[ConditionSpec] = field(default_factory=list)
     removals: list[Action] = field(default_factory=list)
 
-    async def fields(self, fields: dict[str, Any]) -> None:
-        self.status.update(fields)
+    def report(self, update: KafkaConnectorStatus) -> None:
+        """Set these status fields in the final write of the pass."""
+        self.status = self.status.updated(update)
+
+    async def fields(self, update: KafkaConnectorStatus) -> None:
+        """Set these status fields, and write them at once (a checkpoint) when the pass has one."""
+        self.report(update)
         if self.checkpoint is not None:
-            await self.checkpoint(fields)
+            await self.checkpoint(update)
 
     async def pending(self, pending: PendingOffsetsOperation) -> None:
-        await self.fields({"pendingOffsetsOperation": pending.model_dump(by_alias=True, exclude_none=True)})
+        await self.fields(KafkaConnectorStatus(pending_offsets_operation=pending))
 
     def handled(self, target: ConnectorTarget, request_id: str | None, *, dry_run: bool = False) -> None:
         """Remember a finished request's id, so the same id re-applied later is a no-op."""
         if request_id is not None:
-            self.status["handledRequestIds"] = handled_request_ids(target, request_id, dry_run=dry_run)
+            self.report(
+                KafkaConnectorStatus(handled_request_ids=handled_request_ids(target, request_id, dry_run=dry_run))
+            )
 
     def failed(self, plan: Plan, operation: str, reason: str, text: str, now: datetime) -> None:
-        self.status["lastOffsetsOperation"] = op_status(operation, "Failed", text, plan, now, reason)
+        self.report(
+            KafkaConnectorStatus(last_offsets_operation=op_status(operation, "Failed", text, plan, now, reason))
+        )
         self.conditions.append(ConditionSpec("OffsetsOperationFailed", "True", reason, text))
 
     def not_ready(self, reason: str, message: str) -> None:

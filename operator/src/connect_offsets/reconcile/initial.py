@@ -12,6 +12,7 @@ import time
 
 from connect_offsets.clients.connect import ConnectClient, ConnectConflict, ConnectError, ConnectHTTPError
 from connect_offsets.faults import fault_point
+from connect_offsets.models.crds import InitialOffsetsStatus, KafkaConnectorStatus
 from connect_offsets.offsets import parse_offsets_document, parse_offsets_obj
 from connect_offsets.planning import Action, Plan
 from connect_offsets.planning.outcomes import initial_offsets_in_place
@@ -35,7 +36,7 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
     """
     client, name = p.client, p.target.name
     assert action.configmap is not None
-    record = {"configMap": action.configmap, "time": iso(p.now)}
+    configmap, now = action.configmap, iso(p.now)
     current_step = "validate"
     created = action.kind == "apply_initial_offsets"
     try:
@@ -44,7 +45,11 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
             problems = await client.validate_config(action.config)
             if problems:
                 raise OffsetsRequestInvalid("InvalidConfig", "Connect rejects the config: " + "; ".join(problems))
-            await p.sink.fields({"initialOffsets": {**record, "step": "Creating"}})
+            await p.sink.fields(
+                KafkaConnectorStatus(
+                    initial_offsets=InitialOffsetsStatus(config_map=configmap, step="Creating", time=now)
+                )
+            )
             current_step = "create"
             await client.create_connector(name, action.config, initial_state="STOPPED")
             created = True
@@ -84,13 +89,15 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
             except ConnectError as delete_error:
                 cleanup = f"; deleting the half-created connector failed: {delete_error}"
         full = f"initial offsets failed at step {current_step}: {text}{cleanup}"
-        await p.sink.fields(
-            {"initialOffsets": {**record, "step": "Failed", "request": action.request, "message": full}}
+        failed = InitialOffsetsStatus(
+            config_map=configmap, step="Failed", time=now, request=action.request, message=full
         )
+        await p.sink.fields(KafkaConnectorStatus(initial_offsets=failed))
         p.sink.not_ready("InitialOffsetsFailed", full)
         await p.event("Warning", "InitialOffsetsFailed", f"{name}: {full}")
         return
-    await p.sink.fields({"initialOffsets": {**record, "step": "Applied", "message": message}})
+    applied = InitialOffsetsStatus(config_map=configmap, step="Applied", time=now, message=message)
+    await p.sink.fields(KafkaConnectorStatus(initial_offsets=applied))
     # Recorded once the leftovers were judged: before, this very record would be the newest.
     await record_owner(p, name)
     await p.event("Normal", "InitialOffsetsApplied", f"{name}: {message}")

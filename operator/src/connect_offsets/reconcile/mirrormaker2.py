@@ -30,8 +30,12 @@ from connect_offsets.clients.kubernetes import (
 from connect_offsets.lag import LagRegistry, MirrorSecrets, mirror_kafka_config
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import (
+    KafkaConnectorStatus,
     KafkaMirrorMaker2Resource,
+    KafkaMirrorMaker2Status,
     MirrorConnectorStatus,
+    OffsetsOperationStatus,
+    ReplicationLagStatus,
     WriteToTarget,
 )
 from connect_offsets.planning import (
@@ -138,7 +142,7 @@ class MirrorMaker2Service:
                 reason = error.reason or MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
             else:
                 reason = MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
-            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, {})
+            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now)
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
             else:
@@ -150,20 +154,20 @@ class MirrorMaker2Service:
         held, gate_error = await self._gate(body, resource, mirror, client, info)
         if gate_error is not None:
             outcome.transient_error = gate_error
-        entries: list[dict[str, Any]] = []
+        entries: list[MirrorConnectorStatus] = []
         conditions: list[ConditionSpec] = list(mirror.conditions)
         not_ready: list[ConditionSpec] = []
         previous = {c.name: c for c in resource.status.connectors}
-        last_operation: dict[str, Any] | None = None
+        last_operation: OffsetsOperationStatus | None = None
         results: list[TargetResult] = []
         handled_ids: list[str] | None = None
         for target in mirror.targets:
             refusal = held.get(target.name)
             if refusal is not None:
-                kept = _kept_entry_fields(previous.get(target.name))
-                entries.append(
-                    {**kept, "name": target.name, "ready": False, "reason": refusal.reason, "message": refusal.message}
+                held_entry = MirrorConnectorStatus(
+                    name=target.name, ready=False, reason=refusal.reason, message=refusal.message
                 )
+                entries.append(_kept_entry_fields(held_entry, previous.get(target.name)))
                 not_ready.append(refusal)
                 continue
             hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
@@ -180,9 +184,8 @@ class MirrorMaker2Service:
             if result.superseded:  # the request changed: plan every connector again from the fresh body
                 return Outcome(requeue_after=0.0, connectors=outcome.connectors)
             results.append(result)
-            handled = result.status.pop("handledRequestIds", None)
-            if handled is not None:
-                handled_ids = handled
+            if "handled_request_ids" in result.status.model_fields_set:
+                handled_ids = result.status.handled_request_ids
             if result.transient_error and outcome.transient_error is None:
                 outcome.transient_error = result.transient_error
             if result.plan.requeue_after is not None:
@@ -190,18 +193,18 @@ class MirrorMaker2Service:
                     outcome.requeue_after or result.plan.requeue_after, result.plan.requeue_after
                 )
             ready = next((c for c in result.conditions if c.type == "Ready"), None)
-            entry: dict[str, Any] = {
-                "name": target.name,
-                "ready": ready is not None and ready.status == "True",
-                "reason": ready.reason if ready else "",
-                "message": ready.message if ready else "",
-                **_kept_entry_fields(previous.get(target.name)),
-            }
-            entry.update(result.status)
-            entry = {k: v for k, v in entry.items() if v is not None}
-            if "lastOffsetsOperation" in result.status:
-                last_operation = {**result.status["lastOffsetsOperation"], "connector": target.name}
-            entries.append(entry)
+            entry = MirrorConnectorStatus(
+                name=target.name,
+                ready=ready is not None and ready.status == "True",
+                reason=ready.reason if ready else "",
+                message=ready.message if ready else "",
+            )
+            # A field the pass set to None is gone from the entry (the status writer leaves None out).
+            entries.append(
+                _kept_entry_fields(entry, previous.get(target.name)).updated(_entry_update(target.name, result.status))
+            )
+            if result.status.last_offsets_operation is not None:
+                last_operation = result.status.last_offsets_operation
             if ready is not None and ready.status != "True":
                 not_ready.append(ready)
             for item in result.conditions:
@@ -214,7 +217,7 @@ class MirrorMaker2Service:
             ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
         elif not_ready:
             first = not_ready[0]
-            names = [e["name"] for e in entries if not e["ready"]]
+            names = [e.name for e in entries if not e.ready]
             ready_condition = ConditionSpec(
                 "Ready", "False", first.reason, f"not ready: {', '.join(names)}; first: {first.message}"
             )
@@ -222,16 +225,17 @@ class MirrorMaker2Service:
             ready_condition = ConditionSpec(
                 "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
             )
-        extra: dict[str, Any] = {"connectors": entries}
+        update = KafkaMirrorMaker2Status(connectors=entries)
         if handled_ids is not None:
-            extra["handledRequestIds"] = handled_ids
+            update = update.updated(KafkaMirrorMaker2Status(handled_request_ids=handled_ids))
         if last_operation is not None:
-            extra["lastOffsetsOperation"] = {k: v for k, v in last_operation.items() if k != "connector"}
+            update = update.updated(KafkaMirrorMaker2Status(last_offsets_operation=last_operation))
         replication_lag, lag_conditions = self.lag.report(resource, now)
         if replication_lag is not None:
-            extra["replicationLag"] = replication_lag
+            lag = ReplicationLagStatus.model_validate(replication_lag)
+            update = update.updated(KafkaMirrorMaker2Status(replication_lag=lag))
         conditions += lag_conditions
-        await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, extra)
+        await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
         await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
 
@@ -336,18 +340,16 @@ class MirrorMaker2Service:
     def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
         """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""
 
-        async def checkpoint(fields: dict[str, Any]) -> None:
-            entries = [dict(e) for e in (body.get("status") or {}).get("connectors", []) if isinstance(e, dict)]
-            entry = next((e for e in entries if e.get("name") == connector), None)
-            if entry is None:
-                entry = {"name": connector}
-                entries.append(entry)
-            for key, value in fields.items():
-                if value is None:
-                    entry.pop(key, None)
-                else:
-                    entry[key] = value
-            await write_status_fields(self.kube, MIRRORS, body, now, {"connectors": entries})
+        async def checkpoint(update: KafkaConnectorStatus) -> None:
+            # The entries as last written (this pass's earlier checkpoints included).
+            entries = KafkaMirrorMaker2Status.model_validate(body.get("status") or {}).connectors
+            change = _entry_update(connector, update)
+            index = next((i for i, e in enumerate(entries) if e.name == connector), None)
+            if index is None:
+                entries.append(change)
+            else:
+                entries[index] = entries[index].updated(change)
+            await write_status_fields(self.kube, MIRRORS, body, now, KafkaMirrorMaker2Status(connectors=entries))
 
         return checkpoint
 
@@ -425,20 +427,25 @@ class MirrorMaker2Service:
 VALIDATION_TTL_S = 300.0
 
 
-def _kept_entry_fields(old: MirrorConnectorStatus | None) -> dict[str, Any]:
-    """The fields of a connector's previous status entry that a new pass carries over."""
-    kept: dict[str, Any] = {}
+def _kept_entry_fields(entry: MirrorConnectorStatus, old: MirrorConnectorStatus | None) -> MirrorConnectorStatus:
+    """A connector's new status entry with the fields of its previous entry a new pass carries over."""
     if old is None:
-        return kept
-    for key, value in (
-        ("autoRestart", old.auto_restart),
-        ("lastOffsetsOperation", old.last_offsets_operation),
-        ("pendingOffsetsOperation", old.pending_offsets_operation),
-        ("appliedOffsets", old.applied_offsets),
-        ("offsetsProgress", old.offsets_progress),
-    ):
-        if isinstance(value, dict):
-            kept[key] = value
-        elif value is not None:
-            kept[key] = value.model_dump(by_alias=True, exclude_none=True)
-    return kept
+        return entry
+    return entry.updated(
+        MirrorConnectorStatus(
+            name=entry.name,
+            auto_restart=old.auto_restart,
+            last_offsets_operation=old.last_offsets_operation,
+            pending_offsets_operation=old.pending_offsets_operation,
+            applied_offsets=old.applied_offsets,
+            offsets_progress=old.offsets_progress,
+        )
+    )
+
+
+def _entry_update(connector: str, status: KafkaConnectorStatus) -> MirrorConnectorStatus:
+    """The fields one connector's pass set, as a change of its entry in status.connectors (its
+    handled request ids excepted: the resource keeps them). A field a MirrorMaker 2 connector's
+    entry does not declare is a TypeError."""
+    fields = {name: getattr(status, name) for name in status.model_fields_set if name != "handled_request_ids"}
+    return MirrorConnectorStatus(name=connector, **fields)

@@ -20,7 +20,7 @@ from connect_offsets.clients.connect import ConnectError, ConnectHTTPError
 from connect_offsets.clients.kubernetes import KubernetesRejected
 from connect_offsets.clients.offsets_configmaps import OffsetsStoreError
 from connect_offsets.faults import fault_point
-from connect_offsets.models.crds import OffsetsProgressStatus
+from connect_offsets.models.crds import KafkaConnectorStatus, OffsetsProgressStatus
 from connect_offsets.offsets import (
     OffsetsDiff,
     diff_offsets,
@@ -57,8 +57,10 @@ async def report_refusal(p: Pass, plan: Plan) -> None:
     if refusal is None:
         return
     metrics.OPERATIONS.labels(p.kind, refusal.operation, "Failed").inc()
-    p.sink.status["lastOffsetsOperation"] = op_status(
-        refusal.operation, "Failed", refusal.message, plan, p.now, refusal.reason
+    p.sink.report(
+        KafkaConnectorStatus(
+            last_offsets_operation=op_status(refusal.operation, "Failed", refusal.message, plan, p.now, refusal.reason)
+        )
     )
     p.sink.handled(p.target, plan.request_id, dry_run=is_dry_run(p.target))
     await p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {refusal.message}")
@@ -84,7 +86,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
                 backup_name = await backup(p, operation)
                 # Recorded before the change, so a restart from here on reuses this backup.
                 begun = OffsetsProgressStatus(request=plan.offsets_request, backup=backup_name)
-                await p.sink.fields({"offsetsProgress": begun.to_status()})
+                await p.sink.fields(KafkaConnectorStatus(offsets_progress=begun))
                 fault_point("after-backup")
         if applied:
             message = already_applied_text(operation)
@@ -100,14 +102,15 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
         text = rejected_text(operation, error.status_code, error.message)
         metrics.OPERATIONS.labels(p.kind, operation, "Failed").inc()
         if backup_name is not None and error.chunk_failure is None:
-            p.sink.status["offsetsProgress"] = None  # a chunked failure keeps its report of applied chunks
+            # A chunked failure keeps its report of applied chunks.
+            p.sink.report(KafkaConnectorStatus(offsets_progress=None))
         p.sink.failed(plan, operation, "ConnectRejected", text, p.now)
         p.sink.handled(p.target, plan.request_id)
         await p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
         return False
     except OffsetsRequestInvalid as error:
         if backup_name is not None:
-            p.sink.status["offsetsProgress"] = None
+            p.sink.report(KafkaConnectorStatus(offsets_progress=None))
         text = f"{operation} refused: {error}"
         metrics.OPERATIONS.labels(p.kind, operation, "Failed").inc()
         p.sink.failed(plan, operation, error.reason, text, p.now)
@@ -116,9 +119,11 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
         return False
     metrics.OPERATION_SECONDS.labels(p.kind, operation).observe(time.monotonic() - started)
     metrics.OPERATIONS.labels(p.kind, operation, "Succeeded").inc()
-    if backup_name is not None:
-        p.sink.status["offsetsProgress"] = None  # done: nothing left to resume
-    p.sink.status["lastOffsetsOperation"] = op_status(operation, "Succeeded", message, plan, p.now, backup=backup_name)
+    succeeded = op_status(operation, "Succeeded", message, plan, p.now, backup=backup_name)
+    if backup_name is not None:  # done: nothing left to resume
+        p.sink.report(KafkaConnectorStatus(offsets_progress=None, last_offsets_operation=succeeded))
+    else:
+        p.sink.report(KafkaConnectorStatus(last_offsets_operation=succeeded))
     p.sink.handled(p.target, plan.request_id)
     await p.event("Normal", "OffsetsOperationSucceeded", f"{p.target.name}: {message}")
     return True
@@ -193,10 +198,9 @@ async def finish_change(p: Pass, action: Action) -> None:
     assert pending is not None and pending.result is not None
     metrics.OPERATIONS.labels(p.kind, pending.operation, pending.result).inc()
     finished = finished_change(pending, p.target, p.now)
-    p.sink.status["lastOffsetsOperation"] = finished.last_operation
-    p.sink.status["pendingOffsetsOperation"] = None
+    p.sink.report(KafkaConnectorStatus(last_offsets_operation=finished.last_operation, pending_offsets_operation=None))
     if finished.applied_offsets is not None:
-        p.sink.status["appliedOffsets"] = finished.applied_offsets
+        p.sink.report(KafkaConnectorStatus(applied_offsets=finished.applied_offsets))
     if finished.condition is not None:
         p.sink.conditions.append(finished.condition)
     p.sink.handled(p.target, pending.request_id)
@@ -229,15 +233,21 @@ async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
         except KubernetesRejected as error:
             where = f"the diff could not be written: {error}"
     message = report.message(where)
-    p.sink.status["lastOffsetsOperation"] = op_status(operation, "Succeeded", message, plan, p.now, dry_run=True)
+    p.sink.report(
+        KafkaConnectorStatus(
+            last_offsets_operation=op_status(operation, "Succeeded", message, plan, p.now, dry_run=True)
+        )
+    )
     p.sink.handled(p.target, plan.request_id, dry_run=True)
     await p.event("Normal", "OffsetsDryRun", f"{p.target.name}: {message}")
 
 
-def progress_of(request: OffsetsProgressStatus, chunks: dict[str, Any]) -> dict[str, Any]:
-    """The status form of a request's progress with a chunked alter's counts (camelCase, as
+def progress_of(request: OffsetsProgressStatus, chunks: dict[str, Any]) -> KafkaConnectorStatus:
+    """The status update of a request's progress with a chunked alter's counts (camelCase, as
     ``ChunkProgress.to_status`` writes them), checked against the status model on the way."""
-    return OffsetsProgressStatus.model_validate({**request.to_status(), **chunks}).to_status()
+    return KafkaConnectorStatus(
+        offsets_progress=OffsetsProgressStatus.model_validate({**request.to_status(), **chunks})
+    )
 
 
 async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressStatus) -> str:
@@ -254,12 +264,12 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
     chunked = len(chunk_plan) > 1
     if chunked and resume is None:
         # Before the first chunk: from here on a restart must resume, not back up again.
-        await p.sink.fields({"offsetsProgress": progress_of(request, {"fingerprint": chunk_plan.fingerprint})})
+        await p.sink.fields(progress_of(request, {"fingerprint": chunk_plan.fingerprint}))
 
     async def done(progress: ChunkProgress) -> None:
         if not chunked:
             return
-        await p.sink.fields({"offsetsProgress": progress_of(request, progress.to_status())})
+        await p.sink.fields(progress_of(request, progress.to_status()))
         if progress.applied < progress.chunks:
             fault_point("mid-patch")
 
@@ -269,10 +279,10 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
         )
     except ConnectError as error:
         if chunked and error.chunk_failure is not None:
-            await p.sink.fields({"offsetsProgress": progress_of(request, error.chunk_failure.to_status())})
+            await p.sink.fields(progress_of(request, error.chunk_failure.to_status()))
         raise
     if chunked:
-        await p.sink.fields({"offsetsProgress": None})
+        await p.sink.fields(KafkaConnectorStatus(offsets_progress=None))
     return chunked_alter_text(result.message, result.partitions, result.chunks, result.started_at)
 
 

@@ -18,6 +18,7 @@ from connect_offsets.clients.connect import ConnectClient, ConnectError, Connect
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.models.connect import ServerInfo
+from connect_offsets.models.crds import KafkaConnectorStatus
 from connect_offsets.planning import ConnectorTarget, Observed, plan_target
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
@@ -92,11 +93,11 @@ class TargetRunner:
             transient_error = str(error)
             sink.not_ready("ConnectError", str(error))
         if observed.status is not None:
-            sink.status["connectorStatus"] = observed.status.for_status()
+            sink.report(KafkaConnectorStatus(connector_status=observed.status.for_status()))
         if plan.auto_restart is not None:
-            sink.status["autoRestart"] = plan.auto_restart.model_dump(by_alias=True, exclude_none=True)
+            sink.report(KafkaConnectorStatus(auto_restart=plan.auto_restart))
         if plan.applied_offsets is not None:
-            sink.status["appliedOffsets"] = plan.applied_offsets.model_dump(by_alias=True, exclude_none=True)
+            sink.report(KafkaConnectorStatus(applied_offsets=plan.applied_offsets))
         return TargetResult(
             plan, observed, sink.conditions, sink.status, transient_error, sink.removals, connect_digest=digest
         )

@@ -22,8 +22,12 @@ from connect_offsets.clients.kubernetes import (
 )
 from connect_offsets.models.crds import (
     Condition,
+    ConnectClusterStatus,
     KafkaConnectorResource,
+    KafkaConnectorStatus,
     KafkaMirrorMaker2Resource,
+    KafkaMirrorMaker2Status,
+    StatusModel,
 )
 from connect_offsets.planning import (
     ConditionSpec,
@@ -33,10 +37,20 @@ from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
+    CLUSTERS,
+    CONNECTORS,
+    MIRRORS,
     iso,
 )
 
 log = logging.getLogger(__name__)
+
+
+#: The wire names of a Condition's fields, in the order they are written (``merge_conditions``).
+CONDITION_KEYS = _TYPE, _STATUS, _REASON, _MESSAGE, _TRANSITION, _GENERATION = tuple(
+    Condition.model_fields[name].alias or name
+    for name in ("type", "status", "reason", "message", "last_transition_time", "observed_generation")
+)
 
 
 def merge_conditions(
@@ -53,17 +67,45 @@ def merge_conditions(
         old = by_type.get(spec.type)
         transition = old.last_transition_time if old is not None and old.status == spec.status else now
         message = spec.message if len(spec.message) <= MAX_CONDITION_MESSAGE else truncate(spec.message)
+        # A plain dict, keyed by the Condition model's wire names: this runs on every pass, and
+        # building the model costs ten times as much. Every field is written, as the model has them.
         merged.append(
             {
-                "type": spec.type,
-                "status": spec.status,
-                "reason": spec.reason,
-                "message": message,
-                "lastTransitionTime": transition,
-                "observedGeneration": generation,
+                _TYPE: spec.type,
+                _STATUS: spec.status,
+                _REASON: spec.reason,
+                _MESSAGE: message,
+                _TRANSITION: transition,
+                _GENERATION: generation,
             }
         )
     return merged
+
+
+#: The status model of each kind, by plural: what a status write may set.
+STATUS_MODELS: dict[str, type[StatusModel]] = {
+    CLUSTERS: ConnectClusterStatus,
+    CONNECTORS: KafkaConnectorStatus,
+    MIRRORS: KafkaMirrorMaker2Status,
+}
+
+#: Status fields the writer itself sets on every write.
+_WRITER_FIELDS = frozenset({"conditions", "observed_generation"})
+
+
+def status_fields(update: StatusModel) -> dict[str, Any]:
+    """The fields a status update sets, as they go into the resource: camelCase JSON, nested
+    models without their None fields, and None kept for a field being removed (a merge patch
+    needs an explicit null). The one place status is serialized.
+    """
+    fields = update.model_fields_set
+    if fields & _WRITER_FIELDS:
+        raise TypeError(f"conditions and observedGeneration are the writer's, not set by {type(update).__name__}")
+    data = update.model_dump(by_alias=True, include=set(fields), exclude_none=True, mode="json")
+    for name in fields:
+        if getattr(update, name) is None:
+            data[type(update).model_fields[name].alias or name] = None
+    return data
 
 
 def _canonical(status: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +133,7 @@ async def load_resource(
         return body, model.model_validate(body)
     except ValidationError as error:
         invalid = [ConditionSpec("Ready", "False", "InvalidSpec", validation_text(error))]
-        await write_status(kube, plural, body, invalid, now, {})
+        await write_status(kube, plural, body, invalid, now)
         return None
 
 
@@ -128,7 +170,7 @@ async def report_refusal(
         return Outcome()  # reported already: nothing is written again until something changes
     try:
         await write_status(
-            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc(), {}
+            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc()
         )
     except KubernetesError as write_error:  # the status itself refused: the Event still tells
         log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
@@ -159,11 +201,20 @@ async def write_status(
     body: dict[str, Any],
     conditions: list[ConditionSpec],
     now: datetime,
-    extra: dict[str, Any],
+    update: StatusModel | None = None,
 ) -> None:
-    """Write status only if it differs from what the resource already has."""
+    """Write status only if it differs from what the resource already has.
+
+    ``update`` is the kind's status model (``STATUS_MODELS``) built with only the fields to set; a
+    field set to None is removed. Conditions and observedGeneration are always written here.
+    """
+    model = STATUS_MODELS[plural]
+    if update is not None and type(update) is not model:
+        raise TypeError(f"a {plural} status update is a {model.__name__}, not a {type(update).__name__}")
+    extra = status_fields(update) if update is not None else {}
+    conditions_key, generation_key = (model.model_fields[n].alias or n for n in ("conditions", "observed_generation"))
     old: dict[str, Any] = body.get("status") or {}
-    previous = [Condition.model_validate(c) for c in old.get("conditions", []) if isinstance(c, dict)]
+    previous = [Condition.model_validate(c) for c in old.get(conditions_key, []) if isinstance(c, dict)]
     generation = int(body["metadata"].get("generation", 0))
     new = dict(old)
     new.update({k: v for k, v in extra.items() if v is not None})
@@ -171,8 +222,8 @@ async def write_status(
     removed = {k for k, v in extra.items() if v is None and k in old}
     for key in removed:
         new.pop(key)
-    new["conditions"] = merge_conditions(previous, conditions, generation, iso(now))
-    new["observedGeneration"] = generation
+    new[conditions_key] = merge_conditions(previous, conditions, generation, iso(now))
+    new[generation_key] = generation
     if _canonical(new) == _canonical(old):
         return
     # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
@@ -188,12 +239,12 @@ async def write_status(
 
 
 async def write_status_fields(
-    kube: KubernetesApi, plural: str, body: dict[str, Any], now: datetime, fields: dict[str, Any]
+    kube: KubernetesApi, plural: str, body: dict[str, Any], now: datetime, update: StatusModel
 ) -> None:
     """A checkpoint in the middle of a pass: these fields now, the conditions as they are."""
     old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
     kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old]
-    await write_status(kube, plural, body, kept, now, fields)
+    await write_status(kube, plural, body, kept, now, update)
 
 
 def merge_same_type(conditions: list[ConditionSpec]) -> list[ConditionSpec]:

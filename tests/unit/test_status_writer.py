@@ -1,0 +1,244 @@
+"""Every status write goes through the kind's status model (issue 19, "one house").
+
+The status writer (``reconcile.status.write_status``) takes the kind's status model built with
+only the fields it sets, and serializes it in one place. A field the model does not declare cannot
+be written: building the update raises ``TypeError`` (the API server would otherwise prune the field
+without a word, since the CRD schema is generated from the same models), and no reconcile module
+spells a status field's camelCase name itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connect_offsets.models import crds
+from connect_offsets.models.crds import (
+    Condition,
+    ConnectClusterStatus,
+    KafkaConnectorResource,
+    KafkaConnectorStatus,
+    KafkaMirrorMaker2Status,
+    MirrorConnectorStatus,
+    OffsetsOperationStatus,
+    OffsetsProgressStatus,
+    PendingOffsetsOperation,
+    StatusModel,
+)
+from connect_offsets.planning import ConditionSpec
+from connect_offsets.reconcile import mirrormaker2, status
+from connect_offsets.reconcile.status import (
+    CONDITION_KEYS,
+    STATUS_MODELS,
+    merge_conditions,
+    status_fields,
+    write_status,
+)
+from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS
+from tests.fakes import FakeKube
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+READY = [ConditionSpec("Ready", "True", "ConnectorRunning", "fine")]
+RECONCILE = Path(status.__file__).parent
+
+
+def resource(plural: str, status_body: dict[str, Any] | None = None) -> tuple[FakeKube, dict[str, Any]]:
+    kube = FakeKube()
+    body: dict[str, Any] = {
+        "kind": "KafkaConnector",
+        "metadata": {"name": "c", "namespace": "ns", "generation": 3, "uid": "u", "resourceVersion": "1"},
+        "spec": {"class": "X"},
+        "status": status_body or {},
+    }
+    kube.resources[(plural, "ns", "c")] = body
+    return kube, body
+
+
+def status_models() -> list[type[StatusModel]]:
+    return [
+        m for m in vars(crds).values() if isinstance(m, type) and issubclass(m, StatusModel) and m is not StatusModel
+    ]
+
+
+# --- a field the model does not declare cannot be written ------------------------------------------
+
+
+@pytest.mark.parametrize("model", status_models(), ids=lambda m: m.__name__)
+def test_building_a_status_with_an_undeclared_field_is_a_type_error(model: type[StatusModel]) -> None:
+    with pytest.raises(TypeError, match="declares no field not_a_status_field"):
+        model(not_a_status_field=1)
+
+
+def test_status_fields_are_built_by_python_name_not_by_their_camel_case_wire_name() -> None:
+    with pytest.raises(TypeError, match="offsetsProgress"):
+        KafkaConnectorStatus(offsetsProgress=None)
+    with pytest.raises(TypeError, match="handledRequestIds"):
+        KafkaMirrorMaker2Status(handledRequestIds=["a"])
+
+
+def test_reading_a_status_stays_tolerant_of_fields_an_older_operator_wrote() -> None:
+    parsed = KafkaConnectorResource.model_validate(
+        {
+            "metadata": {"name": "c"},
+            "spec": {"class": "X"},
+            "status": {
+                "somethingOld": 1,
+                "offsetsProgress": {"request": "r", "futureField": 2},
+                "pendingOffsetsOperation": {"operation": "alter", "step": "Stopping", "started": "t", "old": 3},
+            },
+        }
+    )
+    assert parsed.status.offsets_progress == OffsetsProgressStatus(request="r")
+    assert parsed.status.pending_offsets_operation is not None
+
+
+def test_a_mirror_connector_entry_refuses_a_field_only_a_kafka_connector_has() -> None:
+    """One target's pass reports a KafkaConnectorStatus; a MirrorMaker 2 connector's entry in
+    status.connectors declares fewer fields, and one it lacks is an error, not a silent drop."""
+    progress = OffsetsProgressStatus(request="r", backup="b")
+    entry = mirrormaker2._entry_update(
+        "a->b.MirrorSourceConnector",
+        KafkaConnectorStatus(offsets_progress=progress, pending_offsets_operation=None, handled_request_ids=["x"]),
+    )
+    assert entry.model_fields_set == {"name", "offsets_progress", "pending_offsets_operation"}
+    initial = crds.InitialOffsetsStatus(config_map="cm", step="Creating", time="t")
+    with pytest.raises(TypeError, match="MirrorConnectorStatus declares no field initial_offsets"):
+        mirrormaker2._entry_update("a->b.MirrorSourceConnector", KafkaConnectorStatus(initial_offsets=initial))
+
+
+def test_no_reconcile_module_spells_a_status_field_by_its_wire_name() -> None:
+    """Status fields are set through the models only: a camelCase status key in a reconcile
+    module (a dict literal, ``status["..."]``) would bypass them."""
+    wire_names = {
+        info.alias
+        for model in status_models()
+        for name, info in model.model_fields.items()
+        if info.alias is not None and info.alias != name
+    }
+    found = [
+        f"{path.name}:{node.lineno}: {node.value!r}"
+        for path in sorted(RECONCILE.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in wire_names
+    ]
+    assert found == []
+
+
+# --- the writer ----------------------------------------------------------------------------------
+
+
+def test_merged_conditions_write_every_field_of_the_condition_model() -> None:
+    assert set(CONDITION_KEYS) == {info.alias for info in Condition.model_fields.values()}
+    (merged,) = merge_conditions([], READY, 3, "t")
+    assert Condition.model_validate(merged).model_dump(by_alias=True) == merged
+
+
+def test_each_kind_has_its_status_model() -> None:
+    assert dict(STATUS_MODELS) == {
+        CLUSTERS: ConnectClusterStatus,
+        CONNECTORS: KafkaConnectorStatus,
+        MIRRORS: KafkaMirrorMaker2Status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("plural", "update"),
+    [
+        (CONNECTORS, KafkaMirrorMaker2Status(handled_request_ids=["a"])),
+        (MIRRORS, KafkaConnectorStatus(tasks_max=2)),
+        (CLUSTERS, KafkaConnectorStatus(topics=["t"])),
+    ],
+)
+def test_an_update_of_another_kind_is_refused_and_nothing_is_written(plural: str, update: StatusModel) -> None:
+    kube, body = resource(plural)
+    with pytest.raises(TypeError, match="status update is a"):
+        asyncio.run(write_status(kube, plural, body, READY, NOW, update))
+    assert kube.status_patches == [] and body["status"] == {}
+
+
+@pytest.mark.parametrize("field", ["conditions", "observed_generation"])
+def test_conditions_and_observed_generation_are_the_writers_own(field: str) -> None:
+    update = KafkaConnectorStatus(**{field: [] if field == "conditions" else 1})
+    with pytest.raises(TypeError, match="the writer's"):
+        status_fields(update)
+
+
+def test_only_the_fields_set_are_written_camel_case_and_none_removes_one() -> None:
+    pending = PendingOffsetsOperation(operation="alter", step="Stopping", started="t")
+    kube, body = resource(
+        CONNECTORS,
+        {"offsetsProgress": {"request": "r"}, "topics": ["old"], "pendingOffsetsOperation": {"x": 1}},
+    )
+    operation = OffsetsOperationStatus(operation="alter", result="Succeeded", time="t", backup=None)
+    update = KafkaConnectorStatus(
+        offsets_progress=None,  # removed: an explicit null in the merge patch
+        initial_offsets=None,  # not there: nothing to remove
+        last_offsets_operation=operation,
+        pending_offsets_operation=pending,
+        tasks_max=2,
+    )
+    assert status_fields(update) == {
+        "offsetsProgress": None,
+        "initialOffsets": None,
+        # Nested objects: no None fields, defaults ("" reasons and messages) written.
+        "lastOffsetsOperation": {
+            "operation": "alter",
+            "result": "Succeeded",
+            "reason": "",
+            "time": "t",
+            "message": "",
+        },
+        "pendingOffsetsOperation": {
+            "operation": "alter",
+            "step": "Stopping",
+            "source": "annotation",
+            "started": "t",
+            "reason": "",
+            "message": "",
+        },
+        "tasksMax": 2,
+    }
+    asyncio.run(write_status(kube, CONNECTORS, body, READY, NOW, update))
+    (patch,) = kube.status_patches
+    assert patch["offsetsProgress"] is None and "initialOffsets" not in patch
+    assert patch["topics"] == ["old"]  # a field not set is left as it is
+    written = kube.resources[(CONNECTORS, "ns", "c")]["status"]
+    assert "offsetsProgress" not in written and written["tasksMax"] == 2
+    assert written["observedGeneration"] == 3
+    assert written["conditions"] == [
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "ConnectorRunning",
+            "message": "fine",
+            "lastTransitionTime": "2026-01-02T03:04:05Z",
+            "observedGeneration": 3,
+        }
+    ]
+    # The same update again changes nothing: not written again.
+    asyncio.run(write_status(kube, CONNECTORS, body, READY, NOW, update))
+    assert len(kube.status_patches) == 1
+
+
+def test_a_status_update_is_merged_field_by_field() -> None:
+    first = KafkaConnectorStatus(offsets_progress=OffsetsProgressStatus(request="r"), tasks_max=1)
+    merged = first.updated(KafkaConnectorStatus(offsets_progress=None, topics=["t"]))
+    assert merged.model_fields_set == {"offsets_progress", "tasks_max", "topics"}
+    assert status_fields(merged) == {"offsetsProgress": None, "tasksMax": 1, "topics": ["t"]}
+    assert first.offsets_progress is not None  # the first update is left as it was
+
+
+def test_a_mirrormaker2_entry_is_written_without_its_none_fields() -> None:
+    kube, body = resource(MIRRORS)
+    entry = MirrorConnectorStatus(name="a->b.MirrorSourceConnector", ready=True, offsets_progress=None)
+    asyncio.run(write_status(kube, MIRRORS, body, READY, NOW, KafkaMirrorMaker2Status(connectors=[entry])))
+    assert kube.resources[(MIRRORS, "ns", "c")]["status"]["connectors"] == [
+        {"name": "a->b.MirrorSourceConnector", "ready": True, "reason": "", "message": ""}
+    ]
