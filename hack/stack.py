@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Start, stop and describe the local stack: etcd, kube-apiserver, kube-controller-manager,
-two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1.
+two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1; on demand, a Spark
+standalone master and worker for the offsets pipeline (``up spark-worker``).
 
 Why a script of its own (stdlib only): it must run before the project's virtualenv exists,
 from ``make`` and from the pytest session fixture alike, and every test must see the same
 ports and credentials. Binaries and jars come from the project cache (see
-``hack/build-go-tools.sh`` and ``hack/fetch-kafka.sh``); runtime state (data, logs, pid
+``hack/build-go-tools.sh`` and ``hack/fetch-kafka.sh``; Spark is the installed pyspark's own distribution,
+``$SPARK_HOME`` or the project's .venv); runtime state (data, logs, pid
 files, kubeconfig) lives in one stack folder that ``down`` removes.
 
 Usage::
@@ -86,6 +88,9 @@ PORTS = {
     "connect-standalone": 18087,
     "connect-fault": 18088,
     "connect-fault-2": 18089,
+    "spark-master": 17077,
+    "spark-master-ui": 18070,
+    "spark-worker-ui": 18071,
 }
 # Heaps are capped: the JVM defaults (1/4 of RAM) would take 6 GiB per process here.
 KAFKA_HEAP = "-Xmx512m"
@@ -202,6 +207,15 @@ def state() -> dict[str, str]:
     write(path, json.dumps(data, indent=2))
     path.chmod(0o600)
     return data
+
+
+def http_json(url: str) -> object:
+    """The JSON an HTTP endpoint answers, or None when it does not (yet) answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, OSError, ValueError):
+        return None
 
 
 def kubeconfig_path() -> Path:
@@ -450,6 +464,105 @@ def connect_ready(name: str, *, basic_auth: bool = False) -> Callable[[], bool]:
     return ready
 
 
+# ---------------------------------------------------------------------------------------
+# Spark standalone (the offsets pipeline on a real cluster; docs/pipeline.md)
+
+
+def default_spark_home() -> Path | None:
+    """A Spark distribution: ``$SPARK_HOME``, else the pyspark the Makefile installed in .venv (pip's
+    pyspark is one: ``bin/spark-class``, ``bin/spark-submit`` and ``jars/``)."""
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    found = sorted(REPO_ROOT.glob(".venv/lib/python3*/site-packages/pyspark/bin/spark-class"))
+    return found[-1].parent.parent if found else None
+
+
+def spark_version(home: Path) -> str | None:
+    """The Spark version of a distribution, from its spark-core jar (pip's pyspark has no RELEASE file)."""
+    for jar in (home / "jars").glob("spark-core_*.jar"):
+        return jar.stem.rsplit("-", 1)[1]  # spark-core_2.13-4.2.0
+    return None
+
+
+def spark_components(
+    suffix: str = "",
+    *,
+    master_port: int = PORTS["spark-master"],
+    master_ui_port: int = PORTS["spark-master-ui"],
+    worker_ui_port: int = PORTS["spark-worker-ui"],
+    home: Path | None = None,
+) -> tuple[Component, Component]:
+    """A standalone master and one worker (1 core, 1 GiB for executors), started from the Spark
+    distribution ``home`` with ``spark-class``: ``spark-master{suffix}`` and ``spark-worker{suffix}``
+    (their options take separate values: ``--port 7077``, not ``--port=7077``).
+
+    The stack's own pair (``up spark-worker``) has fixed ports; tests make pairs of their own with free
+    ports and a suffix (tests/integration/test_pipeline_spark_cluster.py). The worker's executors log
+    into its work folder under the run folder (``<work>/<app-id>/<executor-id>/stderr``); the master's
+    ``/json/`` on its UI port lists workers and applications.
+    """
+    spark_home = home or default_spark_home()
+    env = {
+        # Loopback only: the master, worker, executors and the driver all bind and advertise 127.0.0.1.
+        "SPARK_LOCAL_IP": HOST,
+        "SPARK_DAEMON_MEMORY": "512m",
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",  # as the stack's other JVMs
+        **({"SPARK_HOME": str(spark_home)} if spark_home else {}),
+    }
+    master_name, worker_name = f"spark-master{suffix}", f"spark-worker{suffix}"
+    master_url = f"spark://{HOST}:{master_port}"
+
+    def spark_class() -> str:
+        if spark_home is None or not (spark_home / "bin" / "spark-class").is_file():
+            raise StackError(
+                f"no Spark distribution (bin/spark-class) at {spark_home or '$SPARK_HOME or .venv'}: "
+                "install the [spark] extra (make venv) or set SPARK_HOME"
+            )
+        found, pinned = spark_version(spark_home), VERSIONS["SPARK_VERSION"]
+        if found != pinned:
+            raise StackError(f"Spark at {spark_home} is {found}, hack/versions.env pins {pinned}: run make venv")
+        return str(spark_home / "bin" / "spark-class")
+
+    def prepare_master() -> list[str]:
+        return [
+            spark_class(),
+            "org.apache.spark.deploy.master.Master",
+            *("--host", HOST, "--port", str(master_port), "--webui-port", str(master_ui_port)),
+        ]
+
+    def prepare_worker() -> list[str]:
+        work = RUN_DIR / f"{worker_name}-work"
+        work.mkdir(parents=True, exist_ok=True)
+        return [
+            spark_class(),
+            "org.apache.spark.deploy.worker.Worker",
+            *("--host", HOST, "--webui-port", str(worker_ui_port), "--work-dir", str(work)),
+            *("--cores", "1", "--memory", "1g"),  # one executor of Spark's default 1g
+            master_url,
+        ]
+
+    def master_state() -> dict[str, object]:
+        answer = http_json(f"http://{HOST}:{master_ui_port}/json/")
+        return answer if isinstance(answer, dict) else {}
+
+    def worker_registered() -> bool:
+        workers = master_state().get("workers")
+        return isinstance(workers, list) and any(
+            w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{worker_ui_port}") for w in workers
+        )
+
+    master = Component(
+        master_name,
+        [master_port, master_ui_port],
+        [],
+        prepare_master,
+        lambda: master_state().get("status") == "ALIVE",
+        env=env,
+    )
+    worker = Component(worker_name, [worker_ui_port], [master_name], prepare_worker, worker_registered, env=env)
+    return master, worker
+
+
 #: Workers the fault tests kill and restart: plugins found through their ServiceLoader manifests
 #: (KIP-898) instead of a reflective scan of every jar, which takes 20 s of the start-up here.
 FAST_RESTART = ["plugin.discovery=service_load"]
@@ -522,6 +635,9 @@ COMPONENTS: dict[str, Component] = {
             prepare_connect("connect-fault-2", group="fault", settings=FAST_RESTART),
             connect_ready("connect-fault-2"),
         ),
+        # On demand, for running the offsets pipeline with spark-submit against a real cluster by hand
+        # (docs/pipeline.md); `up spark-worker` starts the master too, `down` stops the worker first.
+        *spark_components(),
     ]
 }
 
@@ -648,6 +764,10 @@ def stop(component: Component, *, timeout: float = 20.0) -> bool:
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        # A component this very process started (a test's own, through start()) stays a zombie until
+        # reaped, and a zombie still counts as a member of its process group.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
@@ -669,7 +789,8 @@ def cmd_stop(names: list[str]) -> None:
 
 
 def cmd_down() -> None:
-    # Reverse dependency order: Connect before Kafka, controller-manager before apiserver.
+    # Reverse dependency order: Connect before Kafka, controller-manager before apiserver, Spark's worker
+    # (and its executors) before its master.
     for name in reversed(list(COMPONENTS)):
         if stop(COMPONENTS[name]):
             print(f"  {name:<20} stopped")
@@ -694,6 +815,8 @@ def info() -> dict[str, object]:
         "connect_standalone_url": f"http://{HOST}:{PORTS['connect-standalone']}",
         "connect_fault_url": f"http://{HOST}:{PORTS['connect-fault']}",
         "connect_fault_2_url": f"http://{HOST}:{PORTS['connect-fault-2']}",
+        "spark_master_url": f"spark://{HOST}:{PORTS['spark-master']}",
+        "spark_master_ui": f"http://{HOST}:{PORTS['spark-master-ui']}",
         "run_dir": str(RUN_DIR),
         "connect_auth_user": creds.get("connect_auth_user"),
         "connect_auth_password": creds.get("connect_auth_password"),

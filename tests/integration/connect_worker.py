@@ -26,12 +26,13 @@ import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-__all__ = ["DedicatedWorker", "stack_versions"]
+__all__ = ["DedicatedWorker", "free_port", "stack_module", "stack_versions"]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _stack_module() -> ModuleType:
+def stack_module() -> ModuleType:
+    """hack/stack.py as a module: its components, ``start``/``stop``, ports and folders."""
     spec = importlib.util.spec_from_file_location("connect_offsets_stack", REPO / "hack" / "stack.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -42,10 +43,10 @@ def _stack_module() -> ModuleType:
 
 def stack_versions() -> dict[str, str]:
     """hack/versions.env as hack/stack.py reads it, shell quotes removed (``CONNECT_COMPAT_VERSIONS``)."""
-    return {key: value.strip('"') for key, value in _stack_module().VERSIONS.items()}
+    return {key: value.strip('"') for key, value in stack_module().VERSIONS.items()}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -67,14 +68,14 @@ class DedicatedWorker:
         ``probe_options`` (httpx keywords: ``verify``, ``cert``) let the readiness probe through.
         ``version``: a Kafka Connect release other than the stack's, from its own jars
         (``hack/fetch-kafka.sh VERSION``), still against the stack's brokers (test_connect_versions)."""
-        self.stack = _stack_module()
+        self.stack = stack_module()
         self.version: str = version or self.stack.VERSIONS["KAFKA_VERSION"]
         self.libs: Path = self.stack.kafka_libs(self.version)
         self.heap = heap
         self.extra_props = extra_props
         self.scheme = scheme
         self.probe_options = probe_options or {}
-        self.port = _free_port()
+        self.port = free_port()
         self.suffix = f"{name}-{uuid.uuid4().hex[:6]}"
         self.topics = [f"connect-{kind}-{self.suffix}" for kind in ("offsets", "configs", "status")]
         self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS['kafka-a']}"

@@ -78,3 +78,47 @@ def test_fault_workers_are_one_on_demand_cluster(stack: ModuleType, monkeypatch:
         assert first[key] == second[key] and first[key].endswith("-fault"), key
     assert first["listeners"] != second["listeners"] and first["rest.advertised.port"] == "18088"
     assert first["plugin.discovery"] == "service_load"  # fast restarts; the last setting wins in Java
+
+
+def test_spark_cluster_is_on_demand_from_the_installed_distribution(stack: ModuleType, tmp_path: Path) -> None:
+    """`up spark-worker` starts a standalone master first, then one small worker registered with it, both with
+    the distribution's spark-class; a distribution of another Spark version than versions.env is refused."""
+    assert {"spark-master", "spark-worker"}.isdisjoint(stack.CORE)
+    assert stack.resolve(["spark-worker"]) == ["spark-master", "spark-worker"]
+    names = list(stack.COMPONENTS)
+    assert names.index("spark-worker") > names.index("spark-master")  # `down` stops the worker first
+    home = tmp_path / "pyspark"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "spark-class").write_text("#!/bin/sh\n")
+    (home / "jars").mkdir()
+    (home / "jars" / f"spark-core_2.13-{stack.VERSIONS['SPARK_VERSION']}.jar").write_text("")
+    master, worker = stack.spark_components("-x", master_port=1, master_ui_port=2, worker_ui_port=3, home=home)
+    assert (master.name, master.ports, worker.name, worker.ports) == ("spark-master-x", [1, 2], "spark-worker-x", [3])
+    assert worker.depends == ["spark-master-x"] and master.env["SPARK_HOME"] == str(home)
+    spark_class = str(home / "bin" / "spark-class")
+    master_command = master.prepare()
+    assert master_command[:2] == [spark_class, "org.apache.spark.deploy.master.Master"]
+    assert options(master_command) == {"--host": "127.0.0.1", "--port": "1", "--webui-port": "2"}
+    command = worker.prepare()
+    assert (
+        command[:2] == [spark_class, "org.apache.spark.deploy.worker.Worker"] and command[-1] == "spark://127.0.0.1:1"
+    )
+    assert options(command[:-1]) == {
+        "--host": "127.0.0.1",
+        "--webui-port": "3",
+        "--work-dir": str(stack.RUN_DIR / "spark-worker-x-work"),
+        "--cores": "1",
+        "--memory": "1g",
+    }
+    (home / "jars" / f"spark-core_2.13-{stack.VERSIONS['SPARK_VERSION']}.jar").rename(
+        home / "jars" / "spark-core_2.13-3.5.0.jar"
+    )
+    with pytest.raises(stack.StackError, match=r"is 3\.5\.0, hack/versions.env pins"):
+        master.prepare()
+
+
+def options(command: list[str]) -> dict[str, str]:
+    """``--name value`` pairs after the main class (Spark's deploy classes refuse ``--name=value``)."""
+    rest = command[2:]
+    assert all(flag.startswith("--") and "=" not in flag for flag in rest[::2]), rest
+    return dict(zip(rest[::2], rest[1::2], strict=True))

@@ -39,7 +39,7 @@ from connect_offsets.tools.pipeline.jobs import (
     union_sources,
     write_history,
 )
-from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session
+from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session, under_spark_submit
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -262,8 +262,12 @@ def load(args: argparse.Namespace, progress: Progress) -> Loaded:
         conf=conf,
         progress=not args.quiet,
     )
-    progress.step(f"starting Spark ({args.master or 'local[*]'})")
+    where = args.master or ("the master spark-submit was given" if under_spark_submit() else "local[*]")
+    progress.step(f"starting Spark ({where})")
     spark = build_session(options)
+    progress.step(
+        f"Spark {spark.version}, master {spark.sparkContext.master}, application {spark.sparkContext.applicationId}"
+    )
     frames = [read_kafka(spark, source, rank) for rank, source in enumerate(sources)]
     frames += [read_export(spark, path, len(sources) + i) for i, path in enumerate(exports)]
     records = only_connectors(union_sources(frames), args.connector)
