@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import random
 import sys
@@ -19,28 +17,6 @@ from connect_offsets import metrics
 from connect_offsets.reconcile import settings
 
 __all__ = ["main"]
-
-#: glibc's mallopt parameter for the number of malloc arenas.
-_M_ARENA_MAX = -8
-
-
-def limit_malloc_arenas(arenas: int = 2) -> bool:
-    """Keep glibc from giving each worker thread its own 64 MiB malloc arena.
-
-    Why: connector snapshots are parsed in worker threads (``asyncio.to_thread``) and live on in
-    the event loop's thread; each thread's arena then stays resident and fragmented. With 5,000
-    connectors, two such arenas held 128 MiB of the operator's ~430 MiB (``/proc/<pid>/smaps`` during
-    bench_steady_state). The same as ``MALLOC_ARENA_MAX=2``, set from inside so that every way of
-    starting the operator gets it. A no-op (False) where the C library is not glibc.
-    """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    limit_malloc_arenas()  # before any thread starts
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
