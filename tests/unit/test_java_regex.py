@@ -14,9 +14,9 @@ import time
 import pytest
 
 from connect_offsets import metrics
-from connect_offsets.lag import mirrored_topic_filter
 from connect_offsets.models.java_regex import MAX_PATTERN_LENGTH, PatternRefused, compile_java
 from connect_offsets.offsets import OffsetsValidationError, parse_offsets_document, validate_sink
+from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 
 pytestmark = pytest.mark.unit
 

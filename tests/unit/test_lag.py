@@ -26,7 +26,6 @@ from connect_offsets.lag import (
     PartitionLag,
     lagging_condition,
     measure_mirror,
-    mirrored_topic_filter,
     next_above_since,
     partition_lags,
     replicated_offsets,
@@ -34,6 +33,7 @@ from connect_offsets.lag import (
 )
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
 from connect_offsets.planning import mirror_targets
+from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 
 pytestmark = pytest.mark.unit
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -42,13 +41,13 @@ from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRe
 from connect_offsets.clients.kafka import KafkaAdminError, librdkafka_config, log_offsets
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
-from connect_offsets.models.java_regex import JavaPattern, compile_java
 from connect_offsets.planning import (
     ConditionSpec,
     ConnectorTarget,
     mirror_connector_name,
     mirror_targets,
 )
+from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 from connect_offsets.vocabulary import (
     MIRROR_CLASSES,
     iso,
@@ -64,7 +63,6 @@ __all__ = [
     "lagging_condition",
     "measure_mirror",
     "mirror_kafka_config",
-    "mirrored_topic_filter",
     "next_above_since",
     "partition_lags",
     "replicated_offsets",
@@ -75,117 +73,11 @@ log = logging.getLogger(__name__)
 
 CONDITION = "ReplicationLagging"
 SOURCE_CLASS = MIRROR_CLASSES["MirrorSourceConnector"]
-DEFAULT_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-#: DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT (Kafka 3.x/4.x).
-DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
-#: ConfigDef's LIST type splits on commas with surrounding whitespace.
-_LIST_SPLIT = re.compile(r"\s*,\s*")
 #: A measurement older than this many intervals (and at least STALE_AFTER_MIN_S) is reported stale.
 STALE_AFTER_INTERVALS = 3
 STALE_AFTER_MIN_S = 60.0
 
 TP = tuple[str, int]
-
-
-# --- which topics MirrorSourceConnector replicates ----------------------------------------------
-
-
-def _java_list(value: str) -> list[str]:
-    trimmed = value.strip()
-    return [] if not trimmed else _LIST_SPLIT.split(trimmed)
-
-
-def _compile(patterns: list[str], key: str) -> JavaPattern | None:
-    """MirrorUtils.compilePatternList: the list joined with ``|``; an empty list matches nothing.
-
-    Compiled for RE2 (linear time): the patterns are the tenant's. A pattern RE2 refuses raises
-    ``PatternRefused`` (a ValueError naming ``key``), as an invalid pattern does.
-    """
-    if not patterns:
-        return None
-    return compile_java("|".join(patterns), key)
-
-
-def _topic_source(topic: str, separator: str) -> str | None:
-    """DefaultReplicationPolicy.topicSource: Java's split drops trailing empty strings."""
-    parts = topic.split(separator)
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts[0] if len(parts) >= 2 else None
-
-
-def mirrored_topic_filter(config: Mapping[str, str]) -> Callable[[str], bool] | None:
-    """The topics a MirrorSourceConnector with this config replicates, or None when it cannot be known.
-
-    ``MirrorSourceConnector.shouldReplicateTopic``: (the topic filter accepts it, or it is a
-    heartbeats topic and heartbeat replication is on) and it is not internal and not a cycle (a
-    topic that came from the target cluster). A custom ``topic.filter.class`` makes the set
-    unknowable from outside: None.
-    """
-    if config.get("topic.filter.class", DEFAULT_FILTER) != DEFAULT_FILTER:
-        return None
-    include = _compile(_java_list(config.get("topics", ".*")), "topics")
-    exclude_raw = config.get("topics.exclude", config.get("topics.blacklist", DEFAULT_EXCLUDE))
-    exclude = _compile(_java_list(exclude_raw), "topics.exclude")
-    policy = config.get("replication.policy.class", DEFAULT_POLICY)
-    separator = config.get("replication.policy.separator", ".") or "."
-    internal_separator = (
-        separator if config.get("replication.policy.internal.topic.separator.enabled", "true") != "false" else "."
-    )
-    target = config.get("target.cluster.alias", "")
-    heartbeats = config.get("heartbeats.replication.enabled", "true").strip().lower() != "false"
-
-    def source_of(topic: str) -> str | None:
-        if policy == IDENTITY_POLICY and not topic.endswith("heartbeats"):  # looksLikeHeartbeat
-            return None
-        return _topic_source(topic, separator)
-
-    def upstream(topic: str) -> str | None:
-        source = source_of(topic)
-        return None if source is None else topic[len(source) + len(separator) :]
-
-    def _original(topic: str) -> str:
-        current = topic
-        for _ in range(64):  # remote topics nest once per hop; bound it anyway
-            parent = _topic_source(current, separator)
-            if parent is None:
-                return current
-            current = current[len(parent) + len(separator) :]
-        return current
-
-    def is_cycle(topic: str) -> bool:
-        current = topic
-        for _ in range(64):
-            source = source_of(current)
-            if source is None:
-                return False
-            if source == target:
-                return True
-            parent = upstream(current)
-            if parent is None or parent == current:
-                return False
-            current = parent
-        return False
-
-    def is_internal(topic: str) -> bool:
-        return (
-            topic.startswith(("__", "."))
-            or topic.endswith(("-internal", ".internal", f"{internal_separator}internal"))
-            or (topic.startswith("mm2") and topic.endswith(".internal"))
-        )
-
-    def accepts(topic: str) -> bool:
-        filtered = (
-            include is not None and include.full_match(topic) and (exclude is None or not exclude.full_match(topic))
-        )
-        heartbeat = heartbeats and _original(topic) == "heartbeats"
-        if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
-            return (filtered or heartbeat) and not is_internal(topic)
-        return (filtered or heartbeat) and not is_internal(topic) and not is_cycle(topic)
-
-    return accepts
 
 
 # --- arithmetic ---------------------------------------------------------------------------------

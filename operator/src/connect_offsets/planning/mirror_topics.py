@@ -1,0 +1,123 @@
+"""Which topics a MirrorSourceConnector replicates, decided from its config alone (pure).
+
+Separate from the lag monitor (lag.py) because it is Connect's own rule, restated: MM2's
+DefaultTopicFilter, its replication policies and their defaults. The lag monitor uses it to tell
+which source topics a mirror should keep up with; user regexes go through the linear-time
+matcher (models/java_regex.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from connect_offsets.models.java_regex import JavaPattern, compile_java
+
+__all__ = ["DEFAULT_EXCLUDE", "mirrored_topic_filter"]
+
+DEFAULT_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+#: DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT (Kafka 3.x/4.x).
+DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
+#: ConfigDef's LIST type splits on commas with surrounding whitespace.
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+
+
+# --- which topics MirrorSourceConnector replicates ----------------------------------------------
+
+
+def _java_list(value: str) -> list[str]:
+    trimmed = value.strip()
+    return [] if not trimmed else _LIST_SPLIT.split(trimmed)
+
+
+def _compile(patterns: list[str], key: str) -> JavaPattern | None:
+    """MirrorUtils.compilePatternList: the list joined with ``|``; an empty list matches nothing.
+
+    Compiled for RE2 (linear time): the patterns are the tenant's. A pattern RE2 refuses raises
+    ``PatternRefused`` (a ValueError naming ``key``), as an invalid pattern does.
+    """
+    if not patterns:
+        return None
+    return compile_java("|".join(patterns), key)
+
+
+def _topic_source(topic: str, separator: str) -> str | None:
+    """DefaultReplicationPolicy.topicSource: Java's split drops trailing empty strings."""
+    parts = topic.split(separator)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts[0] if len(parts) >= 2 else None
+
+
+def mirrored_topic_filter(config: Mapping[str, str]) -> Callable[[str], bool] | None:
+    """The topics a MirrorSourceConnector with this config replicates, or None when it cannot be known.
+
+    ``MirrorSourceConnector.shouldReplicateTopic``: (the topic filter accepts it, or it is a
+    heartbeats topic and heartbeat replication is on) and it is not internal and not a cycle (a
+    topic that came from the target cluster). A custom ``topic.filter.class`` makes the set
+    unknowable from outside: None.
+    """
+    if config.get("topic.filter.class", DEFAULT_FILTER) != DEFAULT_FILTER:
+        return None
+    include = _compile(_java_list(config.get("topics", ".*")), "topics")
+    exclude_raw = config.get("topics.exclude", config.get("topics.blacklist", DEFAULT_EXCLUDE))
+    exclude = _compile(_java_list(exclude_raw), "topics.exclude")
+    policy = config.get("replication.policy.class", DEFAULT_POLICY)
+    separator = config.get("replication.policy.separator", ".") or "."
+    internal_separator = (
+        separator if config.get("replication.policy.internal.topic.separator.enabled", "true") != "false" else "."
+    )
+    target = config.get("target.cluster.alias", "")
+    heartbeats = config.get("heartbeats.replication.enabled", "true").strip().lower() != "false"
+
+    def source_of(topic: str) -> str | None:
+        if policy == IDENTITY_POLICY and not topic.endswith("heartbeats"):  # looksLikeHeartbeat
+            return None
+        return _topic_source(topic, separator)
+
+    def upstream(topic: str) -> str | None:
+        source = source_of(topic)
+        return None if source is None else topic[len(source) + len(separator) :]
+
+    def _original(topic: str) -> str:
+        current = topic
+        for _ in range(64):  # remote topics nest once per hop; bound it anyway
+            parent = _topic_source(current, separator)
+            if parent is None:
+                return current
+            current = current[len(parent) + len(separator) :]
+        return current
+
+    def is_cycle(topic: str) -> bool:
+        current = topic
+        for _ in range(64):
+            source = source_of(current)
+            if source is None:
+                return False
+            if source == target:
+                return True
+            parent = upstream(current)
+            if parent is None or parent == current:
+                return False
+            current = parent
+        return False
+
+    def is_internal(topic: str) -> bool:
+        return (
+            topic.startswith(("__", "."))
+            or topic.endswith(("-internal", ".internal", f"{internal_separator}internal"))
+            or (topic.startswith("mm2") and topic.endswith(".internal"))
+        )
+
+    def accepts(topic: str) -> bool:
+        filtered = (
+            include is not None and include.full_match(topic) and (exclude is None or not exclude.full_match(topic))
+        )
+        heartbeat = heartbeats and _original(topic) == "heartbeats"
+        if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
+            return (filtered or heartbeat) and not is_internal(topic)
+        return (filtered or heartbeat) and not is_internal(topic) and not is_cycle(topic)
+
+    return accepts
