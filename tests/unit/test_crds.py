@@ -1,4 +1,4 @@
-"""Unit tests for the custom resource models (``models/crds.py``) and the CRDs generated from them.
+"""Unit tests for the custom resource models (the ``models/crds`` package) and the CRDs generated from them.
 
 Covers:
 * drift: ``render_crds()`` equals the committed ``crds/*.yaml`` (run ``connect-offsets crds`` to fix);
@@ -88,7 +88,7 @@ def test_committed_crds_match_the_models() -> None:
     )
     for name, text in rendered.items():
         assert (CRDS_DIR / name).read_text() == text, (
-            f"crds/{name} is out of date with operator/src/connect_offsets/models/crds.py; run `connect-offsets crds`"
+            f"crds/{name} is out of date with operator/src/connect_offsets/models/crds/; run `connect-offsets crds`"
         )
 
 
@@ -514,7 +514,7 @@ def test_every_field_has_a_description_for_kubectl_explain() -> None:
         for path, node in schema_nodes(schema["properties"][part], f"$.{part}")
         if path != f"$.{part}" and not path.endswith(("[]", "{*}")) and not node.get("description", "").strip()
     ]
-    assert missing == [], "fields without a description (add one in models/crds.py):\n" + "\n".join(missing)
+    assert missing == [], "fields without a description (add one in models/crds/):\n" + "\n".join(missing)
 
 
 # --------------------------------------------------------------------------- CEL rules

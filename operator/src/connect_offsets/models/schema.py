@@ -4,7 +4,7 @@ Why generate: the CRD schema and the models must not drift. Pydantic's JSON Sche
 the structural OpenAPI v3 subset the API server wants, but not equal: ``$ref``/``$defs`` must be
 inlined, ``Optional`` (``anyOf: [X, null]``) becomes ``nullable: true``, ``title`` is noise, and
 free-form maps need ``x-kubernetes-preserve-unknown-fields``. This module does that conversion,
-and nothing else, so ``crds/*.yaml`` is a pure function of ``models/crds.py``.
+and nothing else, so ``crds/*.yaml`` is a pure function of the ``models/crds`` package.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ EXIT_INTERRUPTED: Final = int(ExitCode.INTERRUPTED)
 #: Below this many records a progress bar would only flicker.
 PROGRESS_THRESHOLD = 2000
 
-CRD_HEADER = "# Generated from operator/src/connect_offsets/models/crds.py by `connect-offsets crds`; do not edit.\n"
+CRD_HEADER = "# Generated from operator/src/connect_offsets/models/crds/ by `connect-offsets crds`; do not edit.\n"
 
 
 class CliError(ConnectOffsetsError):

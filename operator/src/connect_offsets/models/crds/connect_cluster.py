@@ -1,0 +1,132 @@
+"""The ConnectCluster kind: how the operator reaches one Connect REST API (URL, credentials, TLS,
+its Kafka) and what it reports about the workers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from connect_offsets.models.crds.base import (
+    CONDITIONS,
+    NAMESPACE_NAME,
+    OBSERVED_GENERATION,
+    PRESERVE_UNKNOWN,
+    Condition,
+    KeyRef,
+    Model,
+    ObjectMeta,
+    SecretKeyRef,
+    StatusModel,
+    object_name,
+)
+
+
+class AuthenticationSpec(Model):
+    type: Literal["basic", "bearer"] = Field(description="HTTP authentication scheme.")
+    secret_name: Annotated[str, object_name("Secret holding the credentials, in the same namespace.")]
+    username_key: str = Field("username", description="basic: key of the user name in the Secret.")
+    password_key: str = Field("password", description="basic: key of the password in the Secret.")
+    token_key: str = Field("token", description="bearer: key of the token in the Secret.")
+
+
+class CertificateSource(KeyRef):
+    """PEM text from a Secret or ConfigMap key."""
+
+
+class ClientCertificateSpec(Model):
+    secret_name: Annotated[str, object_name("Secret with the client certificate.")]
+    cert_key: str = Field("tls.crt", description="Key of the PEM certificate.")
+    key_key: str = Field("tls.key", description="Key of the PEM private key.")
+
+
+class TLSSpec(Model):
+    ca: CertificateSource | None = Field(None, description="CA bundle that signed Connect's certificate.")
+    client_certificate: ClientCertificateSpec | None = Field(None, description="mTLS client certificate.")
+    insecure_skip_verify: bool = Field(False, description="Skip server certificate verification (unsafe).")
+
+
+class KafkaAccessSpec(Model):
+    """How the operator reaches the Connect cluster's Kafka (optional: only seek-to-timestamp needs it)."""
+
+    bootstrap_servers: Annotated[str, Field(min_length=1, description="host:port[,host:port...]")]
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Kafka client settings (Java names: security.protocol, sasl.mechanism, ...); no secrets.",
+        json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    secret_config: dict[str, SecretKeyRef] = Field(
+        default_factory=dict, description="Kafka client settings whose values come from Secrets, e.g. sasl.jaas.config."
+    )
+
+
+class ConnectClusterSpec(Model):
+    url: Annotated[
+        str,
+        Field(
+            # No "@" before the path: user info (user:password@) is refused, see _no_userinfo.
+            pattern=r"^https?://[^\s/@]+(/.*)?$",
+            description=(
+                "Base URL of the Connect REST API, e.g. https://connect.kafka.svc:8083. No user:password@ "
+                "(use authentication)."
+            ),
+        ),
+    ]
+    authentication: AuthenticationSpec | None = Field(None, description="Credentials for the REST API.")
+    tls: TLSSpec | None = Field(None, description="TLS settings for https URLs.")
+    request_timeout_seconds: Annotated[
+        float, Field(ge=1, le=600, description="Timeout of one REST request (Connect's own limit is 90 s).")
+    ] = 120.0
+    kafka: KafkaAccessSpec | None = Field(
+        None, description="Kafka access for sink seek-to-timestamp; not needed for anything else."
+    )
+    allowed_namespaces: list[Annotated[str, Field(pattern=NAMESPACE_NAME, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=1000,
+        description=(
+            "Other namespaces whose KafkaConnectors and KafkaMirrorMaker2s may use this cluster (they "
+            "reference it with the labels connect-offsets.io/cluster and connect-offsets.io/cluster-namespace). "
+            "Empty or absent: only this namespace. The credentials stay here: resources elsewhere never read them."
+        ),
+    )
+    connector_name_prefix: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description=(
+                "Every connector created on this cluster must have a name starting with this prefix; "
+                '{namespace} is replaced by the namespace of the resource, e.g. "{namespace}-" gives each '
+                "namespace its own connector names on a shared Connect cluster. Applies to MirrorMaker 2 "
+                "connector names too."
+            ),
+        ),
+    ] = None
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _no_userinfo(cls, url: Any) -> Any:
+        # Before the pattern, for a clear message; the URL itself is never repeated (it holds a password).
+        if isinstance(url, str) and "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError(
+                "must not contain user info (user:password@): put credentials in a Secret and use spec.authentication"
+            )
+        return url
+
+
+class ConnectClusterStatus(StatusModel):
+    conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
+    observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
+    version: str | None = Field(None, description="Connect worker version, from `GET /`.")
+    commit: str | None = Field(None, description="Connect worker commit id, from `GET /`.")
+    kafka_cluster_id: str | None = Field(None, description="Id of the Kafka cluster the Connect workers use.")
+    connector_plugins: list[str] = Field(
+        default_factory=list, description="Connector classes installed on the workers (`GET /connector-plugins`)."
+    )
+
+
+class ConnectClusterResource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: ObjectMeta
+    spec: ConnectClusterSpec
+    status: ConnectClusterStatus = Field(default_factory=ConnectClusterStatus)
