@@ -25,24 +25,29 @@ Covers:
 
 from __future__ import annotations
 
-import functools
-import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.chart import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    REPO,
+    container,
+    objects,
+    one,
+    render,
+    render_text,
+    run_helm,
+)
+
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "connect-offsets-operator"
 CRDS_DIR = REPO / "crds"
 DEPLOY = REPO / "deploy" / "connect-offsets-operator.yaml"
 SAMPLES = REPO / "deploy" / "samples"
-RELEASE = "connect-offsets-operator"
-NAMESPACE = "connect-offsets"
 FIX = "run hack/render-deploy.sh"
 IMAGE = "ghcr.io/connect-offsets/connect-offsets-operator"
 STANDARD_LABELS = {
@@ -73,60 +78,6 @@ SAMPLE_FILES = {
     "kafkaconnector-file-sink.yaml",
     "kafkamirrormaker2.yaml",
 }
-
-
-@functools.cache
-def go_tool(name: str) -> str:
-    """A binary ``hack/build-go-tools.sh`` built (helm, promtool), from the project's cache folder."""
-    cache = Path(os.environ.get("CONNECT_OFFSETS_CACHE") or Path.home() / ".cache" / "connect-offsets")
-    tool = cache / "bin" / name
-    assert tool.is_file() and os.access(tool, os.X_OK), (
-        f"{name} not found at {tool}: build it with `make go-tools` (hack/build-go-tools.sh); "
-        "CONNECT_OFFSETS_CACHE selects the cache folder"
-    )
-    return str(tool)
-
-
-def helm_binary() -> str:
-    return go_tool("helm")
-
-
-def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm_binary(), *args], cwd=REPO, capture_output=True, text=True, check=False)
-
-
-@functools.cache
-def render_text(*values: str, include_crds: bool = False) -> str:
-    """``helm template`` of the chart as the deploy/ render does it, plus ``--set`` values."""
-    args = ["template", RELEASE, "charts/connect-offsets-operator", "--namespace", NAMESPACE]
-    if include_crds:
-        args.append("--include-crds")
-    for value in values:
-        args += ["--set", value]
-    result = run_helm(*args)
-    assert result.returncode == 0, f"helm template {' '.join(values)} failed:\n{result.stderr}"
-    return result.stdout
-
-
-def render(*values: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(render_text(*values)) if doc]
-
-
-def objects(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for doc in docs if doc["kind"] == kind]
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = objects(docs, kind)
-    assert len(found) == 1, f"expected one {kind}, got {[d['metadata']['name'] for d in found]}"
-    return found[0]
-
-
-def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1
-    result: dict[str, Any] = containers[0]
-    return result
 
 
 def has_sequence(args: list[str], expected: list[str]) -> bool:

@@ -24,8 +24,7 @@ from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from tests.fakes import FakeConnect
-from tests.unit.test_idle_cost import client_for
-from tests.unit.test_reconcile_offsets import URL
+from tests.reconcile_pass import URL, client_for
 
 pytestmark = pytest.mark.unit
 

@@ -27,11 +27,9 @@ from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect
-from tests.unit.test_reconcile_offsets import NAME, NS, URL, Stack, document, position, stack
+from tests.reconcile_pass import NAME, NS, URL, Stack, client_for, document, position
 
 pytestmark = pytest.mark.unit
-
-__all__ = ["stack"]  # the fixture, shared with test_reconcile_offsets
 
 
 def per_connector_reads(connect: FakeConnect) -> list[str]:
@@ -158,10 +156,6 @@ async def test_a_request_still_standing_is_carried_out_with_one_get(stack: Stack
     await stack.until_request_done()
     assert stack.connect.connectors[NAME].offsets == position(6)
     assert stack.kube.resource_gets <= 2  # the fresh read before the change (+ the removal's retry at most)
-
-
-def client_for(connect: FakeConnect) -> ConnectClient:
-    return ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(connect.handle))
 
 
 async def test_a_partial_answer_or_a_left_out_connector_is_read_on_its_own() -> None:

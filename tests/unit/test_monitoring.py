@@ -29,6 +29,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from connect_offsets import metrics
+from tests.chart import CHART, go_tool, objects, one, render, run_helm
 from tests.monitoring import (
     ALERTS,
     ALERTS_TEST,
@@ -41,7 +42,6 @@ from tests.monitoring import (
     queried_metrics,
     unknown_metrics,
 )
-from tests.unit.test_chart import CHART, go_tool, objects, one, render, run_helm
 
 pytestmark = pytest.mark.unit
 
