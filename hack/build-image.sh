@@ -19,7 +19,7 @@
 # Hosts where podman's defaults cannot start a container (seen here: crun 1.8 refuses hybrid cgroup
 # v1/v2 hierarchies; without CAP_SYS_RESOURCE podman's default ulimits of 1048576 cannot be set) are
 # detected with a trivial container, and the first working set of extra arguments (--runtime runc,
-# --ulimit at the host's limits) is used for the build and printed by --podman-args.
+# --ulimit within the host's limits) is used for the build and printed by --podman-args.
 # CONNECT_OFFSETS_PODMAN_ARGS overrides that detection.
 source "$(dirname "$0")/lib.sh"
 
@@ -112,16 +112,21 @@ EOF
 # Extra podman arguments this host needs to run a container, as lines.
 engine_args() {
   if [[ -n "${CONNECT_OFFSETS_PODMAN_ARGS:-}" ]]; then tr ' ' '\n' <<<"$CONNECT_OFFSETS_PODMAN_ARGS"; return 0; fi
-  local limits="--ulimit nofile=$(ulimit -Hn):$(ulimit -Hn) --ulimit nproc=4096:4096" candidate error=""
+  # nofile at the host's hard limit; nproc low and fixed: podman here ran with a lower nproc limit
+  # (32768) than the shell that started it, and a container cannot get more than podman has.
+  local nofile limits candidate error="" errors=""
+  nofile="$(ulimit -Hn)"
+  limits="--ulimit nofile=$nofile:$nofile --ulimit nproc=4096:4096"
   for candidate in "" "--runtime runc" "$limits" "--runtime runc $limits"; do
     # shellcheck disable=SC2086  # word splitting of the candidate is intended
     if error="$(podman run --rm --user 65532:65532 $candidate "$1" true 2>&1)"; then
       [[ -z "$candidate" ]] || tr ' ' '\n' <<<"$candidate"
       return 0
     fi
-    log "podman run ${candidate:-(default arguments)}: $error"
+    errors+="  podman run ${candidate:-(default arguments)}: $error"$'\n'
   done
-  die "podman cannot start a container here (last error above); on hybrid cgroups install runc (apt-get install -y runc)"
+  printf '%s' "$errors" >&2
+  die "podman cannot start a container here (errors above); on hybrid cgroups install runc (apt-get install -y runc)"
 }
 
 need podman podman
@@ -138,7 +143,7 @@ if [[ -z "${BASE_IMAGE:-}" ]]; then build_base; fi
 ENGINE_ARGS="$(engine_args "$BASE")" || exit 1
 mapfile -t ENGINE <<<"$ENGINE_ARGS"
 [[ -n "$ENGINE_ARGS" ]] || ENGINE=()
-[[ ${#ENGINE[@]} -eq 0 ]] || log "extra podman arguments for this host: ${ENGINE[*]}"
+[[ ${#ENGINE[@]} -eq 0 ]] || log "podman's defaults cannot start a container here; using: ${ENGINE[*]}"
 VERSION="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$REPO_ROOT/pyproject.toml")"
 IMAGE="$IMAGE_REPOSITORY:$VERSION"
 SECRET=()
