@@ -11,12 +11,14 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load demo bench krew lock clean
+.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench krew lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
 	@echo "make test        set up everything; lint, mypy, unit and integration tests"
 	@echo "make test-compat  the core flows against every Connect version of the matrix"
+	@echo "make image       build the operator image with podman, no registry needed (hack/build-image.sh)"
+	@echo "make test-image  build it and run the operator from it against the stack (one list, one alter)"
 	@echo "make bench       run the benchmarks in bench/ and record results in bench/README.md"
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
@@ -65,12 +67,12 @@ unit: go-tools venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
 integration: deps
-	$(VENV)/bin/pytest -m "integration and not load and not compat_extra" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "integration and not load and not compat_extra and not image" $(PYTEST_ARGS)
 
 # The whole suite: static checks first (cheap), then unit and integration tests in one pytest
 # session so the stack fixture is shared.
 test: deps lint
-	$(VENV)/bin/pytest -m "(unit or integration) and not load and not compat_extra" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "(unit or integration) and not load and not compat_extra and not image" $(PYTEST_ARGS)
 
 # The Connect version matrix (issue 21): the core flows against every CONNECT_COMPAT_VERSIONS worker
 # (one at a time) and the ConnectTooOld condition on CONNECT_TOO_OLD_VERSION.
@@ -82,6 +84,18 @@ test-compat: deps
 # worker. Minutes of Connect rebalances on 2 cores, so it runs on its own, not in every make test.
 test-load: deps
 	$(VENV)/bin/pytest -m load $(PYTEST_ARGS)
+
+# The operator image (issue 22), built with podman from operator/Dockerfile without a registry: a
+# debootstrapped Debian base (cached under $(CACHE)/image) unless BASE_IMAGE is given; tagged
+# $${IMAGE_REPOSITORY:-localhost/connect-offsets-operator}:<pyproject version>. Needs podman, and
+# debootstrap + root for the base (docs/development.md#the-operator-image).
+image:
+	@bash hack/build-image.sh >/dev/null
+
+# The operator run from that image against the stack (tests/integration/test_image.py; it runs
+# hack/build-image.sh itself, a no-op when nothing changed). Not part of make test.
+test-image: deps image
+	$(VENV)/bin/pytest -m image $(PYTEST_ARGS) tests/integration/test_image.py
 
 # Benchmarks: every bench/bench_*.py (or BENCH=name for bench/bench_name.py), stack started if needed.
 BENCH ?=
