@@ -14,8 +14,8 @@ the operator must say ``ConnectTooOld`` once, not retry.
 
 Selection: every test here is marked ``compat``; all versions but the oldest of
 ``CONNECT_COMPAT_VERSIONS`` are also ``compat_extra``, which ``make test`` deselects (it runs the
-oldest only: about a minute more, a third of it the three later tests) and ``make test-compat``
-runs. ``CONNECT_COMPAT_VERSIONS`` in the environment overrides hack/versions.env's list.
+oldest only: about 50 s with its worker's start, some 25 s of it the three later tests) and
+``make test-compat`` runs. ``CONNECT_COMPAT_VERSIONS`` in the environment overrides hack/versions.env's list.
 """
 
 from __future__ import annotations
