@@ -10,7 +10,12 @@ fetch_one() {
   if [[ "$version" != "$KAFKA_VERSION" ]]; then compat=(-Dcompat); fi
   # A pre-3.6 worker only shows the ConnectTooOld condition; no MirrorMaker 2 for it (pom.xml).
   if [[ "$version" == [0-2].* || "$version" == 3.[0-5].* ]]; then compat+=(-Dnomirror); fi
-  if [[ -f "$dest/.complete" ]]; then return 0; fi
+  # A compat worker can use any complete libs dir; the stack's needs the basic-auth extension, which a
+  # compat fetch leaves out: a version first fetched as a compat worker (the default moved to it) is
+  # fetched again in full.
+  if [[ -f "$dest/.complete" ]] && { ((${#compat[@]})) || compgen -G "$dest/connect-basic-auth-extension-*.jar" >/dev/null; }; then
+    return 0
+  fi
   command -v mvn >/dev/null || die "mvn is not installed (need Maven 3.8+)"
   log "resolving Kafka $version jars from Maven Central"
   rm -rf "$dest"; mkdir -p "$dest"

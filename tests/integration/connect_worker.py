@@ -81,6 +81,8 @@ class DedicatedWorker:
         self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS['kafka-a']}"
         self.url = f"{scheme}://{self.stack.HOST}:{self.port}"
         self.log: Path = self.stack.LOG_DIR / f"connect-{self.suffix}.log"
+        #: The worker config (written by ``start()``): what ``connect-offsets export|import -w`` reads.
+        self.config_path: Path = self.stack.RUN_DIR / f"connect-{self.suffix}.properties"
         self.process: subprocess.Popen[bytes] | None = None
         self.seeded: list[str] = []
 
@@ -158,7 +160,7 @@ class DedicatedWorker:
             "plugin.discovery=only_scan",
             *self.extra_props,
         ]
-        path = self.stack.write(self.stack.RUN_DIR / f"connect-{self.suffix}.properties", "\n".join(props) + "\n")
+        path = self.stack.write(self.config_path, "\n".join(props) + "\n")
         self.stack.write_log4j()
         cmd = self.stack.java_cmd(
             self.heap, "org.apache.kafka.connect.cli.ConnectDistributed", str(path), libs=self.libs
@@ -202,8 +204,8 @@ class DedicatedWorker:
             return None
         return None
 
-    def stop(self) -> None:
-        """Stop the JVM and delete its internal topics: its connectors are gone with them."""
+    def halt(self) -> None:
+        """Stop the JVM only: its internal topics (connectors, offsets) stay for a later ``start()``."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -211,6 +213,11 @@ class DedicatedWorker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.process = None
+
+    def stop(self) -> None:
+        """Stop the JVM and delete its internal topics: its connectors are gone with them."""
+        self.halt()
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         for future in admin.delete_topics(self.topics, operation_timeout=30).values():
             try:

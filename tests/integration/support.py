@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Collection
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import wait_for
@@ -24,6 +26,12 @@ FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 #: A test source connector of Connect's own test jar: any partitions and offsets, no external system.
 MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
+#: The offline offsets tool (``connect-offsets export|import``) of this environment.
+CLI = str(Path(sys.executable).parent / "connect-offsets")
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, timeout=180)
 
 
 def file_source_spec(path: Path, topic: str, configmap: str, state: str = "running") -> dict[str, Any]:
@@ -199,6 +207,23 @@ def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
         return int(high)
     finally:
         consumer.close()
+
+
+def topic_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """The first ``expected`` records of ``topic``, once a writer (MirrorMaker 2) has written that many.
+
+    Waiting for the end offset first: a consumer that subscribed before MirrorMaker 2 created the
+    topic once began after its first record (one CI-like run in several: ['order-1', ...]).
+    """
+
+    def written() -> bool:
+        try:
+            return end_offset(bootstrap, topic) >= expected
+        except KafkaException:  # the topic does not exist yet
+            return False
+
+    wait_for(f"{expected} records in {topic}", written, timeout=90)
+    return read_topic(bootstrap, topic, expected, timeout=90)
 
 
 def configmap_offsets(core: Any, namespace: str, name: str, key: str = "offsets.json") -> dict[str, Any]:

@@ -5,48 +5,71 @@ hack/versions.env); this one starts a ``DedicatedWorker`` from another release's
 ``hack/fetch-kafka.sh VERSION`` into its own libs dir) against the stack's 4.x brokers, one version
 at a time (module-scoped, parametrized fixture), and runs the flows whose REST calls differ between
 releases: create in each state (3.6 has no ``initial_state``: create, then stop or pause), list,
-alter, reset, stop -> change -> resume, initial offsets. A worker older than 3.6 has no offsets API:
+alter, reset, stop -> change -> resume, initial offsets; MirrorMaker 2 list/alter (a
+KafkaMirrorMaker2 on that worker: connect-mirror of the same release is on its classpath); the
+offline CLI round trip (``connect-offsets export``/``import`` on that worker's offsets topic, the
+worker down meanwhile); and one Connect refusal whose words differ between releases, which the
+status must carry verbatim as that worker answers it. A worker older than 3.6 has no offsets API:
 the operator must say ``ConnectTooOld`` once, not retry.
 
 Selection: every test here is marked ``compat``; all versions but the oldest of
 ``CONNECT_COMPAT_VERSIONS`` are also ``compat_extra``, which ``make test`` deselects (it runs the
-oldest only) and ``make test-compat`` runs.
+oldest only: about 50 s with its worker's start, some 25 s of it the three later tests) and
+``make test-compat`` runs. ``CONNECT_COMPAT_VERSIONS`` in the environment overrides hack/versions.env's list.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import Producer
 
 from connect_offsets.models.connect import supports_initial_state
+from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker, stack_versions
 from tests.integration.support import (
+    FILE_SOURCE,
+    GROUP,
+    VERSION,
     annotate,
+    annotate_mm2,
     condition,
     configmap_offsets,
     connect_offsets,
     connect_state,
     create_cluster,
     create_connector,
+    create_mm2,
     file_source_spec,
     get_connector,
     patch_connector,
     read_topic,
+    run_cli,
+    topic_values,
     wait_annotation_removed,
     wait_condition,
+    wait_connect_state,
+    wait_mm2_annotations_removed,
+    wait_mm2_condition,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(600)]
 
 
 VERSIONS = stack_versions()
-COMPAT = sorted(VERSIONS["CONNECT_COMPAT_VERSIONS"].split(), key=lambda v: tuple(int(p) for p in v.split(".")))
+#: CONNECT_COMPAT_VERSIONS in the environment (``make test-compat COMPAT_VERSIONS="4.3.1"``) runs a
+#: selection, e.g. a release just added; otherwise every version hack/versions.env names.
+COMPAT = sorted(
+    (os.environ.get("CONNECT_COMPAT_VERSIONS") or VERSIONS["CONNECT_COMPAT_VERSIONS"]).split(),
+    key=lambda v: tuple(int(p) for p in v.split(".")),
+)
 TOO_OLD = VERSIONS.get("CONNECT_TOO_OLD_VERSION", "")
 LINE = 3  # "aN\n"
 
@@ -214,3 +237,175 @@ def test_a_worker_without_the_offsets_api_is_named_once(
         assert condition(get_connector(custom, namespace, f"old-{unique}"), "Ready") == found
     finally:
         old.stop()
+
+
+def test_mirrormaker2_list_alter(
+    worker: DedicatedWorker,
+    rest: httpx.Client,
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    stack: dict[str, Any],
+    unique: str,
+) -> None:
+    """A KafkaMirrorMaker2 on this worker: list the source connector's offsets into the ConfigMap
+    (what Connect of this version answers), stop, alter to replay from upstream offset 5, resume."""
+    east, west = f"east{unique}", f"west{unique}"
+    topic, cm, name = f"orders-{unique}", "mm2-offsets", f"mirror-{unique}"
+    source_name = f"{east}->{west}.MirrorSourceConnector"
+    source_key = f"{east}--{west}.MirrorSourceConnector.json"
+    downstream = f"{east}.{topic}"
+    producer = Producer({"bootstrap.servers": stack["kafka_b"]})
+    for i in range(10):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"order-{i}".encode())
+    producer.flush(10)
+    source: dict[str, Any] = {
+        "tasksMax": 1,
+        "config": {
+            "replication.factor": 1,
+            "offset-syncs.topic.replication.factor": 1,
+            "sync.topic.acls.enabled": False,
+            "refresh.topics.interval.seconds": 5,
+        },
+        "listOffsets": {"toConfigMap": {"name": cm}},
+        "alterOffsets": {"fromConfigMap": {"name": cm}},
+    }
+    mirrors = [{"sourceCluster": east, "targetCluster": west, "topicsPattern": topic, "sourceConnector": source}]
+    clusters = [
+        {"alias": east, "bootstrapServers": stack["kafka_b"]},
+        {"alias": west, "bootstrapServers": stack["kafka_a"]},
+    ]
+    create_cluster(custom, namespace, worker.url)
+    create_mm2(custom, namespace, name, clusters, mirrors)
+
+    def set_state(state: str) -> None:
+        source["state"] = state
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS, name, {"spec": {"mirrors": mirrors}})
+
+    try:
+        wait_mm2_condition(custom, namespace, name, "Ready", reason="ConnectorsReady")
+        assert [v.decode() for v in topic_values(stack["kafka_a"], downstream, 10)] == [f"order-{i}" for i in range(10)]
+        partition = {"cluster": east, "partition": 0, "topic": topic}
+        wait_for(
+            "MM2 committed offset 9",
+            lambda: connect_offsets(rest, source_name) == [{"partition": partition, "offset": {"offset": 9}}],
+        )
+
+        annotate_mm2(custom, namespace, name, {"connector-offsets": "list", "mirrormaker-connector": source_name})
+        wait_mm2_annotations_removed(custom, namespace, name)
+        listed = json.loads(core.read_namespaced_config_map(cm, namespace).data[source_key])
+        assert listed == {"offsets": connect_offsets(rest, source_name)}
+
+        set_state("stopped")
+        wait_connect_state(rest, source_name, "STOPPED", timeout=120)
+        listed["offsets"][0]["offset"] = {"replayFrom": 5}
+        core.patch_namespaced_config_map(cm, namespace, {"data": {source_key: json.dumps(listed)}})
+        annotate_mm2(custom, namespace, name, {"connector-offsets": "alter", "mirrormaker-connector": source_name})
+        body = wait_mm2_annotations_removed(custom, namespace, name)
+        last = body["status"]["lastOffsetsOperation"]
+        assert last["operation"] == "alter" and last["result"] == "Succeeded", last
+        assert connect_offsets(rest, source_name) == [{"partition": partition, "offset": {"offset": 4}}]
+
+        set_state("running")
+        values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 15)]
+        assert values[10:] == [f"order-{i}" for i in range(5, 10)]
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS, name)
+        wait_for("MM2 connectors removed with the resource", lambda: connect_state(rest, source_name) is None)
+
+
+def test_offline_cli_round_trip(worker: DedicatedWorker, rest: httpx.Client, tmp_path: Path, unique: str) -> None:
+    """``connect-offsets export`` of a stopped connector from this worker's offsets topic equals what
+    Connect answers; with the worker down, ``import`` writes a changed entry; the worker of this
+    version, started again, answers GET offsets with exactly that entry."""
+    source = source_file(tmp_path / "offline.txt")
+    name, topic = f"offline-{unique}", f"offline-{unique}"
+    config = {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(source), "topic": topic}
+    response = rest.put(f"/connectors/{name}/config", json=config)
+    assert response.status_code == 201, response.text
+    worker_config = str(worker.config_path)
+    try:
+        at_end = [{"partition": {"filename": str(source)}, "offset": {"position": source.stat().st_size}}]
+        wait_for("source offset at end of file", lambda: connect_offsets(rest, name) == at_end)
+        assert rest.put(f"/connectors/{name}/stop").is_success
+        wait_connect_state(rest, name, "STOPPED")
+
+        exported = run_cli("export", "-w", worker_config, "-c", name)
+        assert exported.returncode == 0, exported.stderr
+        assert json.loads(exported.stdout) == {name: connect_offsets(rest, name)}
+        assert "STOPPED" in exported.stderr
+
+        changed = {name: [{"partition": {"filename": str(source)}, "offset": {"position": 3 * LINE}}]}
+        worker.halt()
+        try:
+            imported = run_cli("import", "-w", worker_config, stdin=json.dumps(changed))
+            assert imported.returncode == 0, imported.stderr
+            assert "1 record(s) written" in imported.stderr, imported.stderr
+        finally:
+            worker.start()
+        wait_connect_state(rest, name, "STOPPED")
+        assert connect_offsets(rest, name) == changed[name]
+    finally:
+        rest.delete(f"/connectors/{name}")
+
+
+def _carries(condition_message: str, answer: str) -> bool:
+    """``condition_message`` is "<METHOD> <path>: " + ``answer``, or its first 1,024 characters."""
+    said = condition_message.partition(": ")[2]
+    return said == answer or (len(condition_message) == 1024 and answer.startswith(said))
+
+
+def test_connect_refusals_kept_verbatim(
+    worker: DedicatedWorker,
+    rest: httpx.Client,
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """Two configs the worker refuses, in words that differ between releases:
+
+    * a transform class it cannot load: 3.6 adds a second, derived error ("Not a Transformation"),
+      3.7 and later do not;
+    * a connector class it cannot find: 3.x answer 500, 4.x 400, the list of plugins it adds names
+      the release, and 4.x answers a repeated request for the same class with the exception's class
+      name first (``org.apache.kafka.connect.errors.ConnectException: Failed to find ...``).
+
+    The operator's Ready condition carries this worker's answer verbatim ("<METHOD> <path>: <status>
+    <Connect's message>", cut at the condition's 1,024 characters: the plugin list runs to about
+    6,000). The same request (``POST /connectors``) sent to the same worker directly gives the text;
+    the operator retries, so its condition then holds the answer to a repeated request, as ours is.
+    """
+    source = source_file(tmp_path / "refused.txt")
+    cases = {
+        f"transform-{unique}": {"transforms": "bad", "transforms.bad.type": f"com.example.NoSuchTransform{unique}"},
+        f"class-{unique}": {"connector.class": f"com.example.NoSuchConnector{unique}"},
+    }
+    create_cluster(custom, namespace, worker.url)
+    for name, extra in cases.items():
+        spec = file_source_spec(source, name, "unused")
+        spec["config"].update({k: v for k, v in extra.items() if k != "connector.class"})
+        spec["class"] = extra.get("connector.class", FILE_SOURCE)
+        create_connector(custom, namespace, name, spec)
+    try:
+        for name, extra in cases.items():
+            wait_condition(custom, namespace, name, "Ready", status="False", reason="ConnectError", timeout=120)
+            config = {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(source), "topic": name, **extra}
+            answer = rest.post("/connectors", json={"name": f"direct-{name}", "config": config})
+            assert answer.status_code in (400, 500), answer.text
+            message = answer.json()["message"]
+            assert f"NoSuch{'Transform' if 'transforms' in extra else 'Connector'}{unique}" in message
+            expected = f"{answer.status_code} {message}"
+
+            def carried(name: str = name, expected: str = expected) -> dict[str, Any] | None:
+                found = condition(get_connector(custom, namespace, name), "Ready")
+                ok = found is not None and found["reason"] == "ConnectError" and _carries(found["message"], expected)
+                return found if ok else None
+
+            wait_for(f"{name}: Ready carries the worker's answer {expected[:80]!r}", carried, timeout=120)
+            assert connect_state(rest, name) is None
+    finally:
+        for name in cases:
+            rest.delete(f"/connectors/direct-{name}")

@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from connect_offsets.vocabulary import MIRRORS as PLURAL
@@ -31,32 +31,14 @@ from tests.integration.support import (
     connect_state,
     create_cluster,
     create_mm2,
-    end_offset,
     events_for,
     get_mm2,
     offsets_requests,
-    read_topic,
+    topic_values,
     wait_connect_state,
     wait_mm2_annotations_removed,
     wait_mm2_condition,
 )
-
-
-def topic_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    """The first ``expected`` records of ``topic``, once the mirror has written that many.
-
-    Waiting for the end offset first: a consumer that subscribed before MirrorMaker 2 created the
-    topic once began after its first record (one CI-like run in several: ['order-1', ...]).
-    """
-
-    def written() -> bool:
-        try:
-            return end_offset(bootstrap, topic) >= expected
-        except KafkaException:  # the topic does not exist yet
-            return False
-
-    wait_for(f"{expected} records in {topic}", written, timeout=90)
-    return read_topic(bootstrap, topic, expected, timeout=90)
 
 
 def test_mirrormaker2_offsets_flow(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,14 +24,16 @@ import pytest
 from connect_offsets.tools.offline.records import encode_key, murmur2_partition
 from connect_offsets.tools.offline.store import topic_partition_count
 from tests.conftest import STACK, wait_for
-from tests.integration.support import FILE_SOURCE, connect_offsets, end_offset, raw_records, wait_connect_state
+from tests.integration.support import (
+    FILE_SOURCE,
+    connect_offsets,
+    end_offset,
+    raw_records,
+    run_cli,
+    wait_connect_state,
+)
 
-CLI = str(Path(sys.executable).parent / "connect-offsets")
 LINE = "line-{:02d}\n"  # 8 bytes per line: position n*8 is the start of line n
-
-
-def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, timeout=180)
 
 
 def canonical(entries: list[dict[str, Any]]) -> list[str]:

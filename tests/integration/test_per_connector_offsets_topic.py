@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +36,15 @@ from tests.integration.support import (
     file_source_spec,
     patch_connector,
     raw_records,
+    run_cli,
     wait_annotation_removed,
     wait_connect_state,
 )
 
 pytestmark = pytest.mark.integration
 
-CLI = str(Path(sys.executable).parent / "connect-offsets")
 LINE = "line-{:02d}\n"  # 8 bytes per line: position n*8 is the start of line n
 OFFLINE_URL = "http://127.0.0.1:18086"
-
-
-def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, timeout=180)
 
 
 def position(file: Path, at: int) -> list[dict[str, Any]]:
