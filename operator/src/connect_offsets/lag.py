@@ -40,7 +40,13 @@ from connect_offsets.clients.connect import ConnectClient, ConnectError, Connect
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused
 from connect_offsets.clients.kafka import KafkaAdminError, librdkafka_config, log_offsets
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
-from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
+from connect_offsets.models.crds import (
+    KafkaMirrorMaker2Resource,
+    MirrorLagStatus,
+    PartitionLagStatus,
+    ReplicationLagSpec,
+    ReplicationLagStatus,
+)
 from connect_offsets.planning import (
     ConditionSpec,
     ConnectorTarget,
@@ -240,11 +246,30 @@ def lagging_condition(
     )
 
 
-def _partition_doc(lag: PartitionLag, mirror: str | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {"topic": lag.topic, "partition": lag.partition, "lag": lag.lag}
-    if mirror is not None:
-        doc["mirror"] = mirror
-    return doc
+def _partition_status(lag: PartitionLag, mirror: str | None = None) -> PartitionLagStatus:
+    return PartitionLagStatus(topic=lag.topic, partition=lag.partition, lag=lag.lag, mirror=mirror)
+
+
+def _mirror_status(
+    connector: str, source: str, target: str, mirror: MirrorLag | None, why: str | None
+) -> MirrorLagStatus:
+    """One mirror's entry in ``status.replicationLag.mirrors``: its last good numbers, if any, and
+    why they are not current (``why``)."""
+    if mirror is None or mirror.measured_at is None:
+        return MirrorLagStatus(source_cluster=source, target_cluster=target, connector=connector, message=why or "")
+    worst = mirror.worst
+    return MirrorLagStatus(
+        source_cluster=source,
+        target_cluster=target,
+        connector=connector,
+        total=mirror.total,
+        max=mirror.max,
+        partitions=len(mirror.lags),
+        measured_at=iso(mirror.measured_at),
+        worst_partition=_partition_status(worst) if worst is not None else None,
+        stale=why is not None,
+        message=why or "",
+    )
 
 
 def status_document(
@@ -252,48 +277,40 @@ def status_document(
     declared: list[tuple[str, str, str]],
     spec: ReplicationLagSpec,
     now: datetime,
-) -> dict[str, Any]:
+) -> ReplicationLagStatus:
     """``status.replicationLag``: per mirror, and summed over the mirrors that have numbers.
 
     ``declared`` is (connector, source alias, target alias) per mirror, in spec order. Numbers of a
     failed or old measurement stay, with their ``measuredAt`` and ``stale: true``.
     """
-    entries: list[dict[str, Any]] = []
+    entries: list[MirrorLagStatus] = []
     problems: list[str] = []
     measured: list[MirrorLag] = []
     by_name = dict(mirrors)
     for connector, source, target in declared:
         mirror = by_name.get(connector)
-        entry: dict[str, Any] = {"sourceCluster": source, "targetCluster": target, "connector": connector}
         why = _staleness(mirror, spec, now)
         if mirror is not None and mirror.measured_at is not None:
             measured.append(mirror)
-            worst = mirror.worst
-            entry.update(
-                {
-                    "total": mirror.total,
-                    "max": mirror.max,
-                    "partitions": len(mirror.lags),
-                    "measuredAt": iso(mirror.measured_at),
-                }
-            )
-            if worst is not None:
-                entry["worstPartition"] = _partition_doc(worst)
-        entry["stale"] = why is not None and (mirror is not None and mirror.measured_at is not None)
-        entry["message"] = why or ""
         if why is not None:
             problems.append(f"{source}->{target}: {why}")
-        entries.append(entry)
-    doc: dict[str, Any] = {"mirrors": entries, "stale": bool(problems), "message": "; ".join(problems)[:1024]}
-    if measured:
-        doc["total"] = sum(m.total for m in measured)
-        doc["max"] = max(m.max for m in measured)
-        doc["measuredAt"] = iso(min(m.measured_at for m in measured if m.measured_at is not None))
-        candidates = [(m.worst, m.mirror) for m in measured if m.worst is not None]
-        if candidates:
-            top, where = min(candidates, key=lambda item: (-item[0].lag, item[1], item[0].topic, item[0].partition))
-            doc["worstPartition"] = _partition_doc(top, where)
-    return doc
+        entries.append(_mirror_status(connector, source, target, mirror, why))
+    document = ReplicationLagStatus(mirrors=entries, stale=bool(problems), message="; ".join(problems)[:1024])
+    if not measured:
+        return document
+    candidates = [(m.worst, m.mirror) for m in measured if m.worst is not None]
+    worst_partition = None
+    if candidates:
+        top, where = min(candidates, key=lambda item: (-item[0].lag, item[1], item[0].topic, item[0].partition))
+        worst_partition = _partition_status(top, where)
+    return document.updated(
+        ReplicationLagStatus(
+            total=sum(m.total for m in measured),
+            max=max(m.max for m in measured),
+            measured_at=iso(min(m.measured_at for m in measured if m.measured_at is not None)),
+            worst_partition=worst_partition,
+        )
+    )
 
 
 def _declared(resource: KafkaMirrorMaker2Resource) -> list[tuple[str, str, str]]:
@@ -332,14 +349,14 @@ class LagRegistry:
 
     def report(
         self, resource: KafkaMirrorMaker2Resource, now: datetime
-    ) -> tuple[dict[str, Any] | None, list[ConditionSpec]]:
+    ) -> tuple[ReplicationLagStatus, list[ConditionSpec]]:
         """``status.replicationLag`` and the ``ReplicationLagging`` condition for this resource."""
         spec = resource.spec.replication_lag
         if not spec.enabled:
-            return {"stale": True, "message": "replication lag monitoring is off", "mirrors": []}, []
+            return ReplicationLagStatus(stale=True, message="replication lag monitoring is off", mirrors=[]), []
         declared = _declared(resource)
         if not declared:
-            return {"stale": False, "message": "no mirror declares a sourceConnector", "mirrors": []}, []
+            return ReplicationLagStatus(stale=False, message="no mirror declares a sourceConnector", mirrors=[]), []
         meta = resource.metadata
         mirrors = [
             (f"{source}->{target}", self.get(meta.namespace, meta.name, connector))
@@ -351,10 +368,8 @@ class LagRegistry:
     def signature(self, resource: KafkaMirrorMaker2Resource, now: datetime) -> Any:
         """What the status would show, minus the measurement time: a change is worth a reconcile."""
         document, conditions = self.report(resource, now)
-        if document is not None:
-            document = {k: v for k, v in document.items() if k != "measuredAt"}
-            document["mirrors"] = [{k: v for k, v in m.items() if k != "measuredAt"} for m in document["mirrors"]]
-        return document, [(c.status, c.reason, c.message) for c in conditions]
+        shown = document.model_dump(exclude={"measured_at": True, "mirrors": {"__all__": {"measured_at"}}})
+        return shown, [(c.status, c.reason, c.message) for c in conditions]
 
 
 # --- measuring ----------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ from connect_offsets.models.crds import (
     KafkaMirrorMaker2Status,
     MirrorConnectorStatus,
     OffsetsOperationStatus,
-    ReplicationLagStatus,
     WriteToTarget,
 )
 from connect_offsets.planning import (
@@ -231,9 +230,7 @@ class MirrorMaker2Service:
         if last_operation is not None:
             update = update.updated(KafkaMirrorMaker2Status(last_offsets_operation=last_operation))
         replication_lag, lag_conditions = self.lag.report(resource, now)
-        if replication_lag is not None:
-            lag = ReplicationLagStatus.model_validate(replication_lag)
-            update = update.updated(KafkaMirrorMaker2Status(replication_lag=lag))
+        update = update.updated(KafkaMirrorMaker2Status(replication_lag=replication_lag))
         conditions += lag_conditions
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
         await self.runner.finish_requests(results, body, MIRRORS)
