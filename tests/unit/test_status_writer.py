@@ -113,6 +113,26 @@ def test_a_mirror_connector_entry_refuses_a_field_only_a_kafka_connector_has() -
         mirrormaker2._entry_update("a->b.MirrorSourceConnector", KafkaConnectorStatus(initial_offsets=initial))
 
 
+def test_a_new_pass_carries_over_the_kept_fields_of_a_connector_entry_and_computes_the_others() -> None:
+    progress = OffsetsProgressStatus(request="r", backup="b")
+    operation = OffsetsOperationStatus(operation="alter", result="Succeeded", time="t")
+    old = MirrorConnectorStatus(
+        name="a->b.MirrorSourceConnector",
+        ready=False,
+        reason="Old",
+        connector_status={"state": "FAILED"},
+        offsets_progress=progress,
+        last_offsets_operation=operation,
+    )
+    new = MirrorConnectorStatus(name="a->b.MirrorSourceConnector", ready=True)
+    kept = mirrormaker2._kept_entry_fields(new, old)
+    assert mirrormaker2.KEPT_ENTRY_FIELDS.issubset(MirrorConnectorStatus.model_fields)
+    assert kept.model_fields_set == {"name", "ready", *mirrormaker2.KEPT_ENTRY_FIELDS}
+    assert (kept.ready, kept.reason, kept.connector_status) == (True, "", None)
+    assert (kept.offsets_progress, kept.last_offsets_operation, kept.auto_restart) == (progress, operation, None)
+    assert mirrormaker2._kept_entry_fields(new, None) is new
+
+
 #: Where status is decided and built: the reconcile layer, the planner's outcomes, the lag monitor
 #: (``lag.py``, or the ``lag/`` package), and the offsets documents (chunk progress).
 STATUS_BUILDERS = ("reconcile", "planning", "lag", "offsets")

@@ -424,20 +424,18 @@ class MirrorMaker2Service:
 VALIDATION_TTL_S = 300.0
 
 
+#: The fields of a connector's entry in status.connectors that a new pass carries over from its
+#: previous entry (a pass sets them only when they change); the others it computes afresh.
+KEPT_ENTRY_FIELDS = frozenset(
+    {"auto_restart", "last_offsets_operation", "pending_offsets_operation", "applied_offsets", "offsets_progress"}
+)
+
+
 def _kept_entry_fields(entry: MirrorConnectorStatus, old: MirrorConnectorStatus | None) -> MirrorConnectorStatus:
     """A connector's new status entry with the fields of its previous entry a new pass carries over."""
     if old is None:
         return entry
-    return entry.updated(
-        MirrorConnectorStatus(
-            name=entry.name,
-            auto_restart=old.auto_restart,
-            last_offsets_operation=old.last_offsets_operation,
-            pending_offsets_operation=old.pending_offsets_operation,
-            applied_offsets=old.applied_offsets,
-            offsets_progress=old.offsets_progress,
-        )
-    )
+    return entry.model_copy(update={name: getattr(old, name) for name in KEPT_ENTRY_FIELDS})
 
 
 def _entry_update(connector: str, status: KafkaConnectorStatus) -> MirrorConnectorStatus:
