@@ -12,15 +12,14 @@ tests/unit/test_errors.py does for the exception classes.
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
-import pkgutil
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 import connect_offsets
+from tests.unit.package_modules import package_modules
 
 pytestmark = pytest.mark.unit
 
@@ -36,11 +35,7 @@ SPLIT_UNDER_WAY = {
 
 def public_classes_by_name() -> dict[str, list[str]]:
     found: dict[str, list[str]] = defaultdict(list)
-    for info in pkgutil.walk_packages(connect_offsets.__path__, "connect_offsets."):
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:  # an optional extra (pyspark) is not installed
-            continue
+    for module in package_modules():
         for name, value in vars(module).items():
             if inspect.isclass(value) and value.__module__ == module.__name__ and not name.startswith("_"):
                 found[name].append(module.__name__)
