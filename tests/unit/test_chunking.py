@@ -216,7 +216,7 @@ def test_failure_rendering() -> None:
         "a retry of the same document resumes at chunk 3"
     )
     assert failure.resume == ChunkResume("f" * 32, 2)
-    assert failure.to_status()["failedChunk"] == 3
+    assert (failure.applied, failure.failed_chunk) == (2, 2)
     first = ChunkFailure("f", 0, 5, 0, 45, "chunk 1/5 (partitions 1-10)")
     assert "no chunk of 5 was applied" in first.render()
     assert "resumes at chunk 1" in first.render()
@@ -267,13 +267,7 @@ async def test_chunked_alter_sends_every_chunk_and_reports_progress() -> None:
     assert (result.chunks, result.partitions, result.started_at, result.requests) == (3, 25, 0, 3)
     assert result.message == OK["message"]
     assert [(p.applied, p.partitions_applied, p.partitions) for p in seen] == [(1, 10, 25), (2, 20, 25), (3, 25, 25)]
-    assert seen[-1].to_status() == {
-        "fingerprint": result.fingerprint,
-        "appliedChunks": 3,
-        "totalChunks": 3,
-        "appliedPartitions": 25,
-        "totalPartitions": 25,
-    }
+    assert seen[-1].fingerprint == result.fingerprint and seen[-1].chunks == 3
 
 
 async def test_small_document_is_a_single_patch_with_the_same_body() -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from connect_offsets.tools import cli
 from connect_offsets.tools.exit_codes import epilog
-from connect_offsets.tools.offline.records import decode_offsets_file, encode_key, encode_offsets_file, encode_value
+from connect_offsets.tools.offline.offsets_file import decode_offsets_file, encode_offsets_file
+from connect_offsets.tools.offline.records import encode_key, encode_value
 
 pytestmark = pytest.mark.unit
 

@@ -6,27 +6,21 @@ exception class outside the tree fails here, not in a user's traceback.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 
 import pytest
 
-import connect_offsets
 from connect_offsets.clients.connect import ConnectBadRequest, ConnectConflict, ConnectServerError, ConnectUnavailable
 from connect_offsets.clients.kafka import KafkaAdminError
 from connect_offsets.clients.kubernetes import KubernetesRejected, KubernetesUnavailable
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.offsets import OffsetsValidationError
+from tests.unit.package_modules import package_modules
 
 
 def public_exception_classes() -> list[type[BaseException]]:
     found: list[type[BaseException]] = []
-    for info in pkgutil.walk_packages(connect_offsets.__path__, "connect_offsets."):
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:  # an optional extra (pyspark) is not installed
-            continue
+    for module in package_modules():
         for name, value in vars(module).items():
             if (
                 inspect.isclass(value)

@@ -541,7 +541,7 @@ def test_progress_lines_only_when_enabled_and_changed() -> None:
     import io
 
     stream = io.StringIO()
-    shown = kp.Progress(True, stream)
+    shown = kp.WaitProgress(True, stream)
     for text in ("waiting for the operator", "waiting for the operator", "step 1/3, stopping the connector"):
         shown.show("KafkaConnector kafka/src", "alter", text)
     shown.show("KafkaConnector kafka/other", "alter", "waiting for the operator")
@@ -551,7 +551,7 @@ def test_progress_lines_only_when_enabled_and_changed() -> None:
         "KafkaConnector kafka/other: alter: waiting for the operator",
     ]
     quiet = io.StringIO()
-    kp.Progress(False, quiet).show("KafkaConnector kafka/src", "alter", "x")
+    kp.WaitProgress(False, quiet).show("KafkaConnector kafka/src", "alter", "x")
     assert quiet.getvalue() == ""
 
 

@@ -31,9 +31,15 @@ from connect_offsets.lag import (
     replicated_offsets,
     status_document,
 )
-from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
+from connect_offsets.models.crds import (
+    KafkaMirrorMaker2Resource,
+    KafkaMirrorMaker2Status,
+    ReplicationLagSpec,
+    ReplicationLagStatus,
+)
 from connect_offsets.planning import mirror_targets
 from connect_offsets.planning.mirror_topics import mirrored_topic_filter
+from connect_offsets.reconcile.status import status_fields
 
 pytestmark = pytest.mark.unit
 
@@ -198,8 +204,14 @@ def test_a_lagging_mirror_wins_over_an_unknown_one() -> None:
 DECLARED = [("east->west.MirrorSourceConnector", "east", "west")]
 
 
+def written(document: ReplicationLagStatus) -> dict[str, Any]:
+    """status.replicationLag as the status writer puts it into the resource."""
+    data: dict[str, Any] = status_fields(KafkaMirrorMaker2Status(replication_lag=document))["replicationLag"]
+    return data
+
+
 def test_status_document_fresh() -> None:
-    doc = status_document([(DECLARED[0][0], mirror([3, 7, 7]))], DECLARED, SPEC, at(1))
+    doc = written(status_document([(DECLARED[0][0], mirror([3, 7, 7]))], DECLARED, SPEC, at(1)))
     assert doc == {
         "mirrors": [
             {
@@ -226,7 +238,7 @@ def test_status_document_fresh() -> None:
 
 def test_status_document_keeps_the_last_good_numbers_marked_stale() -> None:
     failed = mirror([4], measured=0, attempted_at=at(30), error="source cluster east: down")
-    doc = status_document([(DECLARED[0][0], failed)], DECLARED, SPEC, at(30))
+    doc = written(status_document([(DECLARED[0][0], failed)], DECLARED, SPEC, at(30)))
     assert doc["stale"] is True and doc["total"] == 4
     assert doc["measuredAt"] == "2026-01-02T03:04:05Z"  # the last good one, not now
     assert doc["mirrors"][0]["stale"] is True
@@ -234,7 +246,7 @@ def test_status_document_keeps_the_last_good_numbers_marked_stale() -> None:
 
 
 def test_status_document_before_any_measurement_has_no_numbers() -> None:
-    doc = status_document([], DECLARED, SPEC, at(0))
+    doc = written(status_document([], DECLARED, SPEC, at(0)))
     assert "total" not in doc and doc["mirrors"][0]["stale"] is False
     assert doc["mirrors"][0]["message"] == "not measured yet" and doc["stale"] is True
 
@@ -262,12 +274,12 @@ def test_registry_report_and_signature() -> None:
     registry = LagRegistry()
     res = resource(intervalSeconds=2, threshold=5, forSeconds=0)
     document, conditions = registry.report(res, at(0))
-    assert document is not None and [m["connector"] for m in document["mirrors"]] == [DECLARED[0][0]]
+    assert [m.connector for m in document.mirrors] == [DECLARED[0][0]]
     assert conditions[0].status == "Unknown"
     before = registry.signature(res, at(0))
     registry.put("ns", "mm2", [mirror([9], measured=0, above_since=at(0))])
     document, conditions = registry.report(res, at(1))
-    assert document is not None and document["total"] == 9
+    assert document.total == 9
     assert conditions[0].status == "True"
     after = registry.signature(res, at(1))
     assert before != after
@@ -281,7 +293,7 @@ def test_registry_report_and_signature() -> None:
 def test_report_when_off_or_without_source_connector() -> None:
     registry = LagRegistry()
     document, conditions = registry.report(resource(enabled=False), at(0))
-    assert document == {"stale": True, "message": "replication lag monitoring is off", "mirrors": []}
+    assert written(document) == {"stale": True, "message": "replication lag monitoring is off", "mirrors": []}
     assert conditions == []
 
 

@@ -1,4 +1,5 @@
-"""offline/records.py: keys and values byte-identical to Connect's, murmur2, documents.
+"""offline/records.py, documents.py, offsets_file.py: keys and values byte-identical to Connect's,
+murmur2, the export and import documents, the standalone offsets file.
 
 Expected bytes below were printed by Kafka 4.1.1's own ``JsonConverter`` (schemas off) and
 ``Utils.murmur2`` on JDK 17; tests/integration/test_offline_cli.py re-checks hundreds of random
@@ -14,16 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connect_offsets.offsets import OffsetsValidationError
+from connect_offsets.tools.offline.documents import parse_import_document, render_export
+from connect_offsets.tools.offline.offsets_file import OffsetsFileError, decode_offsets_file, encode_offsets_file
 from connect_offsets.tools.offline.records import (
     KafkaPosition,
-    OffsetsFileError,
     StoredRecord,
     decode_key,
-    decode_offsets_file,
     decode_value,
     encode_connect_json,
     encode_key,
-    encode_offsets_file,
     encode_value,
     java_double_str,
     java_hashmap_order,
@@ -32,8 +32,6 @@ from connect_offsets.tools.offline.records import (
     latest,
     murmur2,
     murmur2_partition,
-    parse_import_document,
-    render_export,
 )
 
 pytestmark = pytest.mark.unit

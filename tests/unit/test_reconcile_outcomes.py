@@ -15,9 +15,15 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.models.crds import ConnectorState, OffsetsProgressStatus, PendingOffsetsOperation, StatusModel
+from connect_offsets.models.crds import (
+    ConnectorState,
+    KafkaConnectorStatus,
+    OffsetsProgressStatus,
+    PendingOffsetsOperation,
+    StatusModel,
+)
 from connect_offsets.offsets import diff_offsets, parse_offsets_document, parse_offsets_obj
-from connect_offsets.offsets.chunking import ChunkResume
+from connect_offsets.offsets.chunking import ChunkFailure, ChunkLimits, ChunkPlan, ChunkProgress, ChunkResume
 from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConnectorTarget, Plan
 from connect_offsets.planning.outcomes import (
     MAX_OPERATION_MESSAGE,
@@ -29,10 +35,12 @@ from connect_offsets.planning.outcomes import (
     handled_request_ids,
     initial_offsets_in_place,
     op_status,
+    progress_of,
     refusal_to_report,
     reusable_backup,
     truncate,
 )
+from connect_offsets.reconcile.status import status_fields
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS
 
 pytestmark = pytest.mark.unit
@@ -119,6 +127,30 @@ def test_chunk_resume_only_for_the_same_request_with_progress() -> None:
     assert chunked_alter_text("ok", 5, 1, 0) == "ok"
     assert chunked_alter_text("ok", 5, 3, 0) == "ok (5 partitions in 3 PATCH requests)"
     assert chunked_alter_text("ok", 5, 3, 1) == "ok (5 partitions in 3 PATCH requests, resumed at chunk 2)"
+
+
+def test_the_progress_of_a_chunked_alter_is_its_status_model_with_the_request_and_its_backup() -> None:
+    request = OffsetsProgressStatus(request="fp1", backup="b1")
+    plan = ChunkPlan((), 25, 100, "chunks1", ChunkLimits())
+    assert progress_of(request, plan) == OffsetsProgressStatus(request="fp1", backup="b1", fingerprint="chunks1")
+    assert status_fields(KafkaConnectorStatus(offsets_progress=progress_of(request, plan))) == {
+        "offsetsProgress": {"request": "fp1", "backup": "b1", "fingerprint": "chunks1"}
+    }
+    applied = progress_of(request, ChunkProgress("chunks1", 1, 3, 20, 25, "ok"))
+    assert status_fields(KafkaConnectorStatus(offsets_progress=applied)) == {
+        "offsetsProgress": {
+            "request": "fp1",
+            "backup": "b1",
+            "fingerprint": "chunks1",
+            "appliedChunks": 2,
+            "totalChunks": 3,
+            "appliedPartitions": 20,
+            "totalPartitions": 25,
+        }
+    }
+    failed = progress_of(OffsetsProgressStatus(request="fp1"), ChunkFailure("chunks1", 2, 5, 20, 45, "chunk 3/5"))
+    assert (failed.backup, failed.applied_chunks, failed.failed_chunk) == (None, 2, 3)  # failedChunk is 1-based
+    assert chunk_resume(failed, OffsetsProgressStatus(request="fp1")) == ChunkResume("chunks1", 2)
 
 
 def pending(**changes: Any) -> PendingOffsetsOperation:

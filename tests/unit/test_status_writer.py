@@ -3,8 +3,8 @@
 The status writer (``reconcile.status.write_status``) takes the kind's status model built with
 only the fields it sets, and serializes it in one place. A field the model does not declare cannot
 be written: building the update raises ``TypeError`` (the API server would otherwise prune the field
-without a word, since the CRD schema is generated from the same models), and no reconcile module
-spells a status field's camelCase name itself.
+without a word, since the CRD schema is generated from the same models), and no module that builds
+status (reconcile, planning, lag, offsets) spells a status field's camelCase name itself.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 READY = [ConditionSpec("Ready", "True", "ConnectorRunning", "fine")]
-RECONCILE = Path(status.__file__).parent
+PACKAGE = Path(status.__file__).parent.parent
 
 
 def resource(plural: str, status_body: dict[str, Any] | None = None) -> tuple[FakeKube, dict[str, Any]]:
@@ -113,18 +113,54 @@ def test_a_mirror_connector_entry_refuses_a_field_only_a_kafka_connector_has() -
         mirrormaker2._entry_update("a->b.MirrorSourceConnector", KafkaConnectorStatus(initial_offsets=initial))
 
 
-def test_no_reconcile_module_spells_a_status_field_by_its_wire_name() -> None:
-    """Status fields are set through the models only: a camelCase status key in a reconcile
-    module (a dict literal, ``status["..."]``) would bypass them."""
+def test_a_new_pass_carries_over_the_kept_fields_of_a_connector_entry_and_computes_the_others() -> None:
+    progress = OffsetsProgressStatus(request="r", backup="b")
+    operation = OffsetsOperationStatus(operation="alter", result="Succeeded", time="t")
+    old = MirrorConnectorStatus(
+        name="a->b.MirrorSourceConnector",
+        ready=False,
+        reason="Old",
+        connector_status={"state": "FAILED"},
+        offsets_progress=progress,
+        last_offsets_operation=operation,
+    )
+    new = MirrorConnectorStatus(name="a->b.MirrorSourceConnector", ready=True)
+    kept = mirrormaker2._kept_entry_fields(new, old)
+    assert mirrormaker2.KEPT_ENTRY_FIELDS.issubset(MirrorConnectorStatus.model_fields)
+    assert kept.model_fields_set == {"name", "ready", *mirrormaker2.KEPT_ENTRY_FIELDS}
+    assert (kept.ready, kept.reason, kept.connector_status) == (True, "", None)
+    assert (kept.offsets_progress, kept.last_offsets_operation, kept.auto_restart) == (progress, operation, None)
+    assert mirrormaker2._kept_entry_fields(new, None) is new
+
+
+#: Where status is decided and built: the reconcile layer, the planner's outcomes, the lag monitor
+#: (``lag.py``, or the ``lag/`` package), and the offsets documents (chunk progress).
+STATUS_BUILDERS = ("reconcile", "planning", "lag", "offsets")
+
+
+def status_builder_modules() -> list[Path]:
+    return sorted(
+        path
+        for name in STATUS_BUILDERS
+        for path in [*(PACKAGE / name).glob("*.py"), PACKAGE / f"{name}.py"]
+        if path.is_file()
+    )
+
+
+def test_no_status_building_module_spells_a_status_field_by_its_wire_name() -> None:
+    """Status fields are set through the models only: a camelCase status key in a module that
+    builds status (a dict literal, ``status["..."]``) would bypass them."""
     wire_names = {
         info.alias
         for model in status_models()
         for name, info in model.model_fields.items()
         if info.alias is not None and info.alias != name
     }
+    modules = status_builder_modules()
+    assert {path.parent.name if path.parent != PACKAGE else path.stem for path in modules} == set(STATUS_BUILDERS)
     found = [
-        f"{path.name}:{node.lineno}: {node.value!r}"
-        for path in sorted(RECONCILE.glob("*.py"))
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+        for path in modules
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Constant) and node.value in wire_names
     ]

@@ -18,7 +18,7 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from connect_offsets.vocabulary import (
 )
 
 __all__ = [
+    "CONFLICT_ATTEMPTS",
     "LABEL_VALUE_MAX",
     "ConfigMapData",
     "ConfigMapMeta",
@@ -46,6 +47,7 @@ __all__ = [
     "KubernetesUnavailable",
     "label_value",
     "load_api_client",
+    "retry_on_conflict",
 ]
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,26 @@ class KubernetesRejected(KubernetesError, UserError):
     @property
     def retryable(self) -> bool:
         return False
+
+
+#: How often a read-then-write at the resourceVersion read is tried before a conflict is given up on.
+CONFLICT_ATTEMPTS = 5
+
+
+async def retry_on_conflict(what: str, attempt: Callable[[], Awaitable[T]], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Optimistic concurrency: run ``attempt`` (read the object, then write at the resourceVersion it
+    read) again while the API server answers 409, someone having changed the object meanwhile.
+
+    Any other error reaches the caller at once. After ``attempts`` conflicts, KubernetesUnavailable
+    naming ``what``: a later pass may find the object quiet.
+    """
+    for _ in range(attempts):
+        try:
+            return await attempt()
+        except KubernetesUnavailable as error:
+            if error.status != 409:
+                raise
+    raise KubernetesUnavailable(f"{what}: kept conflicting with other writers")
 
 
 @dataclass(frozen=True)
@@ -213,7 +235,8 @@ class KubernetesApi:
         application's, and an owner reference would let garbage collection delete it with the
         caller's resource (and the caller's labels would overwrite the app's ``managed-by``).
         """
-        for _ in range(5):  # optimistic concurrency: retry on a concurrent edit
+
+        async def attempt() -> None:
             current = await self.get_configmap(namespace, name)
             if current is None:
                 body = {
@@ -227,33 +250,17 @@ class KubernetesApi:
                     },
                     "data": {key: value},
                 }
-                try:
-                    await self._call(
-                        f"create ConfigMap {namespace}/{name}",
-                        self.core.create_namespaced_config_map,
-                        namespace,
-                        body,
-                    )
-                    return
-                except KubernetesUnavailable as error:
-                    if error.status == 409:
-                        continue
-                    raise
-            patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
-            try:
                 await self._call(
-                    f"patch ConfigMap {namespace}/{name}",
-                    self.core.patch_namespaced_config_map,
-                    name,
-                    namespace,
-                    patch,
+                    f"create ConfigMap {namespace}/{name}", self.core.create_namespaced_config_map, namespace, body
                 )
                 return
-            except KubernetesUnavailable as error:
-                if error.status == 409:
-                    continue
-                raise
-        raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
+            patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
+            await self._call(
+                f"patch ConfigMap {namespace}/{name}", self.core.patch_namespaced_config_map, name, namespace, patch
+            )
+
+        # Created or changed by someone else meanwhile: read again and write at the new version.
+        await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
 
     async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
         await self._call(

@@ -168,16 +168,6 @@ class ChunkProgress:
     def resume(self) -> ChunkResume:
         return ChunkResume(self.fingerprint, self.applied)
 
-    def to_status(self) -> dict[str, Any]:
-        """A status-sized summary (camelCase, as the resource status spells fields)."""
-        return {
-            "fingerprint": self.fingerprint,
-            "appliedChunks": self.applied,
-            "totalChunks": self.chunks,
-            "appliedPartitions": self.partitions_applied,
-            "totalPartitions": self.partitions,
-        }
-
 
 @dataclass(frozen=True)
 class ChunkFailure:
@@ -207,16 +197,6 @@ class ChunkFailure:
             done = f"chunks 1-{self.applied} of {self.chunks} (partitions 1-{self.partitions_applied}) were applied"
         resume = f"a retry of the same document resumes at chunk {self.applied + 1}"
         return f"{self.failed_description} failed; {done}; {resume}"
-
-    def to_status(self) -> dict[str, Any]:
-        return {
-            "fingerprint": self.fingerprint,
-            "appliedChunks": self.applied,
-            "totalChunks": self.chunks,
-            "appliedPartitions": self.partitions_applied,
-            "totalPartitions": self.partitions,
-            "failedChunk": self.failed_chunk + 1,
-        }
 
 
 #: Produces the entries afresh on every call (planning and sending are two passes).

@@ -28,7 +28,7 @@ from connect_offsets.offsets import (
     parse_offsets_document,
     partition_key,
 )
-from connect_offsets.offsets.chunking import ChunkResume
+from connect_offsets.offsets.chunking import ChunkFailure, ChunkPlan, ChunkProgress, ChunkResume
 from connect_offsets.planning.plan import HANDLED_REQUEST_IDS, Action, ConditionSpec, Plan
 from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import ANNOTATION_DRY_RUN, ANNOTATION_OFFSETS, iso
@@ -150,6 +150,26 @@ def chunk_resume(previous: OffsetsProgressStatus | None, request: OffsetsProgres
     if previous.fingerprint is not None and previous.applied_chunks is not None:
         return ChunkResume(previous.fingerprint, previous.applied_chunks)
     return None
+
+
+def progress_of(
+    request: OffsetsProgressStatus, chunks: ChunkPlan | ChunkProgress | ChunkFailure
+) -> OffsetsProgressStatus:
+    """status.offsetsProgress of a chunked alter: the request and its backup with the fingerprint of
+    its chunk plan (before the first chunk), then how many chunks Connect applied (after each one) or
+    which one it refused."""
+    if isinstance(chunks, ChunkPlan):
+        return OffsetsProgressStatus(request=request.request, backup=request.backup, fingerprint=chunks.fingerprint)
+    return OffsetsProgressStatus(
+        request=request.request,
+        backup=request.backup,
+        fingerprint=chunks.fingerprint,
+        applied_chunks=chunks.applied,
+        total_chunks=chunks.chunks,
+        applied_partitions=chunks.partitions_applied,
+        total_partitions=chunks.partitions,
+        failed_chunk=chunks.failed_chunk + 1 if isinstance(chunks, ChunkFailure) else None,
+    )
 
 
 def chunked_alter_text(message: str, partitions: int, chunks: int, started_at: int) -> str:

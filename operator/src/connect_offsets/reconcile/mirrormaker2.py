@@ -35,7 +35,6 @@ from connect_offsets.models.crds import (
     KafkaMirrorMaker2Status,
     MirrorConnectorStatus,
     OffsetsOperationStatus,
-    ReplicationLagStatus,
     WriteToTarget,
 )
 from connect_offsets.planning import (
@@ -231,9 +230,7 @@ class MirrorMaker2Service:
         if last_operation is not None:
             update = update.updated(KafkaMirrorMaker2Status(last_offsets_operation=last_operation))
         replication_lag, lag_conditions = self.lag.report(resource, now)
-        if replication_lag is not None:
-            lag = ReplicationLagStatus.model_validate(replication_lag)
-            update = update.updated(KafkaMirrorMaker2Status(replication_lag=lag))
+        update = update.updated(KafkaMirrorMaker2Status(replication_lag=replication_lag))
         conditions += lag_conditions
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
         await self.runner.finish_requests(results, body, MIRRORS)
@@ -427,20 +424,18 @@ class MirrorMaker2Service:
 VALIDATION_TTL_S = 300.0
 
 
+#: The fields of a connector's entry in status.connectors that a new pass carries over from its
+#: previous entry (a pass sets them only when they change); the others it computes afresh.
+KEPT_ENTRY_FIELDS = frozenset(
+    {"auto_restart", "last_offsets_operation", "pending_offsets_operation", "applied_offsets", "offsets_progress"}
+)
+
+
 def _kept_entry_fields(entry: MirrorConnectorStatus, old: MirrorConnectorStatus | None) -> MirrorConnectorStatus:
     """A connector's new status entry with the fields of its previous entry a new pass carries over."""
     if old is None:
         return entry
-    return entry.updated(
-        MirrorConnectorStatus(
-            name=entry.name,
-            auto_restart=old.auto_restart,
-            last_offsets_operation=old.last_offsets_operation,
-            pending_offsets_operation=old.pending_offsets_operation,
-            applied_offsets=old.applied_offsets,
-            offsets_progress=old.offsets_progress,
-        )
-    )
+    return entry.model_copy(update={name: getattr(old, name) for name in KEPT_ENTRY_FIELDS})
 
 
 def _entry_update(connector: str, status: KafkaConnectorStatus) -> MirrorConnectorStatus:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
 
 from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectError, ConnectHTTPError
@@ -40,6 +39,7 @@ from connect_offsets.planning.outcomes import (
     finished_change,
     is_dry_run,
     op_status,
+    progress_of,
     refusal_to_report,
     rejected_text,
     reusable_backup,
@@ -242,14 +242,6 @@ async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
     await p.event("Normal", "OffsetsDryRun", f"{p.target.name}: {message}")
 
 
-def progress_of(request: OffsetsProgressStatus, chunks: dict[str, Any]) -> KafkaConnectorStatus:
-    """The status update of a request's progress with a chunked alter's counts (camelCase, as
-    ``ChunkProgress.to_status`` writes them), checked against the status model on the way."""
-    return KafkaConnectorStatus(
-        offsets_progress=OffsetsProgressStatus.model_validate({**request.to_status(), **chunks})
-    )
-
-
 async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressStatus) -> str:
     """PATCH in bounded chunks (Connect answers one PATCH within 90 s); progress goes to status
     after every chunk, so a retry after a failure or a restart continues where it stopped.
@@ -264,12 +256,12 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
     chunked = len(chunk_plan) > 1
     if chunked and resume is None:
         # Before the first chunk: from here on a restart must resume, not back up again.
-        await p.sink.fields(progress_of(request, {"fingerprint": chunk_plan.fingerprint}))
+        await p.sink.fields(KafkaConnectorStatus(offsets_progress=progress_of(request, chunk_plan)))
 
     async def done(progress: ChunkProgress) -> None:
         if not chunked:
             return
-        await p.sink.fields(progress_of(request, progress.to_status()))
+        await p.sink.fields(KafkaConnectorStatus(offsets_progress=progress_of(request, progress)))
         if progress.applied < progress.chunks:
             fault_point("mid-patch")
 
@@ -279,7 +271,7 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
         )
     except ConnectError as error:
         if chunked and error.chunk_failure is not None:
-            await p.sink.fields(progress_of(request, error.chunk_failure.to_status()))
+            await p.sink.fields(KafkaConnectorStatus(offsets_progress=progress_of(request, error.chunk_failure)))
         raise
     if chunked:
         await p.sink.fields(KafkaConnectorStatus(offsets_progress=None))

@@ -38,18 +38,10 @@ from connect_offsets.models.schema import crd_documents
 from connect_offsets.offsets import OffsetsValidationError, partition_key
 from connect_offsets.tools.exit_codes import ExitCode, epilog
 from connect_offsets.tools.kafka import show_librdkafka_log
+from connect_offsets.tools.offline.documents import ImportDocument, parse_import_document, render_export
 from connect_offsets.tools.offline.export_file import DocumentReadError, read_document
-from connect_offsets.tools.offline.records import (
-    ImportDocument,
-    OffsetsFileError,
-    StoredRecord,
-    encode_key,
-    encode_value,
-    latest,
-    murmur2_partition,
-    parse_import_document,
-    render_export,
-)
+from connect_offsets.tools.offline.offsets_file import OffsetsFileError
+from connect_offsets.tools.offline.records import StoredRecord, encode_key, encode_value, latest, murmur2_partition
 from connect_offsets.tools.offline.store import (
     ConnectorInfo,
     PlannedWrite,

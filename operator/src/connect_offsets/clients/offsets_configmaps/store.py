@@ -16,7 +16,7 @@ import logging
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from connect_offsets.clients import limits
 from connect_offsets.clients.kubernetes import (
@@ -25,6 +25,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesError,
     KubernetesRejected,
     KubernetesUnavailable,
+    retry_on_conflict,
 )
 from connect_offsets.clients.offsets_configmaps.codec import (
     _count_or_none,
@@ -60,8 +61,6 @@ from connect_offsets.clients.offsets_configmaps.layout import (
 
 # The package's name, as before the split into modules: log lines keep the logger name they had.
 log = logging.getLogger("connect_offsets.clients.offsets_configmaps")
-
-_CONFLICT_RETRIES: Final = 5
 
 
 @dataclass(frozen=True)
@@ -342,22 +341,15 @@ class OffsetsConfigMapStore:
             binary_patch[gzip_key] = base64.b64encode(compressed).decode()
         else:
             data_patch[index_key] = index_json
-        for _ in range(_CONFLICT_RETRIES):
+
+        async def attempt() -> None:
             current = await self.kube.get_configmap(namespace, name)
             if current is None:
                 raise KubernetesUnavailable(f"ConfigMap {namespace}/{name} was deleted while offsets were written")
-            patch: dict[str, Any] = {
-                "data": data_patch,
-                "binaryData": binary_patch,
-            }
-            try:
-                await self.kube.patch_configmap(namespace, name, patch, resource_version=current.resource_version)
-                return
-            except KubernetesUnavailable as error:
-                if error.status == 409:
-                    continue
-                raise
-        raise KubernetesUnavailable(f"patch ConfigMap {namespace}/{name}: kept conflicting with other writers")
+            patch: dict[str, Any] = {"data": data_patch, "binaryData": binary_patch}
+            await self.kube.patch_configmap(namespace, name, patch, resource_version=current.resource_version)
+
+        await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
 
     async def _sweep(self, namespace: str, name: str, key: str, keep: Sequence[str]) -> _Swept:
         """Delete this key's shards that the current form does not use (stale or orphaned)."""

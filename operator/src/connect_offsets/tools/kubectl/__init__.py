@@ -55,7 +55,7 @@ from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, cl
 from connect_offsets.tools.kubectl.lag import lag_command, render_lag
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
-from connect_offsets.tools.kubectl.render import Progress, render_single, render_table, report
+from connect_offsets.tools.kubectl.render import WaitProgress, render_single, render_table, report
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
@@ -82,11 +82,11 @@ __all__ = [
     "Kind",
     "Options",
     "PluginError",
-    "Progress",
     "Request",
     "RequestOutcome",
     "Resolved",
     "Runner",
+    "WaitProgress",
     "Waiting",
     "build_parser",
     "check_request",

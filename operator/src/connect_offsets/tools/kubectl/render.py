@@ -104,7 +104,7 @@ def render_names(outcomes: Sequence[RequestOutcome]) -> str:
     return "\n".join(resource_name(o.kind, o.name) for o in outcomes if o.code == EXIT_OK)
 
 
-class Progress:
+class WaitProgress:
     """The progress lines of a wait, on stderr: one line each time a resource's progress changes."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:

@@ -27,7 +27,7 @@ from connect_offsets.tools.kubectl.common import (
     format_duration,
 )
 from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
-from connect_offsets.tools.kubectl.render import Progress, one_line
+from connect_offsets.tools.kubectl.render import WaitProgress, one_line
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
@@ -49,10 +49,10 @@ from connect_offsets.vocabulary import (
 class Runner:
     """Runs one request on one resource: check, write, annotate, wait, read the result."""
 
-    def __init__(self, kube: KubernetesApi, options: Options, progress: Progress | None = None) -> None:
+    def __init__(self, kube: KubernetesApi, options: Options, progress: WaitProgress | None = None) -> None:
         self.kube = kube
         self.options = options
-        self.progress = progress or Progress(options.progress)
+        self.progress = progress or WaitProgress(options.progress)
 
     async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> RequestOutcome:
         request = self.options.request()

@@ -1,4 +1,5 @@
-"""Connect's offset storage formats, byte for byte; pure, no I/O.
+"""The records of Connect's offsets store, byte for byte: keys and values as the worker writes them,
+the Kafka partition a key lands on, and stored records decoded; pure, no I/O.
 
 Why byte-exact matters: a source connector's offsets live in a compacted topic (or, standalone, a
 file) keyed by the *serialised* ``["<connector>", {partition}]``. Connect finds a partition's
@@ -24,51 +25,31 @@ written by a connector's own ``Map`` (a ``LinkedHashMap``, ``Map.of``...) may us
 the import therefore reuses the exact bytes of a key already in the store for the same partition
 (``StoredKey.raw``) and only encodes a new key when there is none.
 
-The documents: KIP-199 export ``{"<connector>": [{"partition", "offset"}]}``, the history form
-written by ``--from-beginning`` (each entry adds ``"kafka": {topic, partition, offset,
-timestamp}``, ``offset`` may be null for a tombstone, log order), and KIP-875 per connector
-``{"<connector>": {"offsets": [...]}}``. ``parse_import_document`` accepts all three.
+What is elsewhere: the export and import documents (``documents``), the standalone worker's
+offsets file (``offsets_file``), reading and writing the store itself (``store``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import javaobj.v1 as javaobj
-from javaobj.v1 import beans as javaobj_beans
-
-from connect_offsets.errors import UserError
-from connect_offsets.offsets import (
-    OffsetEntry,
-    OffsetsProblem,
-    OffsetsValidationError,
-    Primitive,
-    document_text,
-    parse_offsets_obj,
-    partition_key,
-)
+from connect_offsets.offsets import Primitive, partition_key
 
 __all__ = [
-    "ConnectorChanges",
-    "ImportDocument",
+    "JAVA_HASHMAP_CAPACITY",
+    "JAVA_HASHMAP_LOAD_FACTOR",
     "KafkaPosition",
-    "OffsetsFileError",
-    "PairChange",
     "StoredKey",
     "StoredRecord",
     "decode_key",
-    "decode_offsets_file",
     "decode_value",
     "encode_connect_json",
     "encode_key",
-    "encode_offsets_file",
     "encode_value",
     "java_double_str",
     "java_hashmap_order",
@@ -77,19 +58,15 @@ __all__ = [
     "latest",
     "murmur2",
     "murmur2_partition",
-    "parse_import_document",
-    "render_export",
 ]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-#: Connector names shown bare in problem paths; others are shown as JSON strings.
-_SIMPLE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 # --------------------------------------------------------------------------- Java's HashMap order
 
 #: java.util.HashMap constants (JDK 8+): default capacity, load factor, bin treeification.
-_DEFAULT_CAPACITY = 16
-_LOAD_FACTOR = 0.75
+JAVA_HASHMAP_CAPACITY = 16
+JAVA_HASHMAP_LOAD_FACTOR = 0.75
 _TREEIFY_THRESHOLD = 8
 _MIN_TREEIFY_CAPACITY = 64
 
@@ -118,7 +95,7 @@ def java_hashmap_order(keys: Sequence[str]) -> list[str]:
     """
     unique = list(dict.fromkeys(keys))
     hashes = {key: _spread(java_string_hash(key)) for key in unique}
-    capacity = _DEFAULT_CAPACITY
+    capacity = JAVA_HASHMAP_CAPACITY
     buckets_seen: dict[int, int] = {}  # bucket -> entries, at the current capacity
     for size, key in enumerate(unique, start=1):
         bucket = hashes[key] & (capacity - 1)
@@ -130,7 +107,7 @@ def java_hashmap_order(keys: Sequence[str]) -> list[str]:
                 )
             capacity *= 2
             buckets_seen = _count_buckets(unique[:size], hashes, capacity)
-        if size > capacity * _LOAD_FACTOR:
+        if size > capacity * JAVA_HASHMAP_LOAD_FACTOR:
             capacity *= 2
             buckets_seen = _count_buckets(unique[:size], hashes, capacity)
     position = {key: i for i, key in enumerate(unique)}
@@ -382,258 +359,3 @@ def latest(records: Iterable[StoredRecord]) -> list[StoredRecord]:
     Records must be in log order per Kafka partition (a key always lands on one partition).
     """
     return [r for r in last_per_key(records) if r.offset is not None]
-
-
-def render_export(
-    records: Iterable[StoredRecord],
-    *,
-    connectors: Sequence[str],
-    history: bool,
-    kip875: bool = False,
-) -> dict[str, Any]:
-    """The export document for ``connectors`` (each present, maybe with no entries).
-
-    ``history`` (``--from-beginning``): every record in log order with its ``"kafka"`` position,
-    tombstones as ``"offset": null``. Otherwise the latest non-null offset per partition.
-    """
-    per_connector: dict[str, list[StoredRecord]] = {name: [] for name in connectors}
-    for record in records:
-        if record.key.connector in per_connector:
-            per_connector[record.key.connector].append(record)
-    document: dict[str, Any] = {}
-    for name, items in per_connector.items():
-        chosen = items if history else latest(items)
-        entries = [r.to_json_obj(with_kafka=history) for r in chosen]
-        document[name] = {"offsets": entries} if kip875 else entries
-    return document
-
-
-# --------------------------------------------------------------------------- import documents
-
-
-@dataclass(frozen=True)
-class PairChange:
-    """One partition-offset pair to write; ``offset`` None writes a tombstone."""
-
-    connector: str
-    partition: dict[str, Primitive]
-    offset: dict[str, Primitive] | None
-
-    @property
-    def partition_id(self) -> str:
-        return partition_key(self.partition)
-
-
-@dataclass(frozen=True)
-class ConnectorChanges:
-    connector: str
-    changes: tuple[PairChange, ...]
-
-
-@dataclass(frozen=True)
-class ImportDocument:
-    """A validated import: per connector, partitions listed once each, in input order."""
-
-    connectors: tuple[ConnectorChanges, ...] = field(default_factory=tuple)
-
-    @property
-    def names(self) -> list[str]:
-        return [c.connector for c in self.connectors]
-
-    def __len__(self) -> int:
-        return sum(len(c.changes) for c in self.connectors)
-
-
-def _reprefix(problems: Iterable[OffsetsProblem], prefix: str) -> list[OffsetsProblem]:
-    result = []
-    for problem in problems:
-        path = problem.path
-        if path.startswith("offsets"):
-            path = prefix + path[len("offsets") :]
-        elif path == "$":
-            path = prefix
-        message = problem.message.replace("duplicate of offsets[", f"duplicate of {prefix}[")
-        if "list each partition once" in message:
-            message += " (a --from-beginning export lists a partition's history: keep the entry to restore)"
-        result.append(OffsetsProblem(path, message))
-    return result
-
-
-def parse_import_document(text: str | bytes) -> ImportDocument:
-    """Parse an import document; ``OffsetsValidationError`` lists every problem with its path.
-
-    Accepts ``{"<connector>": [entries]}`` (KIP-199, also a ``--from-beginning`` export whose
-    ``"kafka"`` objects are ignored) and ``{"<connector>": {"offsets": [entries]}}`` (KIP-875).
-    Each partition may appear once per connector: a history export lists partitions several
-    times, and which of them to restore is the user's choice, not ours.
-    """
-    # Reuse the generic parser for JSON errors (duplicate keys, NaN, bad UTF-8): wrap, then unwrap.
-    text = document_text(text)
-    obj = _load_json(text)
-    problems: list[OffsetsProblem] = []
-    if not isinstance(obj, dict):
-        raise OffsetsValidationError(
-            [
-                OffsetsProblem(
-                    "$",
-                    'expected an object {"<connector>": [{"partition": {...}, "offset": {...} | null}, ...]}, '
-                    f"got {type(obj).__name__ if obj is not None else 'null'}",
-                )
-            ]
-        )
-    if not obj:
-        raise OffsetsValidationError([OffsetsProblem("$", "no connectors in the document; nothing to import")])
-    result: list[ConnectorChanges] = []
-    for name, body in obj.items():
-        prefix = name if _SIMPLE_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
-        if isinstance(body, dict) and set(body) == {"offsets"}:
-            entries_obj: object = body["offsets"]
-            prefix = f"{prefix}.offsets"
-        else:
-            entries_obj = body
-        if not isinstance(entries_obj, list):
-            problems.append(
-                OffsetsProblem(
-                    prefix,
-                    'expected a list of {"partition": ..., "offset": ...} entries (or {"offsets": [...]}), '
-                    f"got {_kind(entries_obj)}",
-                )
-            )
-            continue
-        stripped = [_strip_kafka(entry) for entry in entries_obj]
-        try:
-            doc = parse_offsets_obj({"offsets": stripped}, allow_empty=False)
-        except OffsetsValidationError as error:
-            problems.extend(_reprefix(error.problems, prefix))
-            continue
-        changes = []
-        for index, entry in enumerate(doc.entries):
-            try:
-                encode_key(name, entry.partition)
-                encode_value(entry.offset)
-            except ValueError as error:
-                problems.append(OffsetsProblem(f"{prefix}[{index}]", str(error)))
-                continue
-            changes.append(_change(name, entry))
-        result.append(ConnectorChanges(name, tuple(changes)))
-    if problems:
-        raise OffsetsValidationError(problems)
-    return ImportDocument(tuple(result))
-
-
-def _load_json(text: str) -> object:
-    """JSON with the generic parser's rules (no NaN, no duplicate keys) and its error messages."""
-    from connect_offsets.offsets import document as generic
-
-    hook = generic.DuplicateKeys()
-    try:
-        obj = json.loads(
-            text,
-            parse_constant=generic.reject_constant,
-            parse_float=generic.parse_float,
-            object_pairs_hook=hook,
-        )
-    except json.JSONDecodeError as e:
-        raise OffsetsValidationError(
-            [OffsetsProblem("$", f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}")]
-        ) from e
-    except ValueError as e:
-        raise OffsetsValidationError([OffsetsProblem("$", f"not valid JSON: {e}")]) from e
-    except RecursionError as e:
-        raise OffsetsValidationError([OffsetsProblem("$", "not valid JSON: nested too deeply")]) from e
-    if hook.duplicates:
-        raise OffsetsValidationError(
-            [
-                OffsetsProblem(
-                    "$", f"key {json.dumps(k, ensure_ascii=False)} appears twice in one object; keys must be unique"
-                )
-                for k in hook.duplicates
-            ]
-        )
-    return obj
-
-
-def _strip_kafka(entry: object) -> object:
-    if isinstance(entry, dict) and "kafka" in entry:
-        return {k: v for k, v in entry.items() if k != "kafka"}
-    return entry
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _change(connector: str, entry: OffsetEntry) -> PairChange:
-    return PairChange(connector=connector, partition=entry.partition, offset=entry.offset)
-
-
-# --------------------------------------------------------------------------- standalone offsets file
-
-#: serialVersionUIDs of java.util.HashMap and byte[] (fixed by the JDK).
-_HASHMAP_SUID = 0x0507DAC1C31660D1
-_BYTE_ARRAY_SUID = -0x530CE807F9F7AB20
-_SC_SERIALIZABLE, _SC_WRITE_METHOD = 0x02, 0x01
-
-
-class OffsetsFileError(UserError, ValueError):
-    """A standalone offsets file is not a serialised ``HashMap<byte[], byte[]>``."""
-
-
-def decode_offsets_file(data: bytes) -> dict[bytes, bytes | None]:
-    """The entries of ``FileOffsetBackingStore``'s file (an ``ObjectOutputStream`` of a HashMap).
-
-    javaobj's v1 reader handles it (its v2 fails on byte[] keys, which are unhashable there).
-    An empty file is an empty store, as the worker treats it.
-    """
-    if not data:
-        return {}
-    try:
-        loaded = javaobj.loads(data)
-    except Exception as error:  # javaobj raises assorted errors on foreign or truncated input
-        raise OffsetsFileError(f"not a Java-serialised HashMap ({type(error).__name__}: {error})") from None
-    if not isinstance(loaded, dict):
-        raise OffsetsFileError(f"expected a serialised java.util.HashMap, got {type(loaded).__name__}")
-    entries: dict[bytes, bytes | None] = {}
-    for key, value in loaded.items():
-        if key is None:
-            continue  # the worker never writes a null key; Connect would skip it too
-        entries[_java_bytes(key)] = None if value is None else _java_bytes(value)
-    return entries
-
-
-def _java_bytes(value: object) -> bytes:
-    if not isinstance(value, javaobj_beans.JavaByteArray):
-        raise OffsetsFileError(f"expected byte[] keys and values, got {type(value).__name__}")
-    return bytes(b & 0xFF for b in value)
-
-
-def encode_offsets_file(entries: Mapping[bytes, bytes | None]) -> bytes:
-    """What ``FileOffsetBackingStore.save()`` writes for ``entries``: a ``new HashMap<>()`` filled by
-    ``put``, so capacity 16 doubled while size > 0.75 x capacity (threshold 0 while empty), then
-    key/value pairs, ``null`` values kept (tombstones). Entry order is irrelevant to the reader.
-    """
-    capacity = _DEFAULT_CAPACITY
-    while len(entries) > capacity * _LOAD_FACTOR:
-        capacity *= 2
-    hashmap = javaobj_beans.JavaClass()
-    hashmap.name, hashmap.serialVersionUID = "java.util.HashMap", _HASHMAP_SUID
-    hashmap.flags = _SC_SERIALIZABLE | _SC_WRITE_METHOD
-    hashmap.fields_names = ["loadFactor", "threshold"]
-    hashmap.fields_types = [javaobj_beans.JavaString("F"), javaobj_beans.JavaString("I")]
-    byte_array = javaobj_beans.JavaClass()
-    byte_array.name, byte_array.serialVersionUID, byte_array.flags = "[B", _BYTE_ARRAY_SUID, _SC_SERIALIZABLE
-    obj = javaobj_beans.JavaObject()
-    obj.classdesc = hashmap
-    obj.loadFactor = _LOAD_FACTOR
-    obj.threshold = int(capacity * _LOAD_FACTOR) if entries else 0
-    annotations: list[object] = [struct.pack(">ii", capacity, len(entries)).decode("latin-1")]
-    for key, value in entries.items():
-        annotations.append(javaobj_beans.JavaByteArray(key, byte_array))
-        annotations.append(None if value is None else javaobj_beans.JavaByteArray(value, byte_array))
-    obj.annotations = annotations
-    data: bytes = javaobj.dumps(obj)
-    return data

@@ -32,15 +32,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.tools import kafka
-from connect_offsets.tools.offline.records import (
-    KafkaPosition,
-    StoredRecord,
-    decode_key,
-    decode_offsets_file,
-    decode_value,
-    encode_offsets_file,
-    last_per_key,
-)
+from connect_offsets.tools.offline.offsets_file import decode_offsets_file, encode_offsets_file
+from connect_offsets.tools.offline.records import KafkaPosition, StoredRecord, decode_key, decode_value, last_per_key
 
 __all__ = [
     "ConnectorInfo",

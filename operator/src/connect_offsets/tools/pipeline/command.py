@@ -61,7 +61,7 @@ EXAMPLES = """examples (local stack; the worker's topic is connect-offsets):
 # --------------------------------------------------------------------------- progress
 
 
-class Progress:
+class StepLines:
     """Timestamped step lines on stderr (Spark's own stage bar shows progress inside a step)."""
 
     def __init__(self, out: TextIO | None = None, quiet: bool = False) -> None:
@@ -231,7 +231,7 @@ class Loaded:
     expected: int
 
 
-def load(args: argparse.Namespace, progress: Progress) -> Loaded:
+def load(args: argparse.Namespace, progress: StepLines) -> Loaded:
     """Preflight every source, start Spark, and return the (connector-filtered) records."""
     from connect_offsets.tools.pipeline.preflight import check_topic
 
@@ -322,11 +322,11 @@ def to_configmaps(
     return asyncio.run(write_offsets_configmaps(namespace, names, documents, annotations))
 
 
-def _guard(job: Callable[[argparse.Namespace, Progress], int]) -> Callable[[argparse.Namespace], int]:
+def _guard(job: Callable[[argparse.Namespace, StepLines], int]) -> Callable[[argparse.Namespace], int]:
     """Errors a user can act on become one line and an exit code; the SparkSession is stopped."""
 
     def run(args: argparse.Namespace) -> int:
-        progress = Progress(quiet=args.quiet)
+        progress = StepLines(quiet=args.quiet)
         try:
             return job(args, progress)
         except (PipelineError, SparkSetupError) as error:
@@ -355,7 +355,7 @@ def _describe_spark_error(error: Exception) -> str | None:
     return None
 
 
-def _latest(args: argparse.Namespace, progress: Progress) -> int:
+def _latest(args: argparse.Namespace, progress: StepLines) -> int:
     loaded = load(args, progress)
     progress.step("reducing to the last record per source partition")
     documents = latest_documents(loaded.records)
@@ -370,7 +370,7 @@ def _latest(args: argparse.Namespace, progress: Progress) -> int:
     return EXIT_OK
 
 
-def _history(args: argparse.Namespace, progress: Progress) -> int:
+def _history(args: argparse.Namespace, progress: StepLines) -> int:
     loaded = load(args, progress)
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
@@ -394,7 +394,7 @@ def _history(args: argparse.Namespace, progress: Progress) -> int:
     return EXIT_OK
 
 
-def _as_of(args: argparse.Namespace, progress: Progress) -> int:
+def _as_of(args: argparse.Namespace, progress: StepLines) -> int:
     at = parse_time(args.at)
     loaded = load(args, progress)
     progress.step(f"offsets as of {at.isoformat()}")
