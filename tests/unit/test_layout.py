@@ -26,12 +26,6 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(connect_offsets.__file__).parent
 MAX_LINES = 600
 
-#: Modules over the limit whose split is under way elsewhere, with who does it. An entry whose file
-#: is gone is harmless; remove it with the merge of the split.
-SPLIT_UNDER_WAY = {
-    "models/crds.py": "split into the package models/crds/ by the lead (issue 19), re-exporting every name",
-}
-
 
 def public_classes_by_name() -> dict[str, list[str]]:
     found: dict[str, list[str]] = defaultdict(list)
@@ -59,17 +53,9 @@ def test_no_module_is_over_600_lines_without_a_reason_in_its_docstring() -> None
         text = path.read_text()
         lines = len(text.splitlines())
         where = path.relative_to(PACKAGE).as_posix()
-        if lines <= MAX_LINES or where in SPLIT_UNDER_WAY:
+        if lines <= MAX_LINES:
             continue
         docstring = ast.get_docstring(ast.parse(text)) or ""
         if "lines" not in docstring:
             unexplained.append(f"{where}: {lines} lines")
     assert unexplained == []
-
-
-def test_a_split_under_way_is_still_needed() -> None:
-    """An entry of ``SPLIT_UNDER_WAY`` whose module is back under the limit is stale."""
-    for where in SPLIT_UNDER_WAY:
-        path = PACKAGE / where
-        if path.exists():
-            assert len(path.read_text().splitlines()) > MAX_LINES, f"{where} is short now: drop it from SPLIT_UNDER_WAY"

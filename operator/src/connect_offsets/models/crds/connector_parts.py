@@ -8,7 +8,7 @@ same offsets status, so the two kinds must never drift apart.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -184,7 +184,3 @@ class OffsetsProgressStatus(StatusModel):
     applied_partitions: int | None = Field(None, description="Chunked alter: partitions applied so far.")
     total_partitions: int | None = Field(None, description="Chunked alter: partitions in all.")
     failed_chunk: int | None = Field(None, description="Chunked alter: the chunk (1-based) Connect refused.")
-
-    def to_status(self) -> dict[str, Any]:
-        """As written to status: camelCase, unset fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True)
