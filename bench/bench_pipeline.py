@@ -20,6 +20,7 @@ Usage: ``make bench BENCH=pipeline`` (or ``.venv/bin/python bench/bench_pipeline
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import resource
@@ -155,9 +156,19 @@ def broker_pids() -> list[int]:
     return found
 
 
+def kafka_version() -> str:
+    """The stack's Kafka release (hack/versions.env), for the results' header."""
+    for line in (Path(__file__).resolve().parents[1] / "hack" / "versions.env").read_text().splitlines():
+        if line.startswith("KAFKA_VERSION="):
+            return line.split("=", 1)[1].strip()
+    return "unknown"
+
+
 #: Linux thread names (15 characters) of the driver JVM's threads, by what they do.
 THREAD_KINDS: dict[str, tuple[str, ...]] = {
-    "task": ("Executor task l",),  # Spark's task slots
+    # Spark's task slots: "Executor task launch worker ..." up to Spark 4.1, "Executor task i..." in 4.2
+    # (read off /proc/<pid>/task/*/comm during a job); without the second, 4.2's task CPU counted as "other".
+    "task": ("Executor task l", "Executor task i"),
     "jit": ("C1 CompilerThre", "C2 CompilerThre"),  # HotSpot's compilers
     "gc": ("GC Thread", "VM Thread"),  # ParallelGC workers and the safepoint thread
     "other": (),  # py4j, scheduler, shuffle, listeners, ...
@@ -346,7 +357,7 @@ def main() -> None:
     lines = [
         "## Offsets history pipeline (PySpark) — `bench/bench_pipeline.py`",
         "",
-        f"Machine: {machine()}.",
+        f"Machine: {machine()}; pyspark {importlib.metadata.version('pyspark')}, brokers Kafka {kafka_version()}.",
         "",
         f"Topic: {TOPIC_PARTITIONS} partitions, {CONNECTORS} connectors x {PARTITIONS_PER_CONNECTOR} source "
         f"partitions, 1 in {TOMBSTONE_EVERY} records a tombstone, JSON keys/values as Connect writes them. "
