@@ -39,6 +39,7 @@ __all__ = [
     "MIRRORS",
     "MIRROR_CLASSES",
     "MIRROR_CLASS_SUFFIXES",
+    "OFFSETS_KEY",
     "OFFSETS_OPERATIONS",
     "OWNER_CONFIG_KEY",
     "REQUEST_ANNOTATIONS",
@@ -103,6 +104,9 @@ LAST_OWNER_LABEL = f"{API_GROUP}/last-owner-of"
 #: Written into each connector's config so that two resources (in any namespaces, or two
 #: operators) never silently fight over one globally named connector.
 OWNER_CONFIG_KEY = f"{API_GROUP}/owner"
+#: The ConfigMap key an offsets document lives under: list writes it, alter reads it, backups and the
+#: pipeline use it (a MirrorMaker 2 connector's document has a key of its own).
+OFFSETS_KEY = "offsets.json"
 #: The dry-run report's key next to ``offsets.json``.
 DRY_RUN_KEY = "dry-run.json"
 
@@ -138,7 +142,7 @@ class MirrorHoldReason(StrEnum):
 def dry_run_key(configmap_key: str) -> str:
     """Where a dry run's report goes in the listOffsets ConfigMap: ``dry-run.json`` next to
     ``offsets.json``; MirrorMaker 2 keys get a ``dry-run.`` prefix."""
-    return DRY_RUN_KEY if configmap_key == "offsets.json" else f"dry-run.{configmap_key}"
+    return DRY_RUN_KEY if configmap_key == OFFSETS_KEY else f"dry-run.{configmap_key}"
 
 
 def iso(moment: datetime) -> str:

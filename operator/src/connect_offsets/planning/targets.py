@@ -22,6 +22,7 @@ from connect_offsets.planning.plan import TASK_ID, OffsetsConfigMap
 from connect_offsets.vocabulary import (
     ANNOTATION_OFFSETS,
     ANNOTATION_SEEK_TO,
+    OFFSETS_KEY,
     OWNER_CONFIG_KEY,
     REQUEST_ANNOTATIONS,
     short_hash,
@@ -49,7 +50,7 @@ class ConnectorTarget:
     last_offsets_operation: OffsetsOperationStatus | None = None
     list_configmap: str | None = None
     alter_configmap: str | None = None
-    configmap_key: str = "offsets.json"
+    configmap_key: str = OFFSETS_KEY
     #: Extra annotations removed together with the offsets annotation (MM2's connector selector).
     companion_annotations: tuple[tuple[str, str], ...] = ()
     spec_path: str = "spec"  # where this connector's block lives, for messages

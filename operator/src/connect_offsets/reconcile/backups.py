@@ -17,10 +17,7 @@ from connect_offsets.planning import RestoreSource
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import backup_retention
 from connect_offsets.reconcile.status import owner_reference
-from connect_offsets.vocabulary import API_GROUP, short_hash
-
-#: The key a backup ConfigMap holds its document under.
-BACKUP_KEY = "offsets.json"
+from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, short_hash
 
 
 def connector_hash(name: str) -> str:
@@ -48,7 +45,7 @@ async def backup(p: Pass, operation: str) -> str:
         await p.store.write(
             namespace,
             name,
-            BACKUP_KEY,
+            OFFSETS_KEY,
             offsets,
             labels={
                 **managed_labels(p.body),
@@ -118,7 +115,7 @@ async def restore_source(p: Pass, wanted: str | None) -> RestoreSource:
     if chosen is None:
         return RestoreSource(None)
     try:
-        backup_json = (await p.store.read_from(p.namespace, chosen, BACKUP_KEY)).document.decode()
+        backup_json = (await p.store.read_from(p.namespace, chosen, OFFSETS_KEY)).document.decode()
     except (OffsetsStoreError, UnicodeDecodeError) as error:
         backup_json = f"unreadable: {error}"  # the planner reports it as an unreadable backup
     # The text, not the parsed answer: the planner streams it (a million partitions parsed

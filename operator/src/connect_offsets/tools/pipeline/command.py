@@ -40,6 +40,7 @@ from connect_offsets.tools.pipeline.jobs import (
     write_history,
 )
 from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session, under_spark_submit
+from connect_offsets.vocabulary import API_GROUP
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -365,7 +366,7 @@ def _latest(args: argparse.Namespace, progress: StepLines) -> int:
     for connector, document in documents.items():
         print(f"{connector}\t{len(document['offsets'])} partition(s)\t{connector_file(output, connector)}")
     if args.to_configmap:
-        names = to_configmaps(args.to_configmap, args.namespace, documents, {"connect-offsets.io/pipeline": "latest"})
+        names = to_configmaps(args.to_configmap, args.namespace, documents, {f"{API_GROUP}/pipeline": "latest"})
         progress.step(f"ConfigMap(s) written: {', '.join(names)}")
     return EXIT_OK
 
@@ -422,7 +423,7 @@ def _as_of(args: argparse.Namespace, progress: StepLines) -> int:
     if args.to_configmap:
         stamp = result.at.isoformat().replace("+00:00", "Z")
         names = to_configmaps(
-            args.to_configmap, args.namespace, result.documents, {"connect-offsets.io/pipeline-as-of": stamp}
+            args.to_configmap, args.namespace, result.documents, {f"{API_GROUP}/pipeline-as-of": stamp}
         )
         progress.step(f"ConfigMap(s) written: {', '.join(names)}")
     return EXIT_OK

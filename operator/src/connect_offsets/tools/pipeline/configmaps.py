@@ -15,9 +15,9 @@ from typing import Any
 from kubernetes import client, config
 
 from connect_offsets.clients.kubernetes import KubernetesApi
+from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY
 
-KEY = "offsets.json"
-LABEL = "connect-offsets.io/generated-by"
+LABEL = f"{API_GROUP}/generated-by"
 
 
 def _kubeconfig() -> str | None:
@@ -62,7 +62,7 @@ async def write_offsets_configmaps(
     written = []
     for connector, name in names.items():
         text = json.dumps(documents[connector], indent=2, ensure_ascii=False) + "\n"
-        meta_annotations = {**annotations, "connect-offsets.io/connector": connector}
+        meta_annotations = {**annotations, f"{API_GROUP}/connector": connector}
         current = await api.get_configmap(ns, name)
         if current is None:
             await api.create_configmap(
@@ -76,14 +76,17 @@ async def write_offsets_configmaps(
                         "labels": {LABEL: "pipeline"},
                         "annotations": meta_annotations,
                     },
-                    "data": {KEY: text},
+                    "data": {OFFSETS_KEY: text},
                 },
             )
         else:
             await api.patch_configmap(
                 ns,
                 name,
-                {"metadata": {"labels": {LABEL: "pipeline"}, "annotations": meta_annotations}, "data": {KEY: text}},
+                {
+                    "metadata": {"labels": {LABEL: "pipeline"}, "annotations": meta_annotations},
+                    "data": {OFFSETS_KEY: text},
+                },
                 resource_version=current.resource_version,
             )
         written.append(f"{ns}/{name}")
