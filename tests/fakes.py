@@ -36,6 +36,7 @@ from connect_offsets.clients.kubernetes import (
 )
 from connect_offsets.clients.offsets_configmaps import CONFIGMAP_MAX_BYTES, SHARD_LABEL
 from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.vocabulary import MAX_QUOTED_TEXT
 
 
 def matches(labels: dict[str, str], selector: str) -> bool:
@@ -303,7 +304,7 @@ class FakeKube:
         self.journal.append(f"kube: status {sorted(status)}")
 
     async def post_event(self, *, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
-        self.events.append(Event(event_type, reason, message[:1024], involved["metadata"]["name"]))
+        self.events.append(Event(event_type, reason, message[:MAX_QUOTED_TEXT], involved["metadata"]["name"]))
 
     def reasons(self) -> list[str]:
         return [e.reason for e in self.events]

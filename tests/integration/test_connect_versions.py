@@ -31,7 +31,7 @@ import pytest
 from confluent_kafka import Producer
 
 from connect_offsets.models.connect import supports_initial_state
-from connect_offsets.vocabulary import MIRRORS
+from connect_offsets.vocabulary import MAX_QUOTED_TEXT, MIRRORS
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker, stack_versions
 from tests.integration.support import (
@@ -351,9 +351,9 @@ def test_offline_cli_round_trip(worker: DedicatedWorker, rest: httpx.Client, tmp
 
 
 def _carries(condition_message: str, answer: str) -> bool:
-    """``condition_message`` is "<METHOD> <path>: " + ``answer``, or its first 1,024 characters."""
+    """``condition_message`` is "<METHOD> <path>: " + ``answer``, or its first ``MAX_QUOTED_TEXT`` characters."""
     said = condition_message.partition(": ")[2]
-    return said == answer or (len(condition_message) == 1024 and answer.startswith(said))
+    return said == answer or (len(condition_message) == MAX_QUOTED_TEXT and answer.startswith(said))
 
 
 def test_connect_refusals_kept_verbatim(

@@ -36,6 +36,7 @@ __all__ = [
     "CONNECTORS",
     "DRY_RUN_KEY",
     "LAST_OWNER_LABEL",
+    "MAX_QUOTED_TEXT",
     "MIRRORS",
     "MIRROR_CLASSES",
     "MIRROR_CLASS_SUFFIXES",
@@ -107,6 +108,10 @@ OWNER_CONFIG_KEY = f"{API_GROUP}/owner"
 #: The ConfigMap key an offsets document lives under: list writes it, alter reads it, backups and the
 #: pipeline use it (a MirrorMaker 2 connector's document has a key of its own).
 OFFSETS_KEY = "offsets.json"
+#: Where someone else's words (Connect's answer, an API error, a list of failures) are quoted in a
+#: condition, Event or status message, they are cut at this many characters: enough to read the cause,
+#: bounded so a huge answer cannot grow the resource.
+MAX_QUOTED_TEXT = 1024
 #: The dry-run report's key next to ``offsets.json``.
 DRY_RUN_KEY = "dry-run.json"
 

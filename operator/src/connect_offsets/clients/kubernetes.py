@@ -33,6 +33,7 @@ from connect_offsets.errors import ConnectOffsetsError, TransientError, UserErro
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
+    MAX_QUOTED_TEXT,
     short_hash,
 )
 
@@ -560,7 +561,7 @@ class KubernetesApi:
             },
             "type": event_type,
             "reason": reason,
-            "message": message[:1024],
+            "message": message[:MAX_QUOTED_TEXT],
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

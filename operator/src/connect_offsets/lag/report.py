@@ -22,7 +22,7 @@ from connect_offsets.models.crds import (
     ReplicationLagStatus,
 )
 from connect_offsets.planning import ConditionSpec, mirror_connector_name
-from connect_offsets.vocabulary import iso
+from connect_offsets.vocabulary import MAX_QUOTED_TEXT, iso
 
 CONDITION = "ReplicationLagging"
 #: A measurement older than this many intervals (and at least STALE_AFTER_MIN_S) is reported stale.
@@ -70,7 +70,7 @@ def lagging_condition(
     if lagging:
         return ConditionSpec(CONDITION, "True", "LagAboveThreshold", "; ".join(lagging))
     if unknown:
-        return ConditionSpec(CONDITION, "Unknown", "ReplicationLagUnknown", "; ".join(unknown)[:1024])
+        return ConditionSpec(CONDITION, "Unknown", "ReplicationLagUnknown", "; ".join(unknown)[:MAX_QUOTED_TEXT])
     if spec.threshold is None:
         return ConditionSpec(
             CONDITION,
@@ -135,7 +135,9 @@ def status_document(
         if why is not None:
             problems.append(f"{source}->{target}: {why}")
         entries.append(_mirror_status(connector, source, target, mirror, why))
-    document = ReplicationLagStatus(mirrors=entries, stale=bool(problems), message="; ".join(problems)[:1024])
+    document = ReplicationLagStatus(
+        mirrors=entries, stale=bool(problems), message="; ".join(problems)[:MAX_QUOTED_TEXT]
+    )
     if not measured:
         return document
     candidates = [(m.worst, m.mirror) for m in measured if m.worst is not None]

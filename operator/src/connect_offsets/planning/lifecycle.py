@@ -27,6 +27,7 @@ from connect_offsets.vocabulary import (
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTART,
     ANNOTATION_RESTART_TASK,
+    MAX_QUOTED_TEXT,
     OFFSETS_OPERATIONS,
     OWNER_CONFIG_KEY,
     iso,
@@ -153,7 +154,7 @@ def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan, effecti
         failed = ", ".join(str(t) for t in status.failed_task_ids)
         what = "connector" if status.state == "FAILED" else f"task(s) {failed}"
         message = f"Connect reports the {what} FAILED" + (f": {trace}" if trace else "")
-        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectorFailed", message[:1024]))
+        plan.conditions.append(ConditionSpec("Ready", "False", "ConnectorFailed", message[:MAX_QUOTED_TEXT]))
     elif any(a.kind == "update_config" for a in plan.actions):
         plan.conditions.append(ConditionSpec("Ready", "False", "Progressing", "Applying the new config in Connect"))
     elif status.state != want:

@@ -49,6 +49,7 @@ from connect_offsets.vocabulary import (
     CLUSTER_LABEL,
     CLUSTER_NAMESPACE_LABEL,
     CLUSTERS,
+    MAX_QUOTED_TEXT,
     java_string,
 )
 
@@ -515,7 +516,7 @@ def unreachable_condition(error: ConnectError, spec: dict[str, Any]) -> Conditio
     (``ConnectClient`` scrubs them from every error)."""
     reason = CREDENTIALS_REFUSED.get(error.status_code) if isinstance(error, ConnectHTTPError) else None
     if reason is None:
-        return ConditionSpec("Ready", "False", "Unreachable", str(error)[:1024])
+        return ConditionSpec("Ready", "False", "Unreachable", str(error)[:MAX_QUOTED_TEXT])
     auth = spec.get("authentication") or {}
     hint = (
         f"check spec.authentication (Secret {auth.get('secretName')})"

@@ -24,7 +24,7 @@ from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Obs
 from connect_offsets.planning.outcomes import handled_request_ids, op_status, truncate
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import record_event
-from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, PLURALS, request_view
+from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, MAX_QUOTED_TEXT, PLURALS, request_view
 
 #: Called right before an offsets action; returns text to prefix to its message. Raising
 #: OffsetsRequestInvalid fails the request permanently, StepUnavailable (or a ConnectError
@@ -120,7 +120,7 @@ class StatusSink:
     def not_ready(self, reason: str, message: str) -> None:
         """Replace the Ready condition: this pass could not bring the connector where it should be."""
         self.conditions = [c for c in self.conditions if c.type != "Ready"]
-        self.conditions.insert(0, ConditionSpec("Ready", "False", reason, message[:1024]))
+        self.conditions.insert(0, ConditionSpec("Ready", "False", reason, message[:MAX_QUOTED_TEXT]))
 
 
 @dataclass(frozen=True)

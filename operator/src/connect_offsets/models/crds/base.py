@@ -156,6 +156,7 @@ class Condition(StatusModel):
 
 
 def flat_values(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` unchanged if every value is a string, number or boolean (what Connect takes), else the key."""
     for key, value in config.items():
         if isinstance(value, dict | list):
             raise ValueError(f"config.{key}: expected a string, number or boolean, got {type(value).__name__}")

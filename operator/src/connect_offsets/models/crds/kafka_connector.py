@@ -16,6 +16,7 @@ from connect_offsets.models.crds.base import (
     Model,
     ObjectMeta,
     StatusModel,
+    flat_values,
 )
 from connect_offsets.models.crds.connector_parts import (
     ALTER_OFFSETS,
@@ -76,10 +77,7 @@ class KafkaConnectorSpec(Model):
                 f"config must not contain {', '.join(reserved)}: use metadata.name, spec.class and "
                 "spec.tasksMax instead"
             )
-        for key, value in config.items():
-            if isinstance(value, dict | list):
-                raise ValueError(f"config.{key}: expected a string, number or boolean, got {type(value).__name__}")
-        return config
+        return flat_values(config)
 
     def connect_config(self, name: str) -> dict[str, str]:
         """The config document Connect receives (all values as strings, as Connect returns them)."""
