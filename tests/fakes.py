@@ -270,20 +270,33 @@ class FakeKube:
         self._deliver(plural, namespace, name)
         return copy.deepcopy(obj)
 
-    async def remove_annotations(self, plural: str, namespace: str, name: str, expected: dict[str, str]) -> list[str]:
+    async def remove_annotations(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        expected: dict[str, str],
+        *,
+        set_also: dict[str, str] | None = None,
+    ) -> list[str]:
+        """As the API server applies the operator's value-guarded JSON patch: each annotation is
+        removed only while it has the value expected (no resourceVersion guard), ``set_also`` set."""
         obj = self.resources.get((plural, namespace, name))
         if obj is None:
             return []
         current = obj["metadata"]["annotations"]
         keys = [key for key, value in expected.items() if current.get(key) == value]
-        if keys:
-            await self.patch_annotations_at(
-                plural, namespace, name, dict.fromkeys(keys), obj["metadata"]["resourceVersion"]
-            )
+        marks = {k: v for k, v in (set_also or {}).items() if current.get(k) != v}
+        if not keys and not marks:
+            return []
+        for key in keys:
+            current.pop(key)
+        current.update(marks)
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.journal.append(f"kube: annotate {name} {sorted([*keys, *marks])}")
+        self.cache.observe(plural, namespace, name, obj, watched=False)  # the patch's answer
+        self._deliver(plural, namespace, name)
         return keys
-
-    async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
-        return key in await self.remove_annotations(plural, namespace, name, {key: expected})
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         """A merge patch of status (None removes a field), recorded in ``status_patches``."""

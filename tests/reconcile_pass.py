@@ -16,6 +16,7 @@ import httpx
 import respx
 
 from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint
+from connect_offsets.clients.kubernetes import KubernetesError
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.settings import Outcome
@@ -79,6 +80,13 @@ class Stack:
         self.connect.requests.clear()
         self.journal.clear()
 
+    async def refresh_snapshot(self) -> None:
+        """Take the cluster's connector snapshot now (the ConnectCluster's pass does it each interval):
+        passes then read the connector from it, as an idle operator does."""
+        snapshot = self.clusters.snapshot(NS, "local")
+        assert snapshot is not None, "no Connect client resolved yet"
+        await snapshot.refresh()
+
     async def put_document(self, text: str) -> None:
         await self.kube.create_configmap(NS, {"metadata": {"name": CM}, "data": {"offsets.json": text}})
         self.journal.clear()
@@ -87,7 +95,12 @@ class Stack:
         self.kube.annotate(CONNECTORS, NS, NAME, **annotations)
 
     async def reconcile(self) -> Outcome:
-        return await self.service.reconcile(NS, NAME)
+        """One check, as the resource's loop runs it: an API-server error ends it as transient
+        (``handlers/loop.run_loop``), to be retried."""
+        try:
+            return await self.service.reconcile(NS, NAME)
+        except KubernetesError as error:
+            return Outcome(transient_error=str(error))
 
     async def until_request_done(self, passes: int = 8) -> list[Outcome]:
         """Reconcile until the offsets annotation is gone (the request finished)."""

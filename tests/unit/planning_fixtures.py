@@ -15,6 +15,7 @@ from connect_offsets.offsets import (
     MIRROR_SOURCE_CLASS,
 )
 from connect_offsets.planning import (
+    Action,
     ConditionSpec,
     Observed,
     OffsetsConfigMap,
@@ -22,6 +23,7 @@ from connect_offsets.planning import (
     desired_config,
 )
 from connect_offsets.vocabulary import (
+    ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
 )
 
@@ -161,6 +163,12 @@ def offsets_cm(text: str | None = None, *, name: str = "offsets-in", rv: str = "
     if text is not None:
         data["offsets.json"] = text
     return OffsetsConfigMap(name, True, rv, dict(data))
+
+
+def handled(version: str = "100") -> Action:
+    """What a finished request's removal also does: mark its instance handled (the version of the
+    body it was planned from; "100" is ``make_resource``'s)."""
+    return Action("mark_handled", annotation=ANNOTATION_HANDLED_REQUEST, annotation_value=version)
 
 
 def kinds(plan: Plan) -> list[str]:

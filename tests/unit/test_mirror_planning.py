@@ -69,6 +69,7 @@ from connect_offsets.vocabulary import (
     MIRROR_CLASSES,
     OWNER_CONFIG_KEY,
 )
+from tests.unit.planning_fixtures import handled
 
 pytestmark = pytest.mark.unit
 
@@ -217,7 +218,7 @@ def removals(operation: str, connector: str, syncs: str | None = None) -> list[A
     ]
     if syncs is not None:
         actions.append(Action("remove_annotation", annotation=ANNOTATION_RESET_OFFSET_SYNCS, annotation_value=syncs))
-    return actions
+    return [*actions, handled("200")]
 
 
 def assert_refused(plan: Plan, operation: str, reason: str, *fragments: str) -> str:
@@ -779,7 +780,7 @@ def test_source_alter_with_a_tombstone_runs() -> None:
     target = selected_target("alter", SOURCE)
     doc = {"offsets": [{"partition": {"cluster": "east", "partition": 3, "topic": "orders"}, "offset": None}]}
     plan = plan_target(target, observe(target, configmap=mm2_cm(SOURCE, doc)))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "remove_annotation", "mark_handled"]
 
 
 def test_source_alter_with_the_wrong_cluster_alias_is_refused() -> None:
@@ -823,7 +824,7 @@ def test_checkpoint_alter_to_zero_runs() -> None:
     }
     target = selected_target("alter", CHECKPOINT)
     plan = plan_target(target, observe(target, configmap=mm2_cm(CHECKPOINT, doc)))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "remove_annotation", "mark_handled"]
     assert plan.actions[2] == Action(
         "remove_annotation", annotation=ANNOTATION_MM2_CONNECTOR, annotation_value=CHECKPOINT
     )
@@ -906,7 +907,8 @@ def test_connectors_that_were_not_selected_get_no_offsets_action() -> None:
     for target in mirror.targets:
         plan = plan_target(target, observe(target))
         if target.name == SOURCE:
-            assert kinds(plan) == ["reset_offsets", "remove_annotation", "remove_annotation", "remove_annotation"]
+            removed = ["remove_annotation"] * 3
+            assert kinds(plan) == ["reset_offsets", *removed, "mark_handled"]
         else:
             assert plan.actions == []
             assert plan.offsets_request is None
@@ -938,7 +940,7 @@ def test_failed_request_carried_in_status_is_not_repeated() -> None:
     # A new ConfigMap version is a new request.
     fixed = {"offsets": [{"partition": {"group": "g", "topic": "t", "partition": 0}, "offset": {"offset": 0}}]}
     third = plan_target(again, observe(again, configmap=mm2_cm(CHECKPOINT, fixed, rv="10")))
-    assert kinds(third) == ["alter_offsets", "remove_annotation", "remove_annotation"]
+    assert kinds(third) == ["alter_offsets", "remove_annotation", "remove_annotation", "mark_handled"]
 
 
 # --------------------------------------------------------------------------- regressions

@@ -81,6 +81,7 @@ from tests.unit.planning_fixtures import (
     auto_resource,
     conditions,
     connector_status,
+    handled,
     iso,
     kinds,
     make_resource,
@@ -415,10 +416,11 @@ def test_ready_tasks_not_running(task_state: str) -> None:
 def test_list_offsets(observed_state: str) -> None:
     resource = make_resource(annotations={ANNOTATION_OFFSETS: "list"}, list_to="offsets-out")
     plan = plan_connector(resource, observe(resource, observed_state))
-    offsets_actions = [a for a in plan.actions if a.kind in (*OFFSETS_KINDS, "remove_annotation")]
+    offsets_actions = [a for a in plan.actions if a.kind in (*OFFSETS_KINDS, "remove_annotation", "mark_handled")]
     assert offsets_actions == [
         Action("list_offsets", configmap="offsets-out"),
         Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value="list"),
+        handled(),
     ]
     assert plan.offsets_refusal is None
     assert plan.offsets_request == offsets_request_fingerprint(resource, None)
@@ -581,6 +583,7 @@ def test_alter_runs_on_stopped_connector() -> None:
     assert plan.actions == [
         Action("alter_offsets", configmap="offsets-in", offsets_json=expected_json),
         Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value="alter"),
+        handled(),
     ]
     assert json.loads(expected_json) == json.loads(text)
     assert plan.offsets_refusal is None
@@ -593,14 +596,14 @@ def test_alter_file_stream_source_matching_filename_runs() -> None:
     resource = alter_resource(connector_class="FileStreamSource", config={"file": "/data/in.txt", "topic": "t"})
     doc = {"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 10}}]}
     plan = plan_connector(resource, observe(resource, "STOPPED", configmap=offsets_cm(json.dumps(doc))))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "mark_handled"]
 
 
 def test_alter_sink_with_consumed_topic_runs() -> None:
     resource = alter_resource(connector_class=SINK_CLASS, config={"topics": "orders, payments"})
     doc = {"offsets": [{"partition": {"kafka_topic": "payments", "kafka_partition": 0}, "offset": {"kafka_offset": 7}}]}
     plan = plan_connector(resource, observe(resource, "STOPPED", configmap=offsets_cm(json.dumps(doc))))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "mark_handled"]
 
 
 # --------------------------------------------------------------------------- offsets: reset
@@ -612,6 +615,7 @@ def test_reset_runs_on_stopped_connector() -> None:
     assert plan.actions == [
         Action("reset_offsets"),
         Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value="reset"),
+        handled(),
     ]
     assert plan.offsets_request == offsets_request_fingerprint(resource, None)
     assert plan.offsets_refusal is None
@@ -688,7 +692,7 @@ def test_changed_configmap_runs_the_request_again() -> None:
     new = offsets_cm(json.dumps(VALID_DOC), rv="13")
     resource = alter_resource(status=failed_status(offsets_request_fingerprint(alter_resource(), old)))
     plan = plan_connector(resource, observe(resource, "STOPPED", configmap=new))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "mark_handled"]
     assert plan.offsets_request == offsets_request_fingerprint(resource, new)
     assert plan.offsets_request != offsets_request_fingerprint(resource, old)
 
@@ -698,14 +702,14 @@ def test_changed_generation_runs_the_request_again() -> None:
     fingerprint = offsets_request_fingerprint(alter_resource(generation=3), configmap)
     resource = alter_resource(generation=4, status=failed_status(fingerprint))
     plan = plan_connector(resource, observe(resource, "STOPPED", configmap=configmap))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "mark_handled"]
 
 
 def test_other_operation_is_not_blocked_by_a_failed_one() -> None:
     failed = offsets_request_fingerprint(alter_resource(), None)
     resource = make_resource(annotations={ANNOTATION_OFFSETS: "reset"}, state="stopped", status=failed_status(failed))
     plan = plan_connector(resource, observe(resource, "STOPPED"))
-    assert kinds(plan) == ["reset_offsets", "remove_annotation"]
+    assert kinds(plan) == ["reset_offsets", "remove_annotation", "mark_handled"]
 
 
 def test_succeeded_request_with_same_fingerprint_runs() -> None:
@@ -713,7 +717,7 @@ def test_succeeded_request_with_same_fingerprint_runs() -> None:
     fingerprint = offsets_request_fingerprint(alter_resource(), configmap)
     resource = alter_resource(status=failed_status(fingerprint, result="Succeeded"))
     plan = plan_connector(resource, observe(resource, "STOPPED", configmap=configmap))
-    assert kinds(plan) == ["alter_offsets", "remove_annotation"]
+    assert kinds(plan) == ["alter_offsets", "remove_annotation", "mark_handled"]
 
 
 def test_fingerprint_inputs() -> None:

@@ -53,6 +53,8 @@ from connect_offsets.planning import (
     offsets_request_fingerprint,
     plan_connector,
     plan_target,
+    request_key,
+    target_for_connector,
 )
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
@@ -64,7 +66,7 @@ from connect_offsets.vocabulary import (
     OWNER_CONFIG_KEY,
 )
 from tests.unit import test_mirror_planning as mm2
-from tests.unit.planning_fixtures import NAME, NAMESPACE, NOW, conditions, iso, kinds, observe
+from tests.unit.planning_fixtures import NAME, NAMESPACE, NOW, conditions, handled, iso, kinds, observe
 
 pytestmark = pytest.mark.unit
 
@@ -124,6 +126,7 @@ def make(
             "name": NAME,
             "namespace": NAMESPACE,
             "generation": generation,
+            "resourceVersion": "100",
             "annotations": annotations or {},
         },
         "spec": spec,
@@ -269,6 +272,7 @@ def test_dry_run_alter_in_any_state(state: str) -> None:
         Action("dry_run_offsets", operation="alter", configmap=LIST_CM, offsets_json=compact(doc(6))),
         removal(ANNOTATION_OFFSETS, "alter"),
         removal(ANNOTATION_DRY_RUN, "true"),
+        handled(),
     ]
     assert plan.offsets_request == offsets_request_fingerprint(resource, configmap)
     assert plan.offsets_refusal is None and plan.hold_stopped is None and plan.request_id is None
@@ -284,6 +288,7 @@ def test_dry_run_reset_has_no_document() -> None:
         Action("dry_run_offsets", operation="reset", configmap=LIST_CM, offsets_json=None),
         removal(ANNOTATION_OFFSETS, "reset"),
         removal(ANNOTATION_DRY_RUN, "true"),
+        handled(),
     ]
     assert plan.offsets_request == offsets_request_fingerprint(resource, None)
 
@@ -308,6 +313,7 @@ def test_dry_run_restore_previews_the_exact_restore_document() -> None:
         removal(ANNOTATION_OFFSETS, "restore"),
         removal(ANNOTATION_DRY_RUN, "true"),
         removal(ANNOTATION_RESTORE_FROM, BACKUP),
+        handled(),
     ]
     assert plan.offsets_request == offsets_request_fingerprint(resource, OffsetsConfigMap(BACKUP, True, "55"))
 
@@ -349,7 +355,7 @@ def test_dry_run_never_stops_even_with_stop_connector(trigger: str) -> None:
         annotations[ANNOTATION_STOP_CONNECTOR] = "true"
     resource = make(annotations=annotations, stop_policy=trigger == "policy")
     plan = plan_connector(resource, seen(resource, "RUNNING"))
-    assert kinds(plan) == ["dry_run_offsets", *["remove_annotation"] * (len(annotations))]
+    assert kinds(plan) == ["dry_run_offsets", *["remove_annotation"] * (len(annotations)), "mark_handled"]
     assert plan.hold_stopped is None
     assert ready(plan).reason == "ConnectorRunning"
 
@@ -363,6 +369,7 @@ def test_dry_run_false_is_a_real_request() -> None:
         Action("alter_offsets", configmap=ALTER_CM, offsets_json=compact(doc(6))),
         removal(ANNOTATION_OFFSETS, "alter"),
         removal(ANNOTATION_DRY_RUN, "false"),
+        handled(),
     ]
     running = make(annotations=annotations)
     plan = plan_connector(running, seen(running, "RUNNING", configmap=configmap))
@@ -396,6 +403,7 @@ def test_list_with_dry_run_true_just_lists() -> None:
         Action("list_offsets", configmap=LIST_CM),
         removal(ANNOTATION_OFFSETS, "list"),
         removal(ANNOTATION_DRY_RUN, "true"),
+        handled(),
     ]
 
 
@@ -426,6 +434,7 @@ def test_begin_records_intent_then_stops(operation: str, trigger: str, state: st
                 source="annotation",
                 request=fingerprint,
                 request_id=None,
+                request_key=request_key(target_for_connector(resource)),
                 content_hash=None,
                 restore_from=BACKUP if operation == "restore" else None,
                 started=iso(NOW),
@@ -508,7 +517,7 @@ def test_already_stopped_connector_changes_directly(trigger: str) -> None:
     expected = [Action("reset_offsets"), removal(ANNOTATION_OFFSETS, "reset")]
     if trigger == "annotation":
         expected.append(removal(ANNOTATION_STOP_CONNECTOR, "true"))
-    assert plan.actions == expected
+    assert plan.actions == [*expected, handled()]
 
 
 # --------------------------------------------------------------------------- stop -> change -> resume: steps
@@ -686,6 +695,7 @@ def test_resumed_finishes_and_removes_the_request(state: str, observed_state: st
         removal(ANNOTATION_OFFSETS, "alter"),
         removal(ANNOTATION_STOP_CONNECTOR, "true"),
         removal(ANNOTATION_REQUEST_ID, "INC-9"),
+        handled(),
     ]
     assert plan.request_id == "INC-9"
     assert plan.offsets_request == "fp"
@@ -802,6 +812,7 @@ def test_new_request_id_runs_and_is_removed_with_the_request() -> None:
         Action("reset_offsets"),
         removal(ANNOTATION_OFFSETS, "reset"),
         removal(ANNOTATION_REQUEST_ID, "INC-2"),
+        handled(),
     ]
     assert plan.request_id == "INC-2"
 
@@ -1244,6 +1255,7 @@ def test_mm2_dry_run_on_running_connector() -> None:
         removal(ANNOTATION_OFFSETS, "alter"),
         removal(ANNOTATION_MM2_CONNECTOR, mm2.SOURCE),
         removal(ANNOTATION_DRY_RUN, "true"),
+        handled("200"),
     ]
 
 
@@ -1302,6 +1314,7 @@ def test_mm2_finish_removes_selector_and_request_annotations() -> None:
         removal(ANNOTATION_MM2_CONNECTOR, mm2.SOURCE),
         removal(ANNOTATION_STOP_CONNECTOR, "true"),
         removal(ANNOTATION_REQUEST_ID, "mm-3"),
+        handled("200"),
     ]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "ANNOTATION_ADOPT",
     "ANNOTATION_DRY_RUN",
+    "ANNOTATION_HANDLED_REQUEST",
     "ANNOTATION_MM2_CONNECTOR",
     "ANNOTATION_OFFSETS",
     "ANNOTATION_PREFIX",
@@ -89,6 +90,11 @@ REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION
 OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
 
 # --- labels and keys the operator writes ----------------------------------------------------------
+
+#: The ``instance`` of the last request whose annotations the operator removed (written in the same
+#: patch as the removal). Tells a request whose removal was interrupted (a crash, conflicts) from a
+#: new identical one: only the second runs (issue 30).
+ANNOTATION_HANDLED_REQUEST = ANNOTATION_PREFIX + "handled-request"
 
 #: Which ConnectCluster a resource uses.
 CLUSTER_LABEL = f"{API_GROUP}/cluster"
@@ -184,7 +190,11 @@ def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
     resource asks for something new (a wake-up) or still asks for what a pass planned (the fresh
     read before a destructive change)."""
     meta = body.get("metadata") or {}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not is_kopf_bookkeeping(k)}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if not is_kopf_bookkeeping(k) and k != ANNOTATION_HANDLED_REQUEST
+    }
     return (
         meta.get("generation"),
         tuple(sorted(annotations.items())),

@@ -27,6 +27,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from connect_offsets.clients.annotations_patch import annotations_patch, send_json_patch
 from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
@@ -482,44 +483,55 @@ class KubernetesApi:
         self.cache.observe(plural, namespace, name, body, watched=False)
         return body
 
-    async def remove_annotation(self, plural: str, namespace: str, name: str, key: str, expected: str) -> bool:
-        """Remove an annotation only if it still has the value we acted on (see remove_annotations)."""
-        return key in await self.remove_annotations(plural, namespace, name, {key: expected})
-
-    async def remove_annotations(self, plural: str, namespace: str, name: str, expected: dict[str, str]) -> list[str]:
-        """Remove, in one patch, the annotations that still have the values we acted on.
+    async def remove_annotations(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        expected: dict[str, str],
+        *,
+        set_also: dict[str, str] | None = None,
+    ) -> list[str]:
+        """Remove, in one patch, the annotations that still have the values we acted on, and set
+        ``set_also`` (the handled-request marker) in the same patch.
 
         Returns the keys removed; one the user changed or removed meanwhile stays (their new
         request). One patch, so a watcher never sees half of a request's annotations gone.
-        Optimistic concurrency (resourceVersion) rather than a JSON-patch ``test``: the API server's
-        ``test`` compares raw JSON bytes, and it stores ``>`` as ``\\u003e``, so a value like
-        ``east->west.MirrorSourceConnector`` would never match.
+
+        Guarded by the annotations' values (a JSON patch ``test`` of each), not by the object's
+        resourceVersion: another controller patching labels or other annotations all the time must
+        not make the removal fail (issue 30 measured seven runs of one reset that way). A failed
+        ``test`` (someone changed the value) makes the API server refuse the whole patch; the
+        object is read again and the keys that still match are tried. 404: nothing to do.
         """
-        what = ", ".join(expected)
-        for attempt in range(5):
-            # The cached body first: its resourceVersion makes a stale one fail with 409, and
-            # then the retry reads the API server.
+        what = ", ".join(expected) or ", ".join(set_also or {})
+        for attempt in range(CONFLICT_ATTEMPTS):
             body = await (self.cached_resource if attempt == 0 else self.fresh_resource)(plural, namespace, name)
             if body is None:
                 return []
             current = body["metadata"].get("annotations") or {}
             keys = [key for key, value in expected.items() if current.get(key) == value]
-            if not keys:
+            marks = {k: v for k, v in (set_also or {}).items() if current.get(k) != v}
+            if not keys and not marks:
                 return []
+            patch = annotations_patch({key: expected[key] for key in keys}, marks, has_annotations=bool(current))
             try:
-                await self.patch_annotations_at(
-                    plural, namespace, name, dict.fromkeys(keys), body["metadata"]["resourceVersion"]
+                answer = await self._call(
+                    f"remove annotations {what} from {plural} {namespace}/{name}",
+                    send_json_patch,
+                    self._client,
+                    f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{plural}/{name}",
+                    patch,
                 )
-            except KubernetesUnavailable as error:
-                if error.status == 409:
-                    continue  # changed meanwhile: look again
-                raise
             except KubernetesRejected as error:
                 if error.status == 404:
                     return []
+                if error.status == 422:
+                    continue  # a value changed since it was read (its ``test`` failed): look again
                 raise
+            self.cache.observe(plural, namespace, name, answer, watched=False)
             return keys
-        raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: kept conflicting")
+        raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: values kept changing")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status subresource; the answer (the whole resource) refreshes the cache,

@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from connect_offsets.vocabulary import request_view
+
 __all__ = ["ResourceCache"]
 
 _Key = tuple[str, str, str]
@@ -87,6 +89,11 @@ class ResourceCache:
         """The cached body's resourceVersion without copying it (the idle check compares it)."""
         body = self._bodies.get((plural, namespace, name))
         return None if body is None else (body.get("metadata") or {}).get("resourceVersion")
+
+    def request_view(self, plural: str, namespace: str, name: str) -> tuple[Any, ...] | None:
+        """``vocabulary.request_view`` of the cached body without copying it (None: not cached)."""
+        body = self._bodies.get((plural, namespace, name))
+        return None if body is None else request_view(body)
 
     def generation(self, plural: str, namespace: str, name: str) -> int | None:
         body = self._bodies.get((plural, namespace, name))

@@ -30,7 +30,15 @@ async def reconcile_connector(
     state = state_of(memo)
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
-    await run_loop(state, waker, stopped, lambda: state.connectors.reconcile(namespace, name), logger, "KafkaConnector")
+    await run_loop(
+        state,
+        waker,
+        stopped,
+        lambda: state.connectors.reconcile(namespace, name),
+        logger,
+        "KafkaConnector",
+        lambda: state.kube.cache.request_view(PLURAL, namespace, name),
+    )
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

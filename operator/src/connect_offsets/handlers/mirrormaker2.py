@@ -33,7 +33,15 @@ async def reconcile_mirrormaker2(
     state = state_of(memo)
     namespace = namespace or ""
     waker = state.waker(PLURAL, namespace, name)
-    await run_loop(state, waker, stopped, lambda: state.mirrors.reconcile(namespace, name), logger, "KafkaMirrorMaker2")
+    await run_loop(
+        state,
+        waker,
+        stopped,
+        lambda: state.mirrors.reconcile(namespace, name),
+        logger,
+        "KafkaMirrorMaker2",
+        lambda: state.kube.cache.request_view(PLURAL, namespace, name),
+    )
 
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="replication-lag", cancellation_timeout=10.0)

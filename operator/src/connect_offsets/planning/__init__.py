@@ -5,9 +5,10 @@ it to the desired state, restart it, run an offsets request or refuse one — is
 I/O, so it is unit-tested exhaustively and fuzzed. The service gathers the observed state, calls
 ``plan``, executes the actions in order and writes the status the plan describes.
 
-Offsets requests are level-based but must not repeat after a permanent failure: each request has a
-fingerprint (operation, annotation value, resource generation, ConfigMap resourceVersion) and a
-request whose fingerprint already failed permanently waits until one of those inputs changes.
+Offsets requests are level-based but run once: a request whose annotations already have a terminal
+outcome in status is never carried out again (only its annotations are removed, if that was
+interrupted); a request that failed permanently waits until its inputs change (its fingerprint:
+operation, annotation value, resource generation, ConfigMap resourceVersion).
 
 The package, one concern per module (import-linter keeps the arrows in this order): ``lifecycle``
 (``plan_target``, the entry point: existence, config, state, restarts) -> ``offsets_requests`` and
@@ -38,6 +39,7 @@ from connect_offsets.planning.mirrors import (
     producer_override,
 )
 from connect_offsets.planning.plan import (
+    CONNECT_READ_ONLY,
     HANDLED_REQUEST_IDS,
     SETTLE_DELAY_S,
     Action,
@@ -54,11 +56,13 @@ from connect_offsets.planning.targets import (
     content_hash,
     desired_config,
     offsets_request_fingerprint,
+    request_key,
     target_for_connector,
 )
 
 __all__ = [
     "BYTES",
+    "CONNECT_READ_ONLY",
     "HANDLED_REQUEST_IDS",
     "SETTLE_DELAY_S",
     "Action",
@@ -86,5 +90,6 @@ __all__ = [
     "plan_connector",
     "plan_target",
     "producer_override",
+    "request_key",
     "target_for_connector",
 ]

@@ -15,6 +15,7 @@ from connect_offsets.models.crds import (
 from connect_offsets.planning.plan import ConditionSpec
 from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import (
+    ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESET_OFFSET_SYNCS,
@@ -224,6 +225,8 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     apply_on_change=bool(block.alter_offsets and block.alter_offsets.apply_on_change),
                     applied_offsets=status.applied_offsets if status else None,
                     chunk_progress=status.offsets_progress if status else None,
+                    resource_version=meta.resource_version,
+                    handled_marker=annotations.get(ANNOTATION_HANDLED_REQUEST),
                 )
             )
 

@@ -35,12 +35,15 @@ from connect_offsets.planning.targets import (
     CONNECT_STATE,
     ConnectorTarget,
     content_hash,
+    handled_before,
     parse_task_id,
+    request_key,
     target_config,
     target_fingerprint,
 )
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
+    ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
     ANNOTATION_REQUEST_ID,
     ANNOTATION_RESTART,
@@ -61,12 +64,26 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
         return
     annotations = target.annotations
     value = annotations.get(ANNOTATION_OFFSETS)
+    unremoved = _unremoved(target)
     if value is None:
+        if unremoved is not None and unremoved.instance is not None and unremoved.instance.isdigit():
+            # Its annotations went away without us (withdrawn after its outcome was recorded, while
+            # our removal could not be done): say so, or an identical request made later would be
+            # taken for this one and never run.
+            plan.actions.append(_mark_handled(unremoved.instance))
         if target.apply_on_change:
             _plan_apply_on_change(target, observed, plan)
         return
     if value not in OFFSETS_OPERATIONS:
         return
+    key = request_key(target)
+    if unremoved is not None and unremoved.instance is not None and unremoved.request_key == key:
+        # Finished, and only the removal of its annotations was interrupted (the operator died,
+        # or the API server kept refusing): finish that, never run the request again.
+        plan.actions += _request_removals(target, value, unremoved.instance)
+        return
+    plan.request_key = key
+    plan.request_instance = target.resource_version or None
     dry_run = annotations.get(ANNOTATION_DRY_RUN) == "true"
     request_id = annotations.get(ANNOTATION_REQUEST_ID)
     if request_id is not None and _handled_key(request_id, dry_run) in target.handled_request_ids:
@@ -97,7 +114,7 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
         )
         return
     plan.offsets_request = fingerprint
-    removals = _request_removals(target, value)
+    removals = _request_removals(target, value, target.resource_version)
 
     for key in (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR):
         flag = annotations.get(key)
@@ -218,7 +235,23 @@ def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> st
         return PlannedRefusal("InvalidOffsets", f"offsets for {when} are invalid:\n{error}")
 
 
-def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
+def _unremoved(target: ConnectorTarget) -> OffsetsOperationStatus | None:
+    """The target's last outcome, if it finished an annotation request whose annotations the
+    operator has not removed yet (``handled_before``); None otherwise."""
+    last = target.last_offsets_operation
+    if last is None or last.result != "Succeeded" or last.instance is None or last.request_key is None:
+        return None
+    return None if handled_before(target.handled_marker, last.instance) else last
+
+
+def _mark_handled(instance: str) -> Action:
+    return Action("mark_handled", annotation=ANNOTATION_HANDLED_REQUEST, annotation_value=instance)
+
+
+def _request_removals(target: ConnectorTarget, value: str, instance: str) -> list[Action]:
+    """Remove the request's annotations (each only while it still has the value acted on), and
+    mark ``instance`` handled in the same patch (a body without a resourceVersion, which only a
+    test builds, has no instance to mark)."""
     removals = [Action("remove_annotation", annotation=ANNOTATION_OFFSETS, annotation_value=value)] + [
         Action("remove_annotation", annotation=key, annotation_value=val) for key, val in target.companion_annotations
     ]
@@ -227,7 +260,7 @@ def _request_removals(target: ConnectorTarget, value: str) -> list[Action]:
     for key in extra:
         if key in target.annotations and key not in companions:
             removals.append(Action("remove_annotation", annotation=key, annotation_value=target.annotations[key]))
-    return removals
+    return [*removals, _mark_handled(instance)] if instance else removals
 
 
 def _handled_key(request_id: str, dry_run: bool) -> str:
@@ -259,6 +292,7 @@ def _begin(
         source=source,
         request=fingerprint,
         request_id=request_id,
+        request_key=request_key(target) if source == "annotation" else None,
         content_hash=content,
         restore_from=observed.restore.name if operation == "restore" and observed.restore else None,
         started=iso(observed.now),
@@ -278,6 +312,8 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
     """Continue a stop -> change -> resume from the step status records (also after a restart)."""
     plan.offsets_request = pending.request
     plan.request_id = pending.request_id
+    plan.request_key = pending.request_key
+    plan.request_instance = target.resource_version or None
     status = observed.status
     operation = pending.operation
     if pending.step == "Resuming" and pending.result is None:
@@ -293,7 +329,7 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
             plan.actions.append(Action("finish_offsets_change", pending=pending))
             value = target.annotations.get(ANNOTATION_OFFSETS)
             if pending.source == "annotation" and value == operation and pending.result == "Succeeded":
-                plan.actions += _request_removals(target, value)
+                plan.actions += _request_removals(target, value, target.resource_version)
             return
         plan.conditions.append(
             ConditionSpec(

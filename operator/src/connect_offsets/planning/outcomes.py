@@ -85,6 +85,8 @@ def op_status(
         message=truncate(message, MAX_OPERATION_MESSAGE),
         request=plan.offsets_request,
         request_id=plan.request_id,
+        request_key=plan.request_key,
+        instance=plan.request_instance,
         dry_run=True if dry_run else None,
     )
 
@@ -159,9 +161,11 @@ def progress_of(
     its chunk plan (before the first chunk), then how many chunks Connect applied (after each one) or
     which one it refused."""
     if isinstance(chunks, ChunkPlan):
-        return OffsetsProgressStatus(request=request.request, backup=request.backup, fingerprint=chunks.fingerprint)
+        return request.model_copy(update={"fingerprint": chunks.fingerprint})
     return OffsetsProgressStatus(
         request=request.request,
+        request_key=request.request_key,
+        restore_from=request.restore_from,
         backup=request.backup,
         fingerprint=chunks.fingerprint,
         applied_chunks=chunks.applied,
@@ -206,6 +210,8 @@ def finished_change(pending: PendingOffsetsOperation, target: ConnectorTarget, n
         message=truncate(message, MAX_OPERATION_MESSAGE),
         request=pending.request,
         request_id=pending.request_id,
+        request_key=pending.request_key,
+        instance=target.resource_version or None,
     )
     applied = None
     if pending.source == "applyOnChange" and target.alter_configmap and pending.content_hash:

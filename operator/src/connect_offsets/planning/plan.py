@@ -125,7 +125,15 @@ Kind = Literal[
     "create_with_initial_offsets",
     "apply_initial_offsets",
     "remove_annotation",
+    "mark_handled",
 ]
+
+#: What a plan may do without writing to the connector in Connect. Any other action is a write,
+#: and a pass that planned one from the cluster's snapshot plans again from a fresh read first
+#: (``reconcile.runner``): the connector may have been deleted and re-created by someone else.
+CONNECT_READ_ONLY = frozenset(
+    {"list_offsets", "dry_run_offsets", "update_pending", "finish_offsets_change", "remove_annotation", "mark_handled"}
+)
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,9 @@ class Plan:
     #: An offsets change (or initial offsets) needs the connector STOPPED whatever spec.state says.
     hold_stopped: str | None = None  # why, for the Ready condition
     request_id: str | None = None  # connect-offsets.io/request-id of the request this plan handles
+    request_key: str | None = None  # identity of the annotations of that request (``request_key``)
+    #: The resourceVersion this plan was made from: the ``instance`` of an outcome it records.
+    request_instance: str | None = None
     applied_offsets: AppliedOffsetsStatus | None = None  # applyOnChange: record after this plan
 
     def requeue(self, seconds: float) -> None:

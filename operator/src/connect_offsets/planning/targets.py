@@ -20,7 +20,9 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning.plan import TASK_ID, OffsetsConfigMap
 from connect_offsets.vocabulary import (
+    ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
+    ANNOTATION_RESTORE_FROM,
     ANNOTATION_SEEK_TO,
     OFFSETS_KEY,
     OWNER_CONFIG_KEY,
@@ -63,6 +65,12 @@ class ConnectorTarget:
     initial_status: InitialOffsetsStatus | None = None
     to_timestamp: str | None = None  # spec.alterOffsets.toTimestamp
     chunk_progress: OffsetsProgressStatus | None = None  # status.offsetsProgress of an unfinished change
+    #: The resourceVersion of the body planned from: a terminal record written this pass is this
+    #: handling's ``instance``.
+    resource_version: str = ""
+    #: The resource's connect-offsets.io/handled-request annotation: the instance of the last request
+    #: whose annotations the operator removed.
+    handled_marker: str | None = None
 
     def seek_to(self) -> str | None:
         """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
@@ -100,6 +108,8 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         applied_offsets=resource.status.applied_offsets,
         initial_configmap=spec.initial_offsets.from_config_map.name if spec.initial_offsets else None,
         initial_status=resource.status.initial_offsets,
+        resource_version=resource.metadata.resource_version,
+        handled_marker=resource.metadata.annotations.get(ANNOTATION_HANDLED_REQUEST),
     )
 
 
@@ -109,6 +119,40 @@ def target_fingerprint(target: ConnectorTarget, configmap: OffsetsConfigMap | No
     # Only present annotations take part, so fingerprints of plain requests stay what they were.
     parts += [f"{key}={target.annotations[key]}" for key in REQUEST_ANNOTATIONS if key in target.annotations]
     return short_hash("\x00".join(parts))
+
+
+def request_key(target: ConnectorTarget) -> str | None:
+    """Identity of the annotation request on this target: the annotations that ask for it and
+    nothing else (None: no request).
+
+    Why not the fingerprint: the fingerprint also covers the spec's generation and the ConfigMap's
+    version, so that a failed request runs again once the user fixes its input. Whether a request
+    already finished must not depend on those: a spec edited between the outcome and the removal
+    of the annotations would otherwise run the same request twice.
+    """
+    value = target.annotations.get(ANNOTATION_OFFSETS)
+    if value is None:
+        return None
+    keys = (*REQUEST_ANNOTATIONS, ANNOTATION_RESTORE_FROM)
+    parts = [target.name, value]
+    parts += [f"{key}={val}" for key, val in sorted(target.companion_annotations)]
+    parts += [f"{key}={target.annotations[key]}" for key in keys if key in target.annotations]
+    return short_hash("\x00".join(parts))
+
+
+def handled_before(marker: str | None, instance: str) -> bool:
+    """Whether the handled-request marker covers ``instance``: its annotations were removed.
+
+    resourceVersions are opaque by API convention, but etcd issues increasing integers: compared
+    as numbers, a marker written for a later request also covers an earlier one (each connector of
+    a KafkaMirrorMaker2 has its own record, the resource one marker). Anything else compares equal
+    or not.
+    """
+    if marker is None:
+        return False
+    if marker.isdigit() and instance.isdigit():
+        return int(marker) >= int(instance)
+    return marker == instance
 
 
 def content_hash(text: str) -> str:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from connect_offsets.clients.kubernetes import KubernetesError, KubernetesRejected, label_value
 from connect_offsets.clients.offsets_configmaps import NOT_A_SHARD, OffsetsStoreError
-from connect_offsets.planning import RestoreSource
+from connect_offsets.planning import ConnectorTarget, RestoreSource, request_key
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import backup_retention
 from connect_offsets.reconcile.status import owner_reference
@@ -29,8 +29,25 @@ def _newest_first(item: tuple[str, dict[str, str]]) -> tuple[str, str]:
     return item[1].get(f"{API_GROUP}/time", ""), item[0]
 
 
-async def backup(p: Pass, operation: str) -> str:
-    """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION."""
+def pinned_restore(target: ConnectorTarget) -> str | None:
+    """The backup a restore of this request chose at its first attempt, if it made one.
+
+    Why pinned: "the newest backup" changes as soon as the request writes its own backup (of the
+    offsets it is about to replace), so a retry that chose again would restore that one and undo
+    nothing. A staged restore pins it in ``pendingOffsetsOperation``, a direct one in
+    ``offsetsProgress`` before its backup is taken.
+    """
+    if target.pending is not None:
+        return target.pending.restore_from
+    progress = target.chunk_progress
+    if progress is not None and progress.restore_from and progress.request_key == request_key(target):
+        return progress.restore_from
+    return None
+
+
+async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
+    """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION
+    and ``restoring`` (the backup a restore is putting back), whatever its age."""
     meta = p.body["metadata"]
     namespace = p.namespace
     hashed = connector_hash(p.target.name)
@@ -69,12 +86,13 @@ async def backup(p: Pass, operation: str) -> str:
             f"then ask again with a new {API_GROUP}/request-id",
         ) from error
     del offsets
-    await _prune(p, selector)
+    await _prune(p, selector, keep={n for n in (pinned_restore(p.target), restoring) if n})
     return name
 
 
-async def _prune(p: Pass, selector: str) -> None:
-    """Keep the newest ``backup_retention()`` backups of this connector; delete the older ones.
+async def _prune(p: Pass, selector: str, keep: set[str]) -> None:
+    """Keep the newest ``backup_retention()`` backups of this connector, and ``keep`` (the backup
+    a restore is using); delete the older ones.
 
     A refusal (no RBAC ``delete``, a webhook) must neither block nor repeat the change this
     backup protects: the change goes on, the backups that stay are named in a Warning Event,
@@ -86,6 +104,8 @@ async def _prune(p: Pass, selector: str) -> None:
         backups = await p.kube.list_configmaps(p.namespace, selector)
         backups.sort(key=_newest_first, reverse=True)
         for old, _ in backups[backup_retention() :]:
+            if old in keep:
+                continue
             try:
                 await p.kube.delete_configmap(p.namespace, old)
             except KubernetesError as error:

@@ -35,7 +35,7 @@ from connect_offsets.reconcile.clusters import (
     cluster_ref,
     resolve_cluster,
 )
-from connect_offsets.reconcile.runner import TargetRunner, delete_owned
+from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
 from connect_offsets.vocabulary import (
@@ -118,6 +118,7 @@ class ConnectorService:
         outcome = Outcome(
             referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None},
             connectors={target.name},
+            seen=accounted_view(body),
         )
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
@@ -159,7 +160,7 @@ class ConnectorService:
                 topics = sorted(await client.get_connector_topics(target.name))
                 update = update.updated(KafkaConnectorStatus(topics=topics))
         await write_status(self.kube, CONNECTORS, body, result.conditions, now, update)
-        await self.runner.finish_requests([result], body, CONNECTORS)
+        outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after
         observed = result.observed
@@ -173,8 +174,11 @@ class ConnectorService:
             and observed.seek is None
             and observed.restore is None
         ):
+            # The version this pass planned from, not the cache's now: a request that arrived
+            # while the pass ran is in a newer body, and remembering that one as "nothing to do"
+            # made the resource deaf to it for good (issue 30, the lost `list`).
             self._quiet[(namespace, name)] = _Quiet(
-                self.kube.cache.resource_version(CONNECTORS, namespace, name),
+                body["metadata"].get("resourceVersion"),
                 cluster,
                 client,
                 target.name,

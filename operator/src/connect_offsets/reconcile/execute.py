@@ -53,7 +53,7 @@ async def execute(p: Pass, plan: Plan) -> None:
             await finish_change(p, action)
         elif action.kind in ("create_with_initial_offsets", "apply_initial_offsets"):
             await initial_offsets(p, plan, action)
-        elif action.kind == "remove_annotation":
+        elif action.kind in ("remove_annotation", "mark_handled"):
             # Done after the status write (TargetRunner.finish_requests): once the annotation is
             # gone, the status already tells how the request ended.
             p.sink.removals.append(action)

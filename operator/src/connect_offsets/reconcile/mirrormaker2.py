@@ -55,7 +55,7 @@ from connect_offsets.reconcile.clusters import (
     resolve_cluster,
 )
 from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult
-from connect_offsets.reconcile.runner import TargetRunner, delete_owned
+from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import (
@@ -117,7 +117,7 @@ class MirrorMaker2Service:
         if loaded is None:
             return Outcome()
         body, resource = loaded
-        outcome = Outcome()
+        outcome = Outcome(seen=accounted_view(body))
         try:
             secrets = await self._secrets(resource)
             mirror = mirror_targets(resource, secrets)
@@ -233,7 +233,7 @@ class MirrorMaker2Service:
         update = update.updated(KafkaMirrorMaker2Status(replication_lag=replication_lag))
         conditions += lag_conditions
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
-        await self.runner.finish_requests(results, body, MIRRORS)
+        outcome.seen = await self.runner.finish_requests(results, body, MIRRORS)
         return outcome
 
     async def _gate(

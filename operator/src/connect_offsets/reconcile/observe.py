@@ -16,20 +16,21 @@ from connect_offsets.models.connect import supports_initial_state
 from connect_offsets.models.crds import parse_rfc3339
 from connect_offsets.models.java_regex import PatternRefused, compile_java
 from connect_offsets.planning import Observed, OffsetsConfigMap, RestoreSource, SeekOffsets
-from connect_offsets.reconcile.backups import restore_source
+from connect_offsets.reconcile.backups import pinned_restore, restore_source
 from connect_offsets.reconcile.clusters import ClusterUnusable
 from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.snapshots import ConnectorRead
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
 
 
-async def observe(p: Pass) -> tuple[Observed, str | None]:
+async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None]:
     """What Connect, the ConfigMaps and (for a seek) Kafka hold for this target now, and the
-    snapshot digest of the connector when it came from the snapshot (``ConnectorRead.digest``)."""
+    snapshot digest of the connector when it came from the snapshot (``ConnectorRead.digest``).
+    ``fresh``: read the connector on its own whatever the pass is for."""
     target = p.target
     pending = target.pending
     operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
-    read = await read_connector(p, fresh=_needs_fresh(p, operation))
+    read = await read_connector(p, fresh=fresh or _needs_fresh(p, operation))
     config, status = read.config, read.status
     configmap: OffsetsConfigMap | None = None
     if target.alter_configmap and (operation == "alter" or target.apply_on_change):
@@ -47,8 +48,7 @@ async def observe(p: Pass) -> tuple[Observed, str | None]:
         seek = await _seek(p, config, when)
     restore: RestoreSource | None = None
     if operation == "restore" and config is not None:
-        wanted = pending.restore_from if pending is not None else target.annotations.get(ANNOTATION_RESTORE_FROM)
-        restore = await restore_source(p, wanted)
+        restore = await restore_source(p, pinned_restore(target) or target.annotations.get(ANNOTATION_RESTORE_FROM))
     observed = Observed(
         now=p.now,
         cluster_error=None,

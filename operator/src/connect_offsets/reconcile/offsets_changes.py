@@ -82,17 +82,30 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
                 # progress instead.
                 applied = (progress is None or progress.fingerprint is None) and await _already_applied_small(p, action)
             else:
+                restoring = action.configmap if action.kind == "restore_offsets" else None
+                request = OffsetsProgressStatus(
+                    request=plan.offsets_request, request_key=plan.request_key, restore_from=restoring
+                )
+                if restoring is not None and p.target.chunk_progress != request:
+                    # The backup to restore is pinned before this request writes a backup of its
+                    # own, which would be "the newest backup" for a retry that chose again.
+                    await p.sink.fields(KafkaConnectorStatus(offsets_progress=request))
                 # Nothing is lost: the current offsets are saved first, or nothing changes.
-                backup_name = await backup(p, operation)
+                backup_name = await backup(p, operation, restoring)
                 # Recorded before the change, so a restart from here on reuses this backup.
-                begun = OffsetsProgressStatus(request=plan.offsets_request, backup=backup_name)
+                begun = request.model_copy(update={"backup": backup_name})
                 await p.sink.fields(KafkaConnectorStatus(offsets_progress=begun))
                 fault_point("after-backup")
         if applied:
             message = already_applied_text(operation)
         else:
             prefix = await p.before_offsets(action) if p.before_offsets is not None else ""
-            request = OffsetsProgressStatus(request=plan.offsets_request, backup=backup_name)
+            request = OffsetsProgressStatus(
+                request=plan.offsets_request,
+                request_key=plan.request_key,
+                restore_from=action.configmap if action.kind == "restore_offsets" else None,
+                backup=backup_name,
+            )
             message = prefix + await _offsets_action(p, action, request)
             if backup_name is not None:
                 fault_point("after-patch")
@@ -142,7 +155,7 @@ async def staged_change(p: Pass, action: Action) -> None:
     started = time.monotonic()
     try:
         if pending.backup is None:
-            backup_name = await backup(p, operation)
+            backup_name = await backup(p, operation, pending.restore_from)
             pending = pending.model_copy(update={"step": "Changing", "backup": backup_name})
             await p.sink.pending(pending)
             fault_point("after-backup")

@@ -19,7 +19,7 @@ from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
-from connect_offsets.planning import ConnectorTarget, Observed, plan_target
+from connect_offsets.planning import CONNECT_READ_ONLY, ConnectorTarget, Observed, plan_target
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
     BeforeOffsets,
@@ -35,7 +35,7 @@ from connect_offsets.reconcile.execute import execute
 from connect_offsets.reconcile.observe import observe
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import record_event
-from connect_offsets.vocabulary import OWNER_CONFIG_KEY
+from connect_offsets.vocabulary import ANNOTATION_HANDLED_REQUEST, OWNER_CONFIG_KEY, request_view
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,14 @@ class TargetRunner:
         # seconds of pure Python). The GIL is handed back every few milliseconds, so the event
         # loop (other tenants' reconciles, the health endpoint) keeps running meanwhile.
         plan = await asyncio.to_thread(plan_target, target, observed)
+        if digest is not None and any(action.kind not in CONNECT_READ_ONLY for action in plan.actions):
+            # The write barrier: this plan came from the cluster's snapshot (up to ~1.5 drift
+            # intervals old) and writes to the connector. Meanwhile it may have been deleted and
+            # re-created by another tool or team; planned again from a fresh read, a connector
+            # owned by someone else is refused (ConnectorOwnedElsewhere), never overwritten.
+            # Idle passes never get here: they plan no write.
+            observed, digest = await observe(p, fresh=True)
+            plan = await asyncio.to_thread(plan_target, target, observed)
         observed = observed.without_documents()  # the plan's actions carry the texts they send
         sink.conditions = list(plan.conditions)
         transient_error: str | None = None
@@ -102,16 +110,40 @@ class TargetRunner:
             plan, observed, sink.conditions, sink.status, transient_error, sink.removals, connect_digest=digest
         )
 
-    async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> None:
-        """Remove the annotations of finished requests; call after their status is written."""
+    async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> tuple[Any, ...]:
+        """Remove the annotations of finished requests and mark them handled, in one patch; call
+        after their status is written (once the annotations are gone, status tells how it ended).
+
+        Returns what the pass accounted for (``Outcome.seen``): the request view of ``body``
+        without the annotations removed."""
         meta = body["metadata"]
         expected: dict[str, str] = {}
+        instances: list[str] = []
         for result in results:
             for action in result.removals:
                 assert action.annotation is not None and action.annotation_value is not None
-                expected[action.annotation] = action.annotation_value
-        if expected:
-            await self.kube.remove_annotations(plural, meta["namespace"], meta["name"], expected)
+                if action.kind == "mark_handled":
+                    instances.append(action.annotation_value)
+                else:
+                    expected[action.annotation] = action.annotation_value
+        removed: list[str] = []
+        if expected or instances:
+            marker = max(instances, key=lambda i: (len(i), i)) if instances else None  # the newest version
+            removed = await self.kube.remove_annotations(
+                plural,
+                meta["namespace"],
+                meta["name"],
+                expected,
+                set_also={ANNOTATION_HANDLED_REQUEST: marker} if marker is not None else None,
+            )
+        return accounted_view(body, removed)
+
+
+def accounted_view(body: dict[str, Any], removed: list[str] | None = None) -> tuple[Any, ...]:
+    """The request view of ``body`` once ``removed`` annotations are gone (``Outcome.seen``)."""
+    meta = body["metadata"]
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in (removed or ())}
+    return request_view({"metadata": {**meta, "annotations": annotations}})
 
 
 async def delete_owned(

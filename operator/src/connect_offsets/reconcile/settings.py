@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from connect_offsets.offsets.chunking import (
     DEFAULT_MAX_ENTRIES,
@@ -62,3 +63,7 @@ class Outcome:
     #: The connectors in Connect this resource declares: a snapshot that finds one of them changed
     #: behind the operator's back wakes the resource.
     connectors: set[str] = field(default_factory=set)
+    #: What the pass accounted for: the request view (``vocabulary.request_view``) of the body it
+    #: planned from, less the annotations it removed. A resource whose watched body differs from
+    #: it asks for something this pass did not see, and is checked again at once (None: unknown).
+    seen: tuple[Any, ...] | None = None

@@ -125,6 +125,18 @@ class OffsetsOperationStatus(StatusModel):
     message: str = Field("", description="What was done, or Connect's error verbatim (capped).")
     request: str | None = Field(None, description="Fingerprint of the request this result belongs to.")
     request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
+    request_key: str | None = Field(
+        None,
+        description="Identity of the annotations that asked for it (not of the spec or a ConfigMap): while they "
+        "stay, the request is never carried out again.",
+    )
+    instance: str | None = Field(
+        None,
+        description="Identifies this handling of the request (the resourceVersion the outcome was decided at). "
+        "Written into the connect-offsets.io/last-handled annotation with the removal of the request's "
+        "annotations: an interrupted removal is finished without running the request again, and a new "
+        "identical request runs.",
+    )
     backup: str | None = Field(None, description="ConfigMap holding the offsets from before this change.")
     dry_run: bool | None = Field(None, description="True: a dry run; nothing was changed.")
 
@@ -141,6 +153,7 @@ class PendingOffsetsOperation(StatusModel):
     )
     request: str | None = Field(None, description="Fingerprint of the request being carried out.")
     request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
+    request_key: str | None = Field(None, description="Identity of the annotations that asked for it.")
     content_hash: str | None = Field(None, description="applyOnChange: hash of the offsets being applied.")
     restore_from: str | None = Field(None, description="restore: the backup chosen when the request started.")
     seek_to: str | None = Field(None, description="alter by timestamp: the RFC 3339 time sought.")
@@ -175,6 +188,12 @@ class OffsetsProgressStatus(StatusModel):
     """
 
     request: str | None = Field(None, description="Fingerprint of the request being carried out.")
+    request_key: str | None = Field(None, description="Identity of the annotations that asked for it.")
+    restore_from: str | None = Field(
+        None,
+        description="restore: the backup chosen at the first attempt; every retry restores this one (never a "
+        "backup the same request wrote), and retention never prunes it.",
+    )
     backup: str | None = Field(None, description="The backup taken before the change; a retry reuses it.")
     fingerprint: str | None = Field(
         None, description="Chunked alter: fingerprint of its chunk plan (a changed document starts over)."
