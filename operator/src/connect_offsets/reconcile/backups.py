@@ -115,7 +115,7 @@ async def _prune(p: Pass, selector: str, keep: set[str]) -> None:
         error_text = f"listing the backups failed: {error}"
     if error_text:
         kept = f" {len(left)} backup(s) beyond the retention of {backup_retention()} kept" if left else ""
-        await p.cleanup_failed(f"{p.target.name}: old backups not pruned;{kept}: {error_text}")
+        p.cleanup_failed(f"{p.target.name}: old backups not pruned;{kept}: {error_text}")
 
 
 async def restore_source(p: Pass, wanted: str | None) -> RestoreSource:

@@ -35,6 +35,7 @@ from connect_offsets.reconcile.clusters import (
     cluster_ref,
     resolve_cluster,
 )
+from connect_offsets.reconcile.context import post_events
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
@@ -160,7 +161,10 @@ class ConnectorService:
                 topics = sorted(await client.get_connector_topics(target.name))
                 update = update.updated(KafkaConnectorStatus(topics=topics))
         await write_status(self.kube, CONNECTORS, body, result.conditions, now, update)
-        outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
+        try:
+            outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
+        finally:
+            await post_events(self.kube, body, [result])
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after
         observed = result.observed

@@ -78,6 +78,17 @@ class TargetResult:
     superseded: bool = False
     #: Set when config and status came from the snapshot: equal digests, nothing changed in Connect.
     connect_digest: str | None = None
+    #: The Events the pass recorded, to post after its status write (``post_events``).
+    events: list[PassEvent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PassEvent:
+    """An Event a pass records; posted after its status write (``post_events``)."""
+
+    type: str
+    reason: str
+    message: str
 
 
 @dataclass
@@ -90,6 +101,11 @@ class StatusSink:
     status: KafkaConnectorStatus = field(default_factory=KafkaConnectorStatus)
     conditions: list[ConditionSpec] = field(default_factory=list)
     removals: list[Action] = field(default_factory=list)
+    #: Why held back until the status write: an Event says an outcome happened, and posted before
+    #: the status that records it, a crash in between reported the outcome twice (the retry finds
+    #: the change already in Connect and reports it again). Posted after, it is reported at most
+    #: once, and off the request's path (the annotation removal comes first).
+    events: list[PassEvent] = field(default_factory=list)
 
     def report(self, update: KafkaConnectorStatus) -> None:
         """Set these status fields in the final write of the pass."""
@@ -150,8 +166,10 @@ class Pass:
         """The resource kind, as metrics label it."""
         return str(self.body.get("kind", ""))
 
-    async def event(self, event_type: str, reason: str, message: str) -> None:
-        await record_event(self.kube, self.body, event_type, reason, message)
+    def event(self, event_type: str, reason: str, message: str) -> None:
+        """Record an outcome as an Event, posted once the pass has written the status that
+        describes it (``StatusSink.events``)."""
+        self.sink.events.append(PassEvent(event_type, reason, message))
 
     async def confirm_request(self) -> None:
         """Read the resource from the API server and check it still asks for what this pass
@@ -169,9 +187,9 @@ class Pass:
         if fresh is None or request_view(fresh) != request_view(self.body):
             raise RequestChanged(f"{meta['namespace']}/{meta['name']} changed since this pass read it")
 
-    async def cleanup_failed(self, message: str) -> None:
+    def cleanup_failed(self, message: str) -> None:
         """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""
-        await self.event("Warning", "CleanupFailed", truncate(message, 1024))
+        self.event("Warning", "CleanupFailed", truncate(message, 1024))
 
 
 def managed_labels(body: dict[str, Any]) -> dict[str, str]:
@@ -183,3 +201,10 @@ def managed_labels(body: dict[str, Any]) -> dict[str, str]:
         f"{API_GROUP}/name": label_value(meta["name"]),
         CLUSTER_LABEL: (meta.get("labels") or {}).get(CLUSTER_LABEL, ""),
     }
+
+
+async def post_events(kube: KubernetesApi, body: dict[str, Any], results: list[TargetResult]) -> None:
+    """Post the Events of these passes (best effort, in the order they happened)."""
+    for result in results:
+        for event in result.events:
+            await record_event(kube, body, event.type, event.reason, event.message)

@@ -41,7 +41,7 @@ async def execute(p: Pass, plan: Plan) -> None:
             # finds it and finishes the change (or resumes the connector), never forgets it.
             await p.sink.pending(action.pending)
             fault_point("after-intent")
-            await p.event(
+            p.event(
                 "Normal",
                 "OffsetsChangeStarted",
                 f"{p.target.name}: stopping the connector for {action.pending.operation}",

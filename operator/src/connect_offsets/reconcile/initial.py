@@ -94,13 +94,13 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
         )
         await p.sink.fields(KafkaConnectorStatus(initial_offsets=failed))
         p.sink.not_ready("InitialOffsetsFailed", full)
-        await p.event("Warning", "InitialOffsetsFailed", f"{name}: {full}")
+        p.event("Warning", "InitialOffsetsFailed", f"{name}: {full}")
         return
     applied = InitialOffsetsStatus(config_map=configmap, step="Applied", time=now, message=message)
     await p.sink.fields(KafkaConnectorStatus(initial_offsets=applied))
     # Recorded once the leftovers were judged: before, this very record would be the newest.
     await record_owner(p, name)
-    await p.event("Normal", "InitialOffsetsApplied", f"{name}: {message}")
+    p.event("Normal", "InitialOffsetsApplied", f"{name}: {message}")
     plan.requeue(1.0)  # now move it to spec.state
 
 

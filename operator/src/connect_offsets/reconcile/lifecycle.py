@@ -25,12 +25,12 @@ async def lifecycle_action(p: Pass, action: Action) -> None:
                 await client.stop_connector(name)
             else:
                 await client.pause_connector(name)
-        await p.event("Normal", "ConnectorCreated", f"Created connector {name} in Connect")
+        p.event("Normal", "ConnectorCreated", f"Created connector {name} in Connect")
         await record_owner(p, name)
     elif action.kind == "update_config":
         assert action.config is not None
         await client.put_connector_config(name, action.config)
-        await p.event("Normal", "ConnectorConfigUpdated", f"Updated the config of connector {name}")
+        p.event("Normal", "ConnectorConfigUpdated", f"Updated the config of connector {name}")
     elif action.kind == "stop":
         await client.stop_connector(name)
     elif action.kind == "pause":
@@ -46,7 +46,7 @@ async def lifecycle_action(p: Pass, action: Action) -> None:
         reason = "ConnectorAutoRestarted" if action.automatic else "ConnectorRestarted"
         if action.automatic:
             metrics.AUTO_RESTARTS.labels(p.kind).inc()
-        await p.event(
+        p.event(
             "Normal",
             reason,
             f"Restarted connector {name} (includeTasks={action.include_tasks}, onlyFailed={action.only_failed})",
@@ -54,4 +54,4 @@ async def lifecycle_action(p: Pass, action: Action) -> None:
     elif action.kind == "restart_task":
         assert action.task_id is not None
         await client.restart_task(name, action.task_id)
-        await p.event("Normal", "TaskRestarted", f"Restarted task {action.task_id} of {name}")
+        p.event("Normal", "TaskRestarted", f"Restarted task {action.task_id} of {name}")

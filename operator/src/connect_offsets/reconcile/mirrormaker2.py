@@ -54,7 +54,7 @@ from connect_offsets.reconcile.clusters import (
     cluster_ref,
     resolve_cluster,
 )
-from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult
+from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult, post_events
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
@@ -233,7 +233,10 @@ class MirrorMaker2Service:
         update = update.updated(KafkaMirrorMaker2Status(replication_lag=replication_lag))
         conditions += lag_conditions
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
-        outcome.seen = await self.runner.finish_requests(results, body, MIRRORS)
+        try:
+            outcome.seen = await self.runner.finish_requests(results, body, MIRRORS)
+        finally:
+            await post_events(self.kube, body, results)
         return outcome
 
     async def _gate(

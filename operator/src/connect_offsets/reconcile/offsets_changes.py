@@ -63,7 +63,7 @@ async def report_refusal(p: Pass, plan: Plan) -> None:
         )
     )
     p.sink.handled(p.target, plan.request_id, dry_run=is_dry_run(p.target))
-    await p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {refusal.message}")
+    p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {refusal.message}")
 
 
 async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
@@ -119,7 +119,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
             p.sink.report(KafkaConnectorStatus(offsets_progress=None))
         p.sink.failed(plan, operation, "ConnectRejected", text, p.now)
         p.sink.handled(p.target, plan.request_id)
-        await p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
+        p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
         return False
     except OffsetsRequestInvalid as error:
         if backup_name is not None:
@@ -128,7 +128,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
         metrics.OPERATIONS.labels(p.kind, operation, "Failed").inc()
         p.sink.failed(plan, operation, error.reason, text, p.now)
         p.sink.handled(p.target, plan.request_id)
-        await p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
+        p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
         return False
     metrics.OPERATION_SECONDS.labels(p.kind, operation).observe(time.monotonic() - started)
     metrics.OPERATIONS.labels(p.kind, operation, "Succeeded").inc()
@@ -138,7 +138,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
     else:
         p.sink.report(KafkaConnectorStatus(last_offsets_operation=succeeded))
     p.sink.handled(p.target, plan.request_id)
-    await p.event("Normal", "OffsetsOperationSucceeded", f"{p.target.name}: {message}")
+    p.event("Normal", "OffsetsOperationSucceeded", f"{p.target.name}: {message}")
     return True
 
 
@@ -217,7 +217,7 @@ async def finish_change(p: Pass, action: Action) -> None:
     if finished.condition is not None:
         p.sink.conditions.append(finished.condition)
     p.sink.handled(p.target, pending.request_id)
-    await p.event(finished.event_type, finished.event_reason, f"{p.target.name}: {finished.message}")
+    p.event(finished.event_type, finished.event_reason, f"{p.target.name}: {finished.message}")
 
 
 async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
@@ -252,7 +252,7 @@ async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
         )
     )
     p.sink.handled(p.target, plan.request_id, dry_run=True)
-    await p.event("Normal", "OffsetsDryRun", f"{p.target.name}: {message}")
+    p.event("Normal", "OffsetsDryRun", f"{p.target.name}: {message}")
 
 
 async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressStatus) -> str:
@@ -310,7 +310,7 @@ async def _offsets_action(p: Pass, action: Action, request: OffsetsProgressStatu
         except (KubernetesRejected, OffsetsStoreError) as error:
             raise OffsetsRequestInvalid("ConfigMapWriteFailed", str(error)) from error
         if written.left_shards:
-            await p.cleanup_failed(
+            p.cleanup_failed(
                 f"{p.target.name}: {len(written.left_shards)} stale shard ConfigMap(s) of {action.configmap} "
                 f"not deleted (the next list removes them): {written.cleanup_error}",
             )

@@ -51,9 +51,7 @@ async def record_owner(p: Pass, name: str) -> None:
                 raise
             await p.kube.patch_configmap(namespace, record_name, {"metadata": {"annotations": annotations}})
     except KubernetesError as error:
-        await p.event(
-            "Warning", "OwnerRecordNotWritten", f"{name}: could not record this resource as its owner: {error}"
-        )
+        p.event("Warning", "OwnerRecordNotWritten", f"{name}: could not record this resource as its owner: {error}")
 
 
 async def check_leftovers_owner(p: Pass, name: str, count: int) -> None:

@@ -107,7 +107,14 @@ class TargetRunner:
         if plan.applied_offsets is not None:
             sink.report(KafkaConnectorStatus(applied_offsets=plan.applied_offsets))
         return TargetResult(
-            plan, observed, sink.conditions, sink.status, transient_error, sink.removals, connect_digest=digest
+            plan,
+            observed,
+            sink.conditions,
+            sink.status,
+            transient_error,
+            sink.removals,
+            connect_digest=digest,
+            events=sink.events,
         )
 
     async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> tuple[Any, ...]:
