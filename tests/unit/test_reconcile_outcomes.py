@@ -121,8 +121,10 @@ def test_chunk_resume_only_for_the_same_request_with_progress() -> None:
     previous = OffsetsProgressStatus.model_validate({"request": "fp1", "fingerprint": "chunks1", "appliedChunks": 2})
     assert chunk_resume(previous, OffsetsProgressStatus(request="fp1")) == ChunkResume("chunks1", 2)
     assert chunk_resume(previous, OffsetsProgressStatus(request="fp2")) is None
+    # Recorded before the first chunk: a resume at chunk 0, so that chunk is checked against
+    # Connect before it is sent (the attempt may have died right after sending it).
     partial = OffsetsProgressStatus(request="fp1", fingerprint="chunks1")
-    assert chunk_resume(partial, OffsetsProgressStatus(request="fp1")) is None
+    assert chunk_resume(partial, OffsetsProgressStatus(request="fp1")) == ChunkResume("chunks1", 0)
     assert chunk_resume(None, OffsetsProgressStatus(request="fp1")) is None
     assert chunked_alter_text("ok", 5, 1, 0) == "ok"
     assert chunked_alter_text("ok", 5, 3, 0) == "ok (5 partitions in 3 PATCH requests)"

@@ -136,6 +136,11 @@ def already_applied(current: OffsetsDocument, action: Action) -> bool:
     return not diff_offsets(current, parse_offsets_document(action.offsets_json)).has_changes
 
 
+def chunk_in_place(current: OffsetsDocument, chunk_body: bytes) -> bool:
+    """Connect already holds every entry of this PATCH body (null offsets count as absent)."""
+    return not diff_offsets(current, parse_offsets_document(chunk_body.decode())).has_changes
+
+
 def reusable_backup(progress: OffsetsProgressStatus | None, offsets_request: str | None) -> str | None:
     """The backup of an earlier try of this very request, cut short after its backup (the operator
     died, or Connect failed mid-way): it holds the offsets from before the request, while a new one
@@ -149,8 +154,10 @@ def chunk_resume(previous: OffsetsProgressStatus | None, request: OffsetsProgres
     """Where a chunked alter goes on: after the chunks an earlier try of the same request applied."""
     if previous is None or previous.request != request.request:
         return None
-    if previous.fingerprint is not None and previous.applied_chunks is not None:
-        return ChunkResume(previous.fingerprint, previous.applied_chunks)
+    if previous.fingerprint is not None:
+        # Recorded before the first chunk, or after the last applied one: either way a chunk
+        # after those may be in Connect already, and is checked before it is sent (``in_place``).
+        return ChunkResume(previous.fingerprint, previous.applied_chunks or 0)
     return None
 
 

@@ -33,6 +33,7 @@ from connect_offsets.planning.outcomes import (
     OFFSETS_OPS,
     already_applied,
     already_applied_text,
+    chunk_in_place,
     chunk_resume,
     chunked_alter_text,
     dry_run_report,
@@ -278,9 +279,22 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
         if progress.applied < progress.chunks:
             fault_point("mid-patch")
 
+    async def in_place(chunk_body: bytes) -> bool:
+        # Only when resuming: one GET of the offsets instead of a chunk applied twice.
+        raw = await p.client.get_offsets_raw(p.target.name)
+        return await asyncio.to_thread(
+            lambda: chunk_in_place(parse_offsets_obj(json.loads(raw), allow_empty=True), chunk_body)
+        )
+
     try:
         result = await p.client.alter_offsets_chunked(
-            p.target.name, offsets_json, limits=limits, plan=chunk_plan, resume=resume, on_chunk_done=done
+            p.target.name,
+            offsets_json,
+            limits=limits,
+            plan=chunk_plan,
+            resume=resume,
+            on_chunk_done=done,
+            in_place=in_place,
         )
     except ConnectError as error:
         if chunked and error.chunk_failure is not None:

@@ -81,6 +81,9 @@ _NOT_CONNECT_404: Final = (
 )
 
 _T = TypeVar("_T")
+
+#: The message of a resumed chunk found already in Connect (``alter_offsets_chunked(in_place=...)``).
+ALREADY_IN_PLACE = "already in Connect (sent by an earlier attempt); not sent again"
 _StateT = TypeVar("_StateT", bound=RuntimeState)
 #: Traces are redacted, not shortened, here (status size is bounded where status is built); this
 #: only bounds the redaction work on a hostile body.
@@ -357,6 +360,7 @@ class ConnectClient:
         plan: ChunkPlan | None = None,
         resume: ChunkResume | None = None,
         on_chunk_done: ChunkCallback | None = None,
+        in_place: Callable[[bytes], Awaitable[bool]] | None = None,
     ) -> ChunkedAlterResult:
         """``PATCH /connectors/{name}/offsets`` in bounded chunks, in document order.
 
@@ -365,7 +369,10 @@ class ConnectClient:
         ``plan_chunks`` from the same source (else computed here, in a thread). ``resume``: the
         progress of an earlier attempt; it continues where that stopped if the plan has the same
         fingerprint, else starts over (re-sending a chunk is harmless: PATCH only overwrites).
-        ``on_chunk_done`` gets a :class:`ChunkProgress` after every applied chunk.
+        ``on_chunk_done`` gets a :class:`ChunkProgress` after every applied chunk. ``in_place``:
+        asked, when resuming, whether Connect already holds the first chunk to send (an earlier
+        attempt sent it, then died or timed out before its progress was recorded); True skips it,
+        so no chunk is applied twice.
 
         On failure, raises the error of the failed request with ``chunk_failure`` telling which
         chunks were applied and where a retry resumes. A document that fits one chunk is one PATCH.
@@ -382,7 +389,10 @@ class ConnectClient:
         for index in range(start, len(plan)):
             chunk = await asyncio.to_thread(next, chunks)
             try:
-                message = await self._message("PATCH", path, content=chunk.body)
+                if index == start and resume is not None and in_place is not None and await in_place(chunk.body):
+                    message = ALREADY_IN_PLACE
+                else:
+                    message = await self._message("PATCH", path, content=chunk.body)
             except ConnectError as error:
                 failure = ChunkFailure(
                     fingerprint=plan.fingerprint,
