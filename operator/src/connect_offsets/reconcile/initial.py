@@ -25,7 +25,12 @@ def _transient_for_initial(error: ConnectHTTPError) -> bool:
     """Initial offsets treat only rebalances, rate limits and timeouts as passing: any other error
     (Connect answers 500 for offsets Kafka rejects) would otherwise keep a half-created connector
     STOPPED forever, so it fails the step and cleans up."""
-    return isinstance(error, ConnectConflict) or error.status_code == 429 or getattr(error, "is_request_timeout", False)
+    return (
+        isinstance(error, ConnectConflict)
+        or error.status_code == 429
+        or getattr(error, "is_request_timeout", False)
+        or getattr(error, "is_rebalance", False)
+    )
 
 
 async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:

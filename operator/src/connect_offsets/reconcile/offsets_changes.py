@@ -189,7 +189,8 @@ async def staged_change(p: Pass, action: Action) -> None:
             }
         )
     metrics.OPERATION_SECONDS.labels(p.kind, operation).observe(time.monotonic() - started)
-    await p.sink.pending(done)
+    # The outcome and the end of a chunked alter's progress in one write (see ``_chunked_alter``).
+    await p.sink.fields(KafkaConnectorStatus(pending_offsets_operation=done, offsets_progress=None))
 
 
 async def _already_applied_small(p: Pass, action: Action) -> bool:
@@ -300,8 +301,8 @@ async def _chunked_alter(p: Pass, offsets_json: str, request: OffsetsProgressSta
         if chunked and error.chunk_failure is not None:
             await p.sink.fields(KafkaConnectorStatus(offsets_progress=progress_of(request, error.chunk_failure)))
         raise
-    if chunked:
-        await p.sink.fields(KafkaConnectorStatus(offsets_progress=None))
+    # The progress stays until the outcome replaces it in one status write (``direct_change``,
+    # ``staged_change``): cleared here, a crash before that write ran the whole request again.
     return chunked_alter_text(result.message, result.partitions, result.chunks, result.started_at)
 
 

@@ -384,7 +384,7 @@ class ConnectClient:
         start = resume.start_for(plan) if resume is not None else 0
         path = _connector_path(name, "offsets")
         chunks = iter_chunks(source, plan, start)
-        message = ""
+        message = ALREADY_IN_PLACE  # unless a chunk is left to send
         done_partitions = plan.spans[start].start if start < len(plan) else plan.entries
         for index in range(start, len(plan)):
             chunk = await asyncio.to_thread(next, chunks)

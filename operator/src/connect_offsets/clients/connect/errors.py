@@ -92,6 +92,12 @@ class ConnectServerError(ConnectHTTPError):
         """Connect gave up waiting for the herder (default 90 s); the operation may still complete."""
         return self.message.startswith("Request timed out")
 
+    @property
+    def is_rebalance(self) -> bool:
+        """The herder refused for now: "Request cannot be completed because a rebalance is expected"
+        (``RebalanceNeededException``, answered as a 500); nothing was done, the same request passes later."""
+        return "rebalance is expected" in self.message
+
 
 class ConnectConflict(ConnectHTTPError):
     """409: a rebalance is in progress, the config is stale, or the connector already exists."""

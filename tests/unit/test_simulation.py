@@ -1,0 +1,656 @@
+"""Exactly once, proven by enumeration: a fault after (or instead of) every write of every flow.
+
+For each flow — list, alter, reset and restore on a STOPPED connector, the staged stop -> change ->
+resume of alter, reset and restore, a dry run, a declarative alter (``applyOnChange``), a chunked
+alter, initial offsets at creation, and KafkaMirrorMaker2 per-connector list, alter and reset —
+the flow is first run without faults to count its writes W (Kubernetes status, annotations,
+ConfigMaps, Events; every request to Connect but a GET). Then, for every N in 1..W and every fault
+kind (tests/simulation.py: ``crash`` after the write, ``conflict`` 409, ``unavailable`` 5xx,
+``timeout`` before and ``timeout-after`` the write), the flow runs again from the same world with
+that fault at write N; a crashed operator restarts from what persisted, and the resource is checked
+until nothing more is written. Then, for every N and kind:
+
+1. each offsets change was applied to Connect at most once (the worker's own record of applied
+   PATCH and DELETE requests; every chunk of a chunked alter at most once);
+2. the request ended in exactly one terminal result (one ``lastOffsetsOperation`` written for it,
+   never a second) and at most one outcome Event;
+3. it succeeded: Connect holds the requested offsets, its annotations are gone and marked handled;
+4. the backup the change made still exists and holds the offsets from before the change;
+5. the connector is in the state its spec asks, with no pending operation left;
+6. nothing outside the resource's own objects changed (another team's resource, ConfigMap and
+   connector are compared byte for byte).
+
+``test_interleavings`` adds a hypothesis state machine that interleaves user actions (annotate,
+edit the ConfigMap, edit the spec, withdraw the request, delete the resource), Connect faults and
+crashes; the number of runs and steps explored is printed (``-s`` shows it in the output).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from connect_offsets.models.crds import KafkaConnectorResource
+from connect_offsets.planning import mirror_configmap_key, request_key, target_for_connector
+from connect_offsets.vocabulary import (
+    ANNOTATION_HANDLED_REQUEST,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_STOP_CONNECTOR,
+    API_GROUP,
+    CONNECTORS,
+    MIRRORS,
+    OWNER_CONFIG_KEY,
+)
+from tests.fakes import FakeConnector
+from tests.simulation import FAULT_KINDS, NS, Sim, World, mirrors_status_entry, resource, simulation
+
+pytestmark = pytest.mark.unit
+
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+ANY_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
+FILE = "/data/orders.txt"
+NAME, CM, INITIAL_CM = "orders", "orders-offsets", "orders-initial"
+MM2, MM2_CM = "east-to-west", "mm2-offsets"
+SOURCE = "east->west.MirrorSourceConnector"
+OUTCOME_EVENTS = {"OffsetsOperationSucceeded", "OffsetsOperationFailed", "OffsetsDryRun", "InitialOffsetsApplied"}
+
+
+def position(at: int, file: str = FILE) -> list[dict[str, Any]]:
+    return [{"partition": {"filename": file}, "offset": {"position": at}}]
+
+
+def many(base: int, count: int = 5) -> list[dict[str, Any]]:
+    return [{"partition": {"file": f"f{i}"}, "offset": {"position": base + i}} for i in range(count)]
+
+
+def mirrored(at: int) -> list[dict[str, Any]]:
+    return [{"partition": {"cluster": "east", "partition": 0, "topic": "orders"}, "offset": {"offset": at}}]
+
+
+def document(entries: list[dict[str, Any]]) -> str:
+    return json.dumps({"offsets": entries})
+
+
+# --- the world each flow starts from ---------------------------------------------------------------
+
+
+def connector_body(name: str, state: str, cls: str = FILE_SOURCE, **spec: Any) -> dict[str, Any]:
+    config = {"file": FILE, "topic": "orders"} if cls == FILE_SOURCE else {"topic": "orders"}
+    return {
+        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "kind": "KafkaConnector",
+        "metadata": {"name": name, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
+        "spec": {
+            "class": cls,
+            "tasksMax": 1,
+            "state": state,
+            "config": config,
+            "listOffsets": {"toConfigMap": {"name": CM}},
+            "alterOffsets": {"fromConfigMap": {"name": CM}},
+            **spec,
+        },
+    }
+
+
+def mm2_body(state: str) -> dict[str, Any]:
+    block = {
+        "state": state,
+        "listOffsets": {"toConfigMap": {"name": MM2_CM}},
+        "alterOffsets": {"fromConfigMap": {"name": MM2_CM}},
+    }
+    return {
+        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "kind": "KafkaMirrorMaker2",
+        "metadata": {"name": MM2, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
+        "spec": {
+            "clusters": [
+                {"alias": "east", "bootstrapServers": "east:9092"},
+                {"alias": "west", "bootstrapServers": "west:9092"},
+            ],
+            "mirrors": [
+                {"sourceCluster": "east", "targetCluster": "west", "topicsPattern": "orders", "sourceConnector": block}
+            ],
+        },
+    }
+
+
+async def bystanders(sim: Sim) -> None:
+    """Another team's resource, ConfigMap and connector in the same namespace and worker: never touched."""
+    sim.kube.put_resource(CONNECTORS, connector_body("other", "running"))
+    with sim.as_user():
+        await sim.kube.create_configmap(
+            NS, {"metadata": {"name": "bystander"}, "data": {"offsets.json": document(position(1))}}
+        )
+    sim.connect.connectors["other"] = FakeConnector(
+        {"connector.class": FILE_SOURCE, OWNER_CONFIG_KEY: f"{NS}/other"}, "RUNNING", position(9)
+    )
+
+
+async def with_connector(
+    sim: Sim, state: str, offsets: list[dict[str, Any]], cls: str = FILE_SOURCE, **spec: Any
+) -> None:
+    await bystanders(sim)
+    sim.kube.put_resource(CONNECTORS, connector_body(NAME, state, cls, **spec))
+    await sim.settle([(CONNECTORS, NAME)])
+    sim.connect.connectors[NAME].offsets = offsets
+
+
+async def put_document(sim: Sim, entries: list[dict[str, Any]], name: str = CM, key: str = "offsets.json") -> None:
+    """The user writes an offsets document (kubectl apply)."""
+    body = {"metadata": {"name": name}, "data": {key: document(entries)}}
+    with sim.as_user():
+        if name in sim.kube.objects:
+            await sim.kube.patch_configmap(NS, name, {"data": body["data"]})
+        else:
+            await sim.kube.create_configmap(NS, body)
+
+
+def annotate(sim: Sim, plural: str, name: str, **annotations: str) -> None:
+    sim.kube.annotate(plural, NS, name, **annotations)
+
+
+# --- the flows ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    setup: Callable[[Sim], Awaitable[None]]
+    trigger: Callable[[Sim], Awaitable[None]]
+    operation: str  # what the terminal record says ("" for initial offsets)
+    offsets: list[dict[str, Any]]  # Connect's offsets at the end
+    state: str = "RUNNING"  # the connector's state at the end
+    backup_of: list[dict[str, Any]] | None = None  # the backup's offsets (None: no backup)
+    changes: int = 1  # offsets changes applied to Connect (chunks)
+    plural: str = CONNECTORS
+    resource: str = NAME
+    connector: str = NAME
+    annotated: bool = True  # asked with annotations (removed and marked handled at the end)
+
+
+async def _stopped(sim: Sim) -> None:
+    await with_connector(sim, "stopped", position(30))
+    await put_document(sim, position(6))
+
+
+async def _running(sim: Sim) -> None:
+    await with_connector(sim, "running", position(30))
+    await put_document(sim, position(6))
+
+
+async def _with_backup(sim: Sim, state: str) -> None:
+    """A backup holding position 30 (made by an earlier alter); Connect now at 6."""
+    await with_connector(sim, "stopped", position(30))
+    await put_document(sim, position(6))
+    annotate(sim, CONNECTORS, NAME, connector_offsets="alter")
+    await sim.settle([(CONNECTORS, NAME)])
+    if state == "running":
+        body = resource(sim, CONNECTORS, NAME)
+        body["spec"]["state"] = "running"
+        sim.kube.put_resource(CONNECTORS, body)
+        await sim.settle([(CONNECTORS, NAME)])
+    sim.kube.events.clear()
+
+
+async def _apply_on_change(sim: Sim) -> None:
+    spec = {"alterOffsets": {"fromConfigMap": {"name": CM}, "applyOnChange": True}}
+    await with_connector(sim, "running", position(30), **spec)
+    await put_document(sim, position(30))  # applied once here: no change
+    await sim.settle([(CONNECTORS, NAME)])
+    sim.kube.events.clear()
+
+
+async def _chunked(sim: Sim) -> None:
+    await with_connector(sim, "stopped", many(0), ANY_SOURCE)
+    await put_document(sim, many(100))
+
+
+async def _initial(sim: Sim) -> None:
+    await bystanders(sim)
+    await put_document(sim, position(12), INITIAL_CM)
+
+
+async def _create_with_initial(sim: Sim) -> None:
+    sim.kube.put_resource(
+        CONNECTORS, connector_body(NAME, "running", initialOffsets={"fromConfigMap": {"name": INITIAL_CM}})
+    )
+
+
+async def _mm2(sim: Sim, state: str) -> None:
+    await bystanders(sim)
+    sim.kube.put_resource(MIRRORS, mm2_body(state))
+    await sim.settle([(MIRRORS, MM2)])
+    sim.connect.connectors[SOURCE].offsets = mirrored(40)
+    await put_document(sim, mirrored(7), MM2_CM, mirror_configmap_key(SOURCE))
+
+
+def _request(plural: str, name: str, **annotations: str) -> Callable[[Sim], Awaitable[None]]:
+    async def trigger(sim: Sim) -> None:
+        annotate(sim, plural, name, **annotations)
+
+    return trigger
+
+
+async def _edit_document(sim: Sim) -> None:
+    await put_document(sim, position(6))
+
+
+MM2_ANNOTATIONS = {"mirrormaker_connector": SOURCE}
+
+FLOWS = [
+    Flow(
+        "list",
+        _stopped,
+        _request(CONNECTORS, NAME, connector_offsets="list"),
+        "list",
+        position(30),
+        "STOPPED",
+        changes=0,
+    ),
+    Flow(
+        "list-running", _running, _request(CONNECTORS, NAME, connector_offsets="list"), "list", position(30), changes=0
+    ),
+    Flow(
+        "alter",
+        _stopped,
+        _request(CONNECTORS, NAME, connector_offsets="alter"),
+        "alter",
+        position(6),
+        "STOPPED",
+        position(30),
+    ),
+    Flow(
+        "reset", _stopped, _request(CONNECTORS, NAME, connector_offsets="reset"), "reset", [], "STOPPED", position(30)
+    ),
+    Flow(
+        "restore",
+        lambda sim: _with_backup(sim, "stopped"),
+        _request(CONNECTORS, NAME, connector_offsets="restore"),
+        "restore",
+        position(30),
+        "STOPPED",
+        position(6),
+    ),
+    Flow(
+        "staged-alter",
+        _running,
+        _request(CONNECTORS, NAME, connector_offsets="alter", stop_connector="true"),
+        "alter",
+        position(6),
+        backup_of=position(30),
+    ),
+    Flow(
+        "staged-reset",
+        _running,
+        _request(CONNECTORS, NAME, connector_offsets="reset", stop_connector="true"),
+        "reset",
+        [],
+        backup_of=position(30),
+    ),
+    Flow(
+        "staged-restore",
+        lambda sim: _with_backup(sim, "running"),
+        _request(CONNECTORS, NAME, connector_offsets="restore", stop_connector="true"),
+        "restore",
+        position(30),
+        backup_of=position(6),
+    ),
+    Flow(
+        "dry-run",
+        _running,
+        _request(CONNECTORS, NAME, connector_offsets="alter", dry_run="true"),
+        "alter",
+        position(30),
+        changes=0,
+    ),
+    Flow(
+        "apply-on-change",
+        _apply_on_change,
+        _edit_document,
+        "alter",
+        position(6),
+        backup_of=position(30),
+        annotated=False,
+    ),
+    Flow(
+        "chunked-alter",
+        _chunked,
+        _request(CONNECTORS, NAME, connector_offsets="alter"),
+        "alter",
+        many(100),
+        "STOPPED",
+        many(0),
+        changes=3,
+    ),
+    Flow("initial-offsets", _initial, _create_with_initial, "", position(12), changes=1, annotated=False),
+    Flow(
+        "mm2-list",
+        lambda sim: _mm2(sim, "stopped"),
+        _request(MIRRORS, MM2, connector_offsets="list", **MM2_ANNOTATIONS),
+        "list",
+        mirrored(40),
+        "STOPPED",
+        changes=0,
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+    ),
+    Flow(
+        "mm2-alter",
+        lambda sim: _mm2(sim, "stopped"),
+        _request(MIRRORS, MM2, connector_offsets="alter", **MM2_ANNOTATIONS),
+        "alter",
+        mirrored(7),
+        "STOPPED",
+        mirrored(40),
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+    ),
+    Flow(
+        "mm2-staged-reset",
+        lambda sim: _mm2(sim, "running"),
+        _request(MIRRORS, MM2, connector_offsets="reset", stop_connector="true", **MM2_ANNOTATIONS),
+        "reset",
+        [],
+        backup_of=mirrored(40),
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+    ),
+]
+
+
+# --- the invariants ---------------------------------------------------------------------------------
+
+
+def _last_operation(sim: Sim, flow: Flow, status: dict[str, Any]) -> dict[str, Any] | None:
+    if flow.plural == MIRRORS:
+        entry = next((e for e in status.get("connectors") or [] if e.get("name") == flow.connector), {})
+        record = entry.get("lastOffsetsOperation")
+    else:
+        record = status.get("lastOffsetsOperation")
+    return record if isinstance(record, dict) else None
+
+
+def _terminal_records(sim: Sim, flow: Flow, before: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lastOffsetsOperation records written since ``before`` (the status when the user asked),
+    in order, replaying the status patches; a record written again unchanged counts once."""
+    status = dict(before)
+    first = _last_operation(sim, flow, status)
+    written: list[dict[str, Any]] = []
+    for patch in sim.kube.status_patches:
+        for key, value in patch.items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        record = _last_operation(sim, flow, status)
+        if record is not None and record.get("result") and record != first and (not written or written[-1] != record):
+            written.append(record)
+    return written
+
+
+def _outside(sim: Sim) -> tuple[Any, ...]:
+    """Everything that belongs to someone else: compared before and after each run."""
+    return (
+        json.dumps(sim.kube.objects.get("bystander"), sort_keys=True),
+        json.dumps(sim.kube.resources.get((CONNECTORS, NS, "other")), sort_keys=True),
+        json.dumps(vars(sim.connect.connectors["other"]), sort_keys=True),
+    )
+
+
+def check_invariants(sim: Sim, flow: Flow, before: dict[str, Any], outside: tuple[Any, ...], what: str) -> None:
+    body = resource(sim, flow.plural, flow.resource)
+    status = body.get("status") or {}
+    # 1. at most once
+    changes = [a for a in sim.connect.applied if a.connector == flow.connector]
+    assert len(changes) == len(set(changes)), f"{what}: a change applied twice: {changes}"
+    assert len(changes) <= flow.changes, f"{what}: {len(changes)} changes applied, at most {flow.changes}: {changes}"
+    # 2. one terminal result, at most one outcome Event
+    events = [e.reason for e in sim.kube.events if e.reason in OUTCOME_EVENTS]
+    assert len(events) <= 1, f"{what}: outcome Events {events}"
+    if flow.operation:
+        records = _terminal_records(sim, flow, before)
+        assert len(records) == 1, f"{what}: terminal records written: {records}"
+        (record,) = records
+        assert (record["operation"], record["result"]) == (flow.operation, "Succeeded"), f"{what}: {record}"
+    else:
+        record = {}
+        assert status.get("initialOffsets", {}).get("step") == "Applied", f"{what}: {status}"
+    # 3. it happened, and the request is gone and marked
+    assert sim.connect.connectors[flow.connector].offsets == flow.offsets, f"{what}: offsets in Connect"
+    annotations = body["metadata"].get("annotations") or {}
+    assert ANNOTATION_OFFSETS not in annotations, f"{what}: request still annotated: {annotations}"
+    if flow.annotated:
+        assert annotations.get(ANNOTATION_HANDLED_REQUEST) == record.get("instance"), f"{what}: {annotations}"
+    # 4. the backup it made
+    if flow.backup_of is not None:
+        backup = record.get("backup")
+        assert backup in sim.kube.objects, f"{what}: backup {backup} missing"
+        assert json.loads(sim.kube.objects[backup]["data"]["offsets.json"])["offsets"] == flow.backup_of
+    # 5. the state the spec asks, nothing pending
+    assert sim.connect.connectors[flow.connector].state == flow.state, f"{what}: state"
+    entry = mirrors_status_entry(sim, flow.resource, flow.connector) if flow.plural == MIRRORS else status
+    assert "pendingOffsetsOperation" not in entry and "offsetsProgress" not in entry, f"{what}: {entry}"
+    # 6. nothing else
+    assert _outside(sim) == outside, f"{what}: something outside the resource changed"
+
+
+@dataclass
+class Explored:
+    runs: int = 0
+    writes: int = 0
+    restarts: int = 0
+    seconds: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+async def _run(sim: Sim, world: World, flow: Flow, at: int | None, kind: str) -> None:
+    await sim.load(world)
+    outside = _outside(sim)
+    body = sim.kube.resources.get((flow.plural, NS, flow.resource))
+    before = dict((body or {}).get("status") or {})
+    sim.faults.arm(at, kind)
+    await flow.trigger(sim)
+    await sim.settle([(flow.plural, flow.resource)])
+    check_invariants(sim, flow, before, outside, f"{flow.name}, {kind} at write {at} ({sim.faults.hit})")
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=[f.name for f in FLOWS])
+async def test_every_write_of_the_flow_survives_every_fault(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONNECT_OFFSETS_PATCH_MAX_PARTITIONS", "2")
+    started = time.monotonic()
+    async with simulation() as sim:
+        await flow.setup(sim)
+        await sim.settle([(flow.plural, flow.resource)])
+        world = sim.save()
+        await _run(sim, world, flow, None, "crash")  # without a fault: the baseline
+        total = sim.faults.count
+        assert total > 0
+        explored = Explored()
+        for at in range(1, total + 1):
+            for kind in FAULT_KINDS:
+                await _run(sim, world, flow, at, kind)
+                assert sim.faults.hit is not None, f"{flow.name}: {kind} at {at} hit nothing"
+                explored.runs += 1
+                explored.writes += sim.faults.count
+                explored.restarts += sim.restarts
+    print(
+        f"\n{flow.name}: {total} writes x {len(FAULT_KINDS)} fault kinds = {explored.runs} runs, "
+        f"{explored.writes} writes in all, {time.monotonic() - started:.1f}s"
+    )
+
+
+# --- interleavings ------------------------------------------------------------------------------------
+
+
+#: How many operator checks follow a step of the machine.
+CHECKS = st.integers(min_value=0, max_value=4)
+
+
+class Interleavings(RuleBasedStateMachine):
+    """User actions, Connect faults and crashes in any order against one KafkaConnector.
+
+    A request is each annotate; a change applied to Connect is attributed to the request that
+    asked for it. Invariants: no more changes than requests; a settled resource is in the state
+    its spec asks, with nothing pending; another team's objects never change.
+    """
+
+    runs = 0
+    steps = 0
+    changes = 0
+    crashes = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.context = simulation()
+        self.sim = self.loop.run_until_complete(self.context.__aenter__())
+        self.requests = 0
+        self.deleted = False
+        self.spec_state = "stopped"
+        Interleavings.runs += 1
+
+    def run(self, coroutine: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def teardown(self) -> None:
+        Interleavings.changes += len(self.sim.connect.applied)
+        Interleavings.crashes += self.sim.restarts
+        self.loop.run_until_complete(self.context.__aexit__(None, None, None))
+        self.loop.close()
+
+    @initialize()
+    def world(self) -> None:
+        self.run(with_connector(self.sim, "stopped", position(30)))
+        self.run(put_document(self.sim, position(6)))
+        self.outside = _outside(self.sim)
+
+    def operate(self, checks: int) -> None:
+        """The operator runs alongside: ``checks`` checks of the resource after the action."""
+        for _ in range(checks):
+            if not self.deleted:
+                self.run(self.sim.check(CONNECTORS, NAME))
+
+    @precondition(lambda self: not self.deleted)
+    @rule(
+        operation=st.sampled_from(["list", "alter", "reset", "restore"]),
+        stop=st.booleans(),
+        dry_run=st.booleans(),
+        then=CHECKS,
+    )
+    def annotate(self, operation: str, stop: bool, dry_run: bool, then: int) -> None:
+        annotations = {"connector_offsets": operation}
+        if stop:
+            annotations["stop_connector"] = "true"
+        if dry_run:
+            annotations["dry_run"] = "true"
+        elif operation != "list":
+            self.requests += 1
+        annotate(self.sim, CONNECTORS, NAME, **annotations)
+        self.operate(then)
+
+    @precondition(lambda self: not self.deleted)
+    @rule(then=CHECKS)
+    def withdraw(self, then: int) -> None:
+        body = resource(self.sim, CONNECTORS, NAME)
+        for key in (ANNOTATION_OFFSETS, ANNOTATION_STOP_CONNECTOR):
+            body["metadata"]["annotations"].pop(key, None)
+        annotate(self.sim, CONNECTORS, NAME)
+        self.operate(then)
+
+    @rule(at=st.integers(min_value=1, max_value=40), then=CHECKS)
+    def edit_document(self, at: int, then: int) -> None:
+        self.run(put_document(self.sim, position(at)))
+        self.operate(then)
+
+    @precondition(lambda self: not self.deleted)
+    @rule(state=st.sampled_from(["running", "stopped"]), then=CHECKS)
+    def edit_spec(self, state: str, then: int) -> None:
+        body = resource(self.sim, CONNECTORS, NAME)
+        body["spec"]["state"] = state
+        body["metadata"]["generation"] += 1
+        self.spec_state = state
+        self.sim.kube.put_resource(CONNECTORS, body)
+        self.operate(then)
+
+    @precondition(lambda self: not self.deleted)
+    @rule()
+    def delete_resource(self) -> None:
+        if (
+            self.run(self.sim.delete(CONNECTORS, NAME)) != "crashed"
+            and (CONNECTORS, NS, NAME) not in self.sim.kube.resources
+        ):
+            self.deleted = True
+
+    @rule(at=st.integers(min_value=1, max_value=8), kind=st.sampled_from(FAULT_KINDS), then=CHECKS)
+    def fault(self, at: int, kind: str, then: int) -> None:
+        """A fault at the at-th write from now: a crash, or Kubernetes/Connect failing that write."""
+        self.sim.faults.arm(at, kind)
+        self.operate(then)
+
+    @rule(then=CHECKS)
+    def crash(self, then: int) -> None:
+        """The operator killed between two checks (a rollout, the OOM killer)."""
+        self.run(self.sim.restart())
+        self.operate(then)
+
+    @rule()
+    def settle(self) -> None:
+        """Faults stop; the operator catches up. A request still on the resource then has failed for
+        good (it waits for a change), a finished one is gone; the connector is as the spec asks."""
+        self.sim.faults.arm(None)
+        if self.deleted:
+            assert NAME not in self.sim.connect.connectors, "deleted resource, connector left in Connect"
+            return
+        self.run(self.sim.settle([(CONNECTORS, NAME)]))
+        body = resource(self.sim, CONNECTORS, NAME)
+        status = body.get("status") or {}
+        assert "pendingOffsetsOperation" not in status, status
+        want = {"running": "RUNNING", "stopped": "STOPPED"}[self.spec_state]
+        assert self.sim.connect.connectors[NAME].state == want
+        if ANNOTATION_OFFSETS in body["metadata"]["annotations"]:
+            last = status.get("lastOffsetsOperation") or {}
+            key = request_key(target_for_connector(KafkaConnectorResource.model_validate(body)))
+            assert (last.get("result"), last.get("requestKey")) == ("Failed", key), (body["metadata"], last)
+
+    @invariant()
+    def count_steps(self) -> None:
+        Interleavings.steps += 1
+
+    @invariant()
+    def at_most_one_change_per_request(self) -> None:
+        changes = [a for a in self.sim.connect.applied if a.connector == NAME]
+        assert len(changes) <= self.requests, (changes, self.requests)
+
+    @invariant()
+    def nothing_outside(self) -> None:
+        if hasattr(self, "outside"):
+            assert _outside(self.sim) == self.outside
+
+
+def test_interleavings() -> None:
+    started = time.monotonic()
+    Interleavings.runs = Interleavings.steps = Interleavings.changes = Interleavings.crashes = 0
+    test = Interleavings.TestCase
+    test.settings = settings(
+        max_examples=150, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    test().runTest()
+    print(
+        f"\ninterleavings: {Interleavings.runs} runs, {Interleavings.steps} steps explored, "
+        f"{Interleavings.changes} offsets changes applied, {Interleavings.crashes} restarts, "
+        f"{time.monotonic() - started:.1f}s"
+    )
+    assert Interleavings.runs >= 150
+    assert Interleavings.changes > 0 and Interleavings.crashes > 0  # the machine reached what it is for
