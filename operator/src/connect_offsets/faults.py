@@ -6,7 +6,9 @@ steps. Tests prove that by killing it at named points: with ``CONNECT_OFFSETS_FA
 status write, exactly like the OOM killer. Unset (always, outside tests) it costs one dict lookup.
 
 Points: ``after-intent``, ``after-stop``, ``after-backup``, ``mid-patch``, ``after-patch``,
-``before-resume``, ``initial-after-create``, ``initial-after-patch``. ``after-backup`` and
+``before-resume``, ``initial-after-create``, ``initial-after-patch``, ``after-status`` (a request's
+outcome is in status, its annotations not yet removed). Every other write is covered by the
+simulation in tests/unit/test_simulation.py, which crashes after each one in turn. ``after-backup`` and
 ``after-patch`` are reached both inside stop -> change -> resume and by a change on a connector that
 is already STOPPED.
 """
@@ -29,6 +31,7 @@ POINTS = (
     "before-resume",
     "initial-after-create",
     "initial-after-patch",
+    "after-status",
 )
 log = logging.getLogger(__name__)
 

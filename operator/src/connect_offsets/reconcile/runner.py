@@ -17,6 +17,7 @@ from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectUnavailable
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
+from connect_offsets.faults import fault_point
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
 from connect_offsets.planning import CONNECT_READ_ONLY, ConnectorTarget, Observed, plan_target
@@ -135,6 +136,7 @@ class TargetRunner:
                     expected[action.annotation] = action.annotation_value
         removed: list[str] = []
         if expected or instances:
+            fault_point("after-status")
             marker = max(instances, key=lambda i: (len(i), i)) if instances else None  # the newest version
             removed = await self.kube.remove_annotations(
                 plural,
