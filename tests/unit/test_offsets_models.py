@@ -30,6 +30,7 @@ from connect_offsets.offsets import (
     OffsetsProblem,
     OffsetsValidationError,
     diff_offsets,
+    parse_for_connector,
     parse_offsets_document,
     parse_offsets_obj,
     partition_key,
@@ -824,12 +825,10 @@ _CLASSES = [
 
 
 def _whole_path(text: str, cls: str | None, config: dict[str, str], is_sink: bool | None, translate: bool) -> str:
-    document = parse_offsets_document(text)
-    if translate:
-        document = offsets.translate_replay_from(document)
-    if cls is not None:
-        validate_for_connector(document, cls, config, is_sink=is_sink)
-    return document.to_compact_json()
+    if cls is None:
+        document = parse_offsets_document(text)
+        return (offsets.translate_replay_from(document) if translate else document).to_compact_json()
+    return parse_for_connector(text, cls, config, is_sink=is_sink, translate_replay=translate).to_compact_json()
 
 
 def _outcome(call: Callable[[], str]) -> tuple[str, Any]:
@@ -920,6 +919,7 @@ def test_valid_documents_are_never_parsed_whole(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(stream, "validate_for_connector", spy)
     monkeypatch.setattr(stream, "parse_offsets_document", whole)
+    monkeypatch.setattr(stream, "parse_for_connector", whole)
     result = offsets.validated_compact_json(text, "SomeSinkConnector", {"topics": "t"}, is_sink=True)
     assert seen == [10, 10, 5]
     assert json.loads(result) == {"offsets": entries}
@@ -934,10 +934,11 @@ def test_a_problem_in_a_later_batch_is_reported_with_its_index_in_the_document(m
     entries.append({"partition": {"kafka_partition": 1, "kafka_topic": "t"}, "offset": None})  # duplicate of [1]
     with pytest.raises(OffsetsValidationError) as raised:
         offsets.validated_compact_json(json.dumps({"offsets": entries}), "SinkConnector", {}, is_sink=True)
-    # generic problems come first, alone, as with the whole document
+    # every problem, generic and typed, in the document's order, as with the whole document
     assert [str(p) for p in raised.value.problems] == [
+        "offsets[3].offset.kafka_offset: expected an integer >= 0, got -1 (integer)",
         'offsets[5].partition: duplicate of offsets[1].partition ({"kafka_partition":1,"kafka_topic":"t"}); '
-        "list each partition once"
+        "list each partition once",
     ]
     del entries[5]
     with pytest.raises(OffsetsValidationError) as raised:

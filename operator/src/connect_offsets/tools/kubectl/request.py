@@ -14,12 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
-from connect_offsets.offsets import (
-    OffsetsValidationError,
-    parse_offsets_document,
-    translate_replay_from,
-    validate_for_connector,
-)
+from connect_offsets.offsets import OffsetsValidationError, parse_for_connector
 from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for_connector
 from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
 from connect_offsets.vocabulary import (
@@ -182,23 +177,28 @@ def check_request(resolved: Resolved, request: Request) -> None:
 
 
 def validate_offsets(resolved: Resolved, text: str, source: str) -> None:
-    """The operator's own checks (generic and per connector family), before anything is written."""
+    """The operator's own checks (generic and per connector family, in one pass), before anything
+    is written. Every problem is printed (up to ``MAX_LISTED_PROBLEMS``, the rest counted), each
+    with its path, as the operator's condition would list them."""
     target = resolved.target
     try:
-        document = parse_offsets_document(text)
-        if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
-            document = translate_replay_from(document)
-        config = {**target.config}
-        validate_for_connector(document, target.class_name, config, is_sink=resolved.is_sink)
+        parse_for_connector(
+            text,
+            target.class_name,
+            {**target.config},
+            is_sink=resolved.is_sink,
+            translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+        )
     except OffsetsValidationError as error:
-        problems = error.problems
-        first = str(problems[0]) if problems else str(error)
-        more = f" (and {len(problems) - 1} more problem(s); --verbose lists them)" if len(problems) > 1 else ""
-        raise PluginError(
-            f"{source} is not valid for {resolved.display}: {first}{more}; nothing was changed",
-            EXIT_USAGE,
-            str(error),
-        ) from error
+        raise PluginError(invalid_offsets_message(source, resolved.display, error), EXIT_USAGE) from error
+
+
+def invalid_offsets_message(source: str, display: str, error: OffsetsValidationError) -> str:
+    """One line for one problem; otherwise a line with the count, then the problems, indented."""
+    if error.count <= 1:
+        return f"{source} is not valid for {display}: {error}; nothing was changed"
+    lines = "\n".join(f"  {line}" for line in str(error).splitlines())
+    return f"{source} is not valid for {display} ({error.count} problems); nothing was changed:\n{lines}"
 
 
 @dataclass
