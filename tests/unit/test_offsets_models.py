@@ -1034,3 +1034,62 @@ def test_a_document_that_is_compact_only_in_part_is_written_where_it_differs(
     assert offsets.restore_compact_json(text, '{"offsets":[{"partition":{"q":1},"offset":{"o":1}}]}').json == (
         expected[:-2] + ',{"partition":{"q":1},"offset":null}]}'
     )
+
+
+# --------------------------------------------------------------------------- every problem at once
+
+
+def test_generic_and_family_problems_come_together_in_the_documents_order() -> None:
+    """Issue 36: an unknown key, a wrong partition key and "ten" as an offset used to be reported one
+    per round trip (the unknown key first; fixing it revealed the next)."""
+    text = json.dumps(
+        {
+            "offsets": [
+                {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": {"kafka_offset": 1}, "x": 1},
+                {"partition": {"kafka_topic": "t", "partition": 1}, "offset": {"kafka_offset": 2}},
+                {"partition": {"kafka_topic": "t", "kafka_partition": 2}, "offset": {"kafka_offset": "ten"}},
+                {"partition": {"kafka_topic": "t", "kafka_partition": {"n": 3}}, "offset": {"kafka_offset": -1}},
+            ]
+        }
+    )
+    for check in (
+        partial(parse_for_connector, text, "SomeSinkConnector", {"topics": "t"}, is_sink=True),
+        partial(offsets.validated_compact_json, text, "SomeSinkConnector", {"topics": "t"}, is_sink=True),
+    ):
+        with pytest.raises(OffsetsValidationError) as raised:
+            check()
+        assert [p.path for p in raised.value.problems] == [
+            "offsets[0]",
+            "offsets[1].partition",
+            "offsets[2].offset.kafka_offset",
+            "offsets[3].partition.kafka_partition",  # nested: generic; its offset is still checked
+            "offsets[3].offset.kafka_offset",
+        ]
+        assert raised.value.count == 5
+
+
+def test_a_problem_of_the_connector_comes_first_and_the_entries_are_still_checked() -> None:
+    text = doc_of(({"filename": "f"}, {"position": "ten"}), ({"filename": "f"}, None))
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector(text, offsets.FILE_STREAM_SOURCE_CLASS, {})
+    assert [p.path for p in raised.value.problems] == ["$", "offsets[1].partition"]
+    assert "stdin" in raised.value.problems[0].message and "duplicate" in raised.value.problems[1].message
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector(doc_of(({"kafka_topic": 1, "kafka_partition": 0}, None)), "X", {}, is_sink=True)
+    assert [p.path for p in raised.value.problems] == ["offsets[0].partition.kafka_topic"]
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector("{nope", offsets.FILE_STREAM_SOURCE_CLASS, {})
+    assert [p.path for p in raised.value.problems] == ["$", "$"]  # stdin, then: not valid JSON
+
+
+def test_problems_past_the_cap_are_counted_not_kept() -> None:
+    count = offsets.MAX_KEPT_PROBLEMS + 50
+    text = json.dumps({"offsets": [{"partition": {"a": 1}, "offset": {"o": -i}, "x": i} for i in range(count)]})
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_offsets_document(text)
+    error = raised.value
+    assert len(error.problems) == offsets.MAX_KEPT_PROBLEMS
+    assert error.count == count + (count - 1)  # every entry's unknown key, and every later one a duplicate
+    lines = str(error).splitlines()
+    assert len(lines) == offsets.MAX_LISTED_PROBLEMS + 1
+    assert lines[-1] == f"... and {error.count - offsets.MAX_LISTED_PROBLEMS} more"
