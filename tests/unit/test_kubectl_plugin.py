@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -75,6 +76,10 @@ def mirror_body(annotations: dict[str, str] | None = None, status: dict[str, Any
 
 def options(argv: list[str]) -> kp.Options:
     return kp.parse_options(argv)[0]
+
+
+def opts_json() -> kp.Options:
+    return options(["list", "src", "-o", "json"])
 
 
 def request(operation: str = "alter", **fields: Any) -> kp.Request:
@@ -231,7 +236,35 @@ def test_a_pending_request_is_never_overwritten() -> None:
     with pytest.raises(kp.PluginError) as caught:
         kp.check_request(kp.resolve(kp.CONNECTOR, body, None), request("list"))
     assert "already has a pending request connect-offsets.io/connector-offsets=reset" in str(caught.value)
-    assert "connect-offsets.io/connector-offsets-" in str(caught.value)
+    assert str(caught.value).endswith(
+        "cancel it with: kubectl annotate kafkaconnectors.connect-offsets.io src -n kafka "
+        "connect-offsets.io/connector-offsets-"
+    )
+    # the hint removes the whole request: a request-id left behind would join the next request
+    pending = {
+        "connect-offsets.io/connector-offsets": "reset",
+        "connect-offsets.io/request-id": "INC-4711",
+        "connect-offsets.io/stop-connector": "true",
+        "app": "kept",
+    }
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(kp.resolve(kp.CONNECTOR, connector_body(annotations=pending), None), request("list"))
+    assert str(caught.value).endswith(
+        "src -n kafka connect-offsets.io/connector-offsets- connect-offsets.io/stop-connector- "
+        "connect-offsets.io/request-id-"
+    )
+
+
+def test_a_refusal_before_the_request_is_made_names_no_request_id() -> None:
+    """-v prints the request id of a request that was made; a refused one never was."""
+    body = connector_body(annotations={"connect-offsets.io/connector-offsets": "reset"})
+    opts = options(["reset", "src", "-n", "kafka", "-v"])
+    refused = asyncio.run(kp.Runner(cast(Any, None), opts).run(kp.CONNECTOR, NS, "src", body))
+    assert (refused.result, refused.code, refused.request_id) == ("Invalid", kp.EXIT_USAGE, "")
+    _, err = kp.render_single(refused, opts)
+    assert "already has a pending request" in err and "request id" not in err
+    as_json = json.loads(kp.render_single(refused, options(["reset", "src", "-o", "json"]))[0])
+    assert "requestId" not in as_json
 
 
 def test_mirrormaker_connector_is_resolved_and_checked() -> None:
@@ -326,6 +359,29 @@ def test_mirror_records_come_from_their_connector_entry() -> None:
     assert kp.last_operation(kp.MIRROR, body, "east->west.MirrorCheckpointConnector") is None
 
 
+def test_undo_advice_names_only_the_backup_this_request_made() -> None:
+    """Issue 36: a dry run printed "undo: ... --from-backup X" for a backup an earlier reset had made."""
+
+    def own(operation: str, record_fields: dict[str, Any], *, dry_run: bool = False) -> str | None:
+        wait = kp.Waiting(request(operation, dry_run=dry_run), None, STARTED)
+        return kp.own_backup({"operation": operation, "result": "Succeeded", **record_fields}, wait)
+
+    ours = {"requestId": "kubectl-1", "backup": "src-backup-new", "time": "2026-11-22T01:00:05Z"}
+    for operation in ("alter", "reset", "restore"):
+        assert own(operation, ours) == "src-backup-new"
+    # never for a list or a dry run, whatever the record still says
+    assert own("list", ours) is None
+    assert own("alter", ours, dry_run=True) is None
+    assert own("alter", {**ours, "dryRun": True}) is None
+    # never another request's backup: another id, another operation, an old record without ids
+    assert own("reset", {**ours, "requestId": "INC-4711"}) is None
+    wait = kp.Waiting(request("reset"), None, STARTED)
+    assert kp.own_backup({"operation": "alter", "result": "Succeeded", **ours}, wait) is None
+    assert own("reset", {"backup": "src-backup-old", "time": "2026-11-21T23:59:59Z"}) is None
+    assert own("reset", {"backup": "src-backup-new", "time": "2026-11-22T01:00:05Z"}) == "src-backup-new"
+    assert own("reset", {"requestId": "kubectl-1", "time": "2026-11-22T01:00:05Z"}) is None  # none made
+
+
 # --- rendering -------------------------------------------------------------------------
 
 
@@ -358,6 +414,12 @@ def test_single_results() -> None:
     opts = options(["list", "src"])
     listed = outcome("src", "Succeeded", 0, offsets={"offsets": []})
     assert kp.render_single(listed, opts) == (json.dumps({"offsets": []}, indent=2), "")
+    # -o json / yaml: the entries under "offsets", not the document ({"offsets": {"offsets": [...]}})
+    entries = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]
+    listed = outcome("src", "Succeeded", 0, offsets={"offsets": entries})
+    assert json.loads(kp.render_single(listed, options(["list", "src", "-o", "json"]))[0])["offsets"] == entries
+    empty = json.loads(kp.render_single(outcome("src", "Succeeded", 0, offsets={"offsets": []}), opts_json())[0])
+    assert empty["offsets"] == []
     failed = outcome("src", "Failed", 1, "alter failed: Connect answered 400: bad", reason="ConnectRejected")
     failed.hint = "add --stop-connector"
     out, err = kp.render_single(failed, opts)

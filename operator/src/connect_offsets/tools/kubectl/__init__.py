@@ -51,7 +51,14 @@ from connect_offsets.tools.kubectl.common import (
     parse_kind,
     split_name,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.completion import (
+    RequestOutcome,
+    Waiting,
+    classify,
+    last_operation,
+    own_backup,
+    progress_text,
+)
 from connect_offsets.tools.kubectl.lag import lag_command, render_lag
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
@@ -99,6 +106,7 @@ __all__ = [
     "load_kube",
     "main",
     "new_request_id",
+    "own_backup",
     "parse_duration",
     "parse_kind",
     "parse_options",

@@ -26,9 +26,19 @@ from connect_offsets.vocabulary import (
     ANNOTATION_RESTORE_FROM,
     ANNOTATION_STOP_CONNECTOR,
     MIRROR_CLASSES,
+    REQUEST_ANNOTATIONS,
 )
 
 # --- the request -------------------------------------------------------------------------
+
+#: Every annotation that belongs to a pending offsets request, in the order a cancel hint names them.
+PENDING_REQUEST_ANNOTATIONS = (
+    ANNOTATION_OFFSETS,
+    *REQUEST_ANNOTATIONS,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+)
 
 
 @dataclass(frozen=True)
@@ -153,10 +163,13 @@ def check_request(resolved: Resolved, request: Request) -> None:
     annotations = resolved.body["metadata"].get("annotations") or {}
     pending = annotations.get(ANNOTATION_OFFSETS)
     if pending is not None:
+        # Cancelling removes the whole request: a request-id (or dry-run, ...) left behind would
+        # join the next request someone makes by hand.
+        removals = " ".join(f"{key}-" for key in PENDING_REQUEST_ANNOTATIONS if key in annotations)
         raise PluginError(
             f"{resolved.display} already has a pending request {ANNOTATION_OFFSETS}={pending}; wait for it, "
             f"or cancel it with: kubectl annotate {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} "
-            f"{ANNOTATION_OFFSETS}-",
+            f"{removals}",
             EXIT_USAGE,
         )
     suggested = f"{resolved.name}-offsets"

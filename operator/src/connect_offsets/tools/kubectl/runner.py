@@ -26,7 +26,14 @@ from connect_offsets.tools.kubectl.common import (
     PluginError,
     format_duration,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.completion import (
+    RequestOutcome,
+    Waiting,
+    classify,
+    last_operation,
+    own_backup,
+    progress_text,
+)
 from connect_offsets.tools.kubectl.render import WaitProgress, one_line
 from connect_offsets.tools.kubectl.request import (
     Options,
@@ -56,10 +63,10 @@ class Runner:
 
     async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> RequestOutcome:
         request = self.options.request()
+        # request_id is set once the request is made (annotated): a refusal before it names none
         base = RequestOutcome(
             namespace, name, kind.kind, self.options.mirror_connector or name, request.operation, "", 0
         )
-        base.request_id = request.request_id
         try:
             return await self._run(kind, namespace, name, body, request, base)
         except PluginError as error:
@@ -108,6 +115,7 @@ class Runner:
         before = last_operation(kind, body, resolved.target.name)
         started = datetime.now(UTC).replace(microsecond=0)
         body = await self._annotate(resolved, request)
+        outcome.request_id = request.request_id
         fingerprint = self._fingerprint(kind, body, request, configmap_rv)
         if not self.options.wait:
             outcome.result, outcome.code = "Requested", EXIT_OK
@@ -121,7 +129,7 @@ class Runner:
         outcome.record = record
         outcome.reason = str(record.get("reason") or "")
         outcome.message = str(record.get("message") or "")
-        outcome.backup = record.get("backup")
+        outcome.backup = own_backup(record, waiting)
         if result == "Succeeded":
             outcome.result, outcome.code = "Succeeded", EXIT_OK
             await self._read_results(resolved, request, outcome)
