@@ -294,6 +294,25 @@ def test_dry_run_key_follows_the_operator() -> None:
     assert kp.dry_run_key("east--west.MirrorSourceConnector.json") == "dry-run.east--west.MirrorSourceConnector.json"
 
 
+def test_a_dry_run_of_a_file_keeps_it_in_its_own_configmap() -> None:
+    """alter --from-file F --dry-run writes F to <resource>-dry-run-input and names it with
+    dry-run-from; the alterOffsets ConfigMap (the user's document) is never written."""
+    preview = request("alter", dry_run=True, offsets_text='{"offsets": []}', dry_run_from="src-dry-run-input")
+    assert preview.previews_a_file
+    assert preview.annotations()["connect-offsets.io/dry-run-from"] == "src-dry-run-input"
+    assert not request("alter", offsets_text="{}").previews_a_file  # a real alter writes alterOffsets
+    assert not request("alter", dry_run=True).previews_a_file  # previews the alterOffsets document
+    assert kp.dry_run_input_name("src") == "src-dry-run-input"
+    long = kp.dry_run_input_name("a" * 240 + "." + "b" * 12)
+    assert len(long) <= 253 and long.endswith("-dry-run-input") and long != kp.dry_run_input_name("a" * 253)
+    # a preview needs no alterOffsets (nothing reads it); a real alter does
+    bare = kp.resolve(kp.CONNECTOR, connector_body(alter_cm=None), None)
+    good = json.dumps({"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]})
+    kp.check_request(bare, request("alter", dry_run=True, offsets_text=good, offsets_source="file o.json"))
+    with pytest.raises(kp.PluginError, match=r"has no spec\.alterOffsets"):
+        kp.check_request(bare, request("alter", offsets_text=good, offsets_source="file o.json"))
+
+
 # --- completion ------------------------------------------------------------------------
 
 STARTED = datetime(2026, 11, 22, 1, 0, 0, tzinfo=UTC)

@@ -116,7 +116,9 @@ class ConnectorService:
         body, resource = loaded
         target = target_for_connector(resource)
         outcome = Outcome(
-            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None},
+            referenced_configmaps={
+                n for n in (target.alter_configmap, target.initial_configmap, target.dry_run_source()) if n is not None
+            },
             connectors={target.name},
         )
         try:
@@ -169,6 +171,7 @@ class ConnectorService:
             and not result.plan.actions
             and result.plan.requeue_after is None
             and observed.alter_configmap is None
+            and observed.dry_run_configmap is None
             and observed.initial_configmap is None
             and observed.seek is None
             and observed.restore is None

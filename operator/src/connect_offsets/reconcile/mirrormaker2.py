@@ -121,7 +121,9 @@ class MirrorMaker2Service:
         try:
             secrets = await self._secrets(resource)
             mirror = mirror_targets(resource, secrets)
-            outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
+            outcome.referenced_configmaps = {
+                name for t in mirror.targets for name in (t.alter_configmap, t.dry_run_source()) if name
+            }
             client, info = await resolve_cluster(
                 self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
             )

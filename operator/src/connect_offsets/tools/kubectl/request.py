@@ -16,9 +16,11 @@ from pydantic import ValidationError
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.offsets import OffsetsValidationError, parse_for_connector
 from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for_connector
+from connect_offsets.planning.targets import MAX_NAME_LENGTH
 from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
+    ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
     ANNOTATION_REQUEST_ID,
@@ -27,6 +29,7 @@ from connect_offsets.vocabulary import (
     ANNOTATION_STOP_CONNECTOR,
     MIRROR_CLASSES,
     REQUEST_ANNOTATIONS,
+    short_hash,
 )
 
 # --- the request -------------------------------------------------------------------------
@@ -54,6 +57,8 @@ class Request:
     offsets_text: str | None = None  # alter --from-file: the file's text
     offsets_source: str = ""  # where offsets_text came from, for messages
     reset_offset_syncs: bool = False
+    #: alter --from-file --dry-run: the plugin's own ConfigMap holding the file (``dry-run-from``)
+    dry_run_from: str | None = None
 
     def annotations(self) -> dict[str, str]:
         """The annotations that make up this request (all removed again when it fails)."""
@@ -68,7 +73,29 @@ class Request:
             values[ANNOTATION_RESTORE_FROM] = self.from_backup
         if self.reset_offset_syncs:
             values[ANNOTATION_RESET_OFFSET_SYNCS] = "true"
+        if self.dry_run_from is not None:
+            values[ANNOTATION_DRY_RUN_FROM] = self.dry_run_from
         return values
+
+    @property
+    def previews_a_file(self) -> bool:
+        """``alter --from-file F --dry-run``: F goes to the plugin's own ConfigMap, never to the
+        alterOffsets ConfigMap a real alter reads (a preview must not replace the user's document)."""
+        return self.operation == "alter" and self.dry_run and (self.offsets_text, self.dry_run_from) != (None, None)
+
+
+#: Suffix of the ConfigMap a plugin dry run keeps its document in (``dry_run_input_name``).
+DRY_RUN_INPUT_SUFFIX = "-dry-run-input"
+
+
+def dry_run_input_name(resource: str) -> str:
+    """``<resource>-dry-run-input``: one per resource (one request is pending at a time), owned by
+    it, so deleting the resource deletes it. A name too long for that keeps a prefix and a hash."""
+    name = resource + DRY_RUN_INPUT_SUFFIX
+    if len(name) <= MAX_NAME_LENGTH:
+        return name
+    keep = MAX_NAME_LENGTH - len(DRY_RUN_INPUT_SUFFIX) - 9
+    return f"{resource[:keep].rstrip('-.')}-{short_hash(resource, 8)}{DRY_RUN_INPUT_SUFFIX}"
 
 
 def new_request_id() -> str:
@@ -179,7 +206,7 @@ def check_request(resolved: Resolved, request: Request) -> None:
         )
     if request.operation == "list" and (request.dry_run or request.stop_connector):
         raise PluginError("list changes nothing: --dry-run and --stop-connector do not apply", EXIT_USAGE)
-    if request.operation == "alter" and target.alter_configmap is None:
+    if request.operation == "alter" and target.alter_configmap is None and not request.previews_a_file:
         raise PluginError(
             f"{_spec_hint(resolved, 'alterOffsets', suggested)} (alter reads the offsets from there)", EXIT_USAGE
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +41,7 @@ from connect_offsets.tools.kubectl.request import (
     Request,
     Resolved,
     check_request,
+    dry_run_input_name,
     resolve,
     validate_offsets,
     without_offsets_text,
@@ -107,8 +109,13 @@ class Runner:
         if request.operation == "restore" and request.from_backup is not None:
             await self._check_backup(resolved, request.from_backup)
         configmap_rv = ""
-        if request.operation == "alter" and request.offsets_source.startswith("file "):
-            configmap_rv = await self._write_offsets(resolved, request)
+        if request.previews_a_file:
+            # The preview's document goes to the plugin's own ConfigMap, named by dry-run-from:
+            # the alterOffsets ConfigMap (the user's document, maybe applyOnChange) is never touched.
+            request = replace(request, dry_run_from=dry_run_input_name(name))
+            configmap_rv = await self._write_offsets(resolved, request, request.dry_run_from or "")
+        elif request.operation == "alter" and request.offsets_source.startswith("file "):
+            configmap_rv = await self._write_offsets(resolved, request, str(resolved.target.alter_configmap))
         elif request.operation == "alter":
             current = await self.kube.get_configmap(namespace, str(resolved.target.alter_configmap))
             configmap_rv = current.resource_version if current else ""
@@ -168,9 +175,20 @@ class Runner:
                 EXIT_USAGE,
             )
 
-    async def _write_offsets(self, resolved: Resolved, request: Request) -> str:
-        assert request.offsets_text is not None and resolved.target.alter_configmap is not None
+    async def _write_offsets(self, resolved: Resolved, request: Request, name: str) -> str:
+        """Write the file into ConfigMap ``name`` (the target's offsets key); its resourceVersion after."""
+        assert request.offsets_text is not None
         meta = resolved.body["metadata"]
+        if request.dry_run_from is not None:
+            existing = await self.kube.get_configmap(resolved.namespace, name)
+            if existing is not None and not any(o.get("uid") == meta["uid"] for o in existing.owner_references):
+                # Someone else's ConfigMap of that name: never overwrite it.
+                raise PluginError(
+                    f"ConfigMap {resolved.namespace}/{name} exists and is not owned by {resolved.display}; the "
+                    "dry run keeps its document there: rename or delete that ConfigMap, or preview without "
+                    "--from-file (the alterOffsets ConfigMap's own document)",
+                    EXIT_USAGE,
+                )
         owner = {
             "apiVersion": f"{API_GROUP}/{API_VERSION}",
             "kind": resolved.kind.kind,
@@ -181,7 +199,6 @@ class Runner:
         }
         labels = {f"{API_GROUP}/kind": resolved.kind.kind, f"{API_GROUP}/name": label_value(meta["name"])}
         text = request.offsets_text if request.offsets_text.endswith("\n") else request.offsets_text + "\n"
-        name = resolved.target.alter_configmap
         await self.kube.write_configmap_key(
             resolved.namespace, name, resolved.target.configmap_key, text, labels=labels, owner=owner
         )
@@ -219,7 +236,9 @@ class Runner:
             return None
         configmap = None
         alter = resource.spec.alter_offsets
-        if request.operation == "alter" and alter is not None and alter.from_config_map is not None:
+        if request.dry_run_from is not None:
+            configmap = OffsetsConfigMap(request.dry_run_from, True, configmap_rv)
+        elif request.operation == "alter" and alter is not None and alter.from_config_map is not None:
             configmap = OffsetsConfigMap(alter.from_config_map.name, True, configmap_rv)
         return offsets_request_fingerprint(resource, configmap)
 
