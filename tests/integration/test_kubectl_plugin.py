@@ -133,7 +133,7 @@ def test_list_alter_reset_restore_file_source(
         assert via_kubectl.returncode == 0, via_kubectl.stderr
         result = json.loads(via_kubectl.stdout)
         assert result["result"] == "Succeeded"
-        assert result["offsets"] == {"offsets": source_offsets(source, size)}
+        assert result["offsets"] == source_offsets(source, size)  # the entries, not {"offsets": {"offsets": ...}}
         assert result["requestId"].startswith("kubectl-")
 
         # alter on a running connector: the operator refuses; exit 1, its reason, request withdrawn
@@ -518,7 +518,7 @@ def test_output_formats_through_kubectl(
         assert as_yaml.returncode == 0, as_yaml.stderr
         listed = yaml.safe_load(as_yaml.stdout)
         assert (listed["kind"], listed["name"], listed["result"]) == ("KafkaConnector", name, "Succeeded")
-        assert listed["offsets"] == {"offsets": []}  # stopped before it ever ran: nothing committed
+        assert listed["offsets"] == []  # stopped before it ever ran: nothing committed
         assert listed["requestId"].startswith("kubectl-")
 
         offsets_file = tmp_path / "offsets.json"

@@ -207,6 +207,13 @@ async def test_a_dry_run_from_its_own_configmap_leaves_the_alter_configmap_alone
     assert f"{API_GROUP}/dry-run-from" not in stack.annotations()  # removed with the request
 
 
+async def test_status_names_the_cluster_for_the_cluster_column(stack: Stack) -> None:
+    """status.cluster feeds the Cluster column of kubectl get (NAMESPACE/NAME for another namespace:
+    test_crds.py; the real cross-namespace case: test_shared_clusters.py)."""
+    await stack.created("running")
+    assert stack.status()["cluster"] == "local"
+
+
 async def test_a_step_that_cannot_be_done_now_ends_the_pass_as_transient(stack: Stack) -> None:
     """A BeforeOffsets hook (MirrorMaker 2's offset-syncs reset) that raises StepUnavailable: the
     pass reports a transient error and a not-Ready condition, and the change is not sent."""

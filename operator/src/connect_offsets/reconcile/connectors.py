@@ -32,6 +32,7 @@ from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
     ClusterUnusable,
+    cluster_display,
     cluster_ref,
     resolve_cluster,
 )
@@ -121,12 +122,13 @@ class ConnectorService:
             },
             connectors={target.name},
         )
+        shown_cluster = KafkaConnectorStatus(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
-            await write_status(self.kube, CONNECTORS, body, plan.conditions, now)
+            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, shown_cluster)
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
             else:
@@ -150,7 +152,7 @@ class ConnectorService:
             return Outcome(
                 requeue_after=0.0, connectors=outcome.connectors
             )  # the request changed: plan again from the fresh body
-        update = result.status
+        update = result.status.updated(shown_cluster)
         if result.observed.status is not None:
             update = update.updated(KafkaConnectorStatus(tasks_max=resource.spec.tasks_max))
         running = _running(result.observed.status)
