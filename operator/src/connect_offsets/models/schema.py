@@ -4,8 +4,9 @@ Why generate: the CRD schema and the models must not drift. Pydantic's JSON Sche
 the structural OpenAPI v3 subset the API server wants, but not equal: ``$ref``/``$defs`` must be
 inlined, ``Optional`` (``anyOf: [X, null]``) becomes ``nullable: true``, ``title`` is noise, and
 free-form maps need ``x-kubernetes-preserve-unknown-fields``. Every field gets a description (the
-models' docstrings and ``Field(description=...)``; Kubernetes' own words for apiVersion, kind and
-metadata), so ``kubectl explain`` has something to say about each. This module does that conversion,
+models' docstrings and ``Field(description=...)``; Kubernetes' own words for apiVersion and kind;
+metadata is ObjectMeta's, which the API server publishes itself), so ``kubectl explain`` has
+something to say about each. This module does that conversion,
 and nothing else, so ``crds/*.yaml`` is a pure function of the ``models/crds`` package.
 """
 
@@ -88,8 +89,8 @@ def _fixup(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# What `kubectl explain` shows for the fields every object has, in Kubernetes' own words (the
-# descriptions of metav1.TypeMeta and ObjectMeta): a CRD carries them only if its schema says them.
+# What `kubectl explain` shows for apiVersion and kind, in Kubernetes' own words (metav1.TypeMeta's
+# descriptions): a CRD carries them only if its schema says them. metadata is ObjectMeta's own.
 _API_VERSION_TEXT = (
     "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
     "recognized schemas to the latest internal value, and may reject unrecognized values. More info: "
@@ -99,10 +100,6 @@ _KIND_TEXT = (
     "Kind is a string value representing the REST resource this object represents. Servers may infer this "
     "from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
     "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
-)
-_METADATA_TEXT = (
-    "Standard object's metadata. More info: "
-    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
 )
 
 
@@ -165,7 +162,9 @@ def _crd(
                             "properties": {
                                 "apiVersion": {"type": "string", "description": _API_VERSION_TEXT},
                                 "kind": {"type": "string", "description": _KIND_TEXT},
-                                "metadata": {"type": "object", "description": _METADATA_TEXT},
+                                # The API server refuses anything but the type here, and publishes
+                                # ObjectMeta's own schema and description for it.
+                                "metadata": {"type": "object"},
                                 "spec": structural_schema(spec_model),
                                 "status": structural_schema(status_model),
                             },
