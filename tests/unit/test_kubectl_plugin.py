@@ -391,7 +391,12 @@ def test_undo_advice_names_only_the_backup_this_request_made() -> None:
     # never for a list or a dry run, whatever the record still says
     assert own("list", ours) is None
     assert own("alter", ours, dry_run=True) is None
-    assert own("alter", {**ours, "dryRun": True}) is None
+    # a record merged into the previous one: a stale dryRun does not hide this alter's own backup,
+    # and the backup the record named before the request is never this request's
+    assert own("alter", {**ours, "dryRun": True}) == "src-backup-new"
+    before = {"operation": "reset", "backup": "src-backup-new", "requestId": "kubectl-0"}
+    wait = kp.Waiting(request("alter"), before, STARTED)
+    assert kp.own_backup({"operation": "alter", "result": "Failed", **ours}, wait) is None
     # never another request's backup: another id, another operation, an old record without ids
     assert own("reset", {**ours, "requestId": "INC-4711"}) is None
     wait = kp.Waiting(request("reset"), None, STARTED)

@@ -143,18 +143,23 @@ def own_backup(record: dict[str, Any], waiting: Waiting) -> str | None:
     column must never point at a backup of an earlier operation (restoring it would put back the
     wrong offsets).
 
-    The record must be this request's answer on its own terms, whatever else ``classify`` accepted:
-    an operation that backs up (alter, reset, restore; not list, not a dry run, in the request and
-    in the record), the same operation, and this request's id (a record without any id, from an
-    operator that does not record them, only when it was written since the request was made).
+    The record must be this request's answer on its own terms, whatever else ``classify`` accepted,
+    and not only because the operator writes each record whole: an operation that backs up (alter,
+    reset, restore; not list, not a dry run), the same operation in the record, this request's id (a
+    record without any id, from an operator that does not record them, only when it was written
+    since the request was made), and a backup other than the one the record named before the request
+    (a record merged into the previous one would still name that). The runner then checks the
+    backup ConfigMap itself (``Runner._is_backup_of``).
     """
     request = waiting.request
     backup = record.get("backup")
     if not isinstance(backup, str) or not backup:
         return None
-    if request.operation not in BACKED_UP_OPERATIONS or request.dry_run or record.get("dryRun"):
+    if request.operation not in BACKED_UP_OPERATIONS or request.dry_run:
         return None
     if record.get("operation") != request.operation:
+        return None
+    if waiting.before is not None and waiting.before.get("backup") == backup:
         return None
     ids = {record.get(key) for key in ("requestId", "requestID")} - {None}
     if ids:

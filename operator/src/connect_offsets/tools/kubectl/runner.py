@@ -136,7 +136,8 @@ class Runner:
         outcome.record = record
         outcome.reason = str(record.get("reason") or "")
         outcome.message = str(record.get("message") or "")
-        outcome.backup = own_backup(record, waiting)
+        backup = own_backup(record, waiting)
+        outcome.backup = backup if backup is not None and await self._is_backup_of(resolved, request, backup) else None
         if result == "Succeeded":
             outcome.result, outcome.code = "Succeeded", EXIT_OK
             await self._read_results(resolved, request, outcome)
@@ -165,6 +166,18 @@ class Runner:
             raise PluginError(f"{missing}: pass the offsets with --from-file FILE", EXIT_USAGE)
         validate_offsets(resolved, configmap.data[key], f"ConfigMap {name} key {key}")
         return request
+
+    async def _is_backup_of(self, resolved: Resolved, request: Request, backup: str) -> bool:
+        """The backup ConfigMap says it was taken for this operation of this connector (the operator
+        annotates each backup so); advice to restore anything else is never printed."""
+        configmap = await self.kube.get_configmap(resolved.namespace, backup)
+        if configmap is None:
+            return False
+        annotations = configmap.annotations
+        return (
+            annotations.get(f"{API_GROUP}/operation") == request.operation
+            and annotations.get(f"{API_GROUP}/connector") == resolved.target.name
+        )
 
     async def _check_backup(self, resolved: Resolved, backup: str) -> None:
         configmap = await self.kube.get_configmap(resolved.namespace, backup)
