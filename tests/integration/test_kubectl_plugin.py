@@ -688,7 +688,8 @@ def test_the_documented_rbac_without_watch_falls_back_to_reading(
 ) -> None:
     """A user with the documented plugin rules but without ``watch`` (as they were before the
     watch): the request still completes, by reading the resource; -v says why. With ``watch``
-    added, the same user's request is waited for with the watch (no note)."""
+    added, the same user's request is waited for with the watch (no note), and a dry run of a file
+    (which creates its own ConfigMap) works with the same rules."""
     from kubernetes import client
 
     rbac = client.RbacAuthorizationV1Api(kube)
@@ -722,5 +723,14 @@ def test_the_documented_rbac_without_watch_falls_back_to_reading(
         assert watched.returncode == 0, watched.stderr
         assert json.loads(watched.stdout) == {"offsets": []}
         assert "cannot watch" not in watched.stderr
+
+        # the same rules cover a dry run of a file: it creates <resource>-dry-run-input (issue 36)
+        preview_file = tmp_path / "preview.json"
+        preview_file.write_text(json.dumps({"offsets": source_offsets(tmp_path / "in.txt", 0)}))
+        preview = kubectl_plugin(
+            stack, "alter", name, "-n", namespace, "-f", str(preview_file), "--dry-run", "--as", user
+        )
+        assert preview.returncode == 0, preview.stderr
+        assert json.loads(preview.stdout)["added"] == source_offsets(tmp_path / "in.txt", 0)
     finally:
         connect.delete(f"/connectors/{name}")
