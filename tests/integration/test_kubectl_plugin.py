@@ -133,7 +133,7 @@ def test_list_alter_reset_restore_file_source(
         assert via_kubectl.returncode == 0, via_kubectl.stderr
         result = json.loads(via_kubectl.stdout)
         assert result["result"] == "Succeeded"
-        assert result["offsets"] == {"offsets": source_offsets(source, size)}
+        assert result["offsets"] == source_offsets(source, size)  # the entries, not {"offsets": {"offsets": ...}}
         assert result["requestId"].startswith("kubectl-")
 
         # alter on a running connector: the operator refuses; exit 1, its reason, request withdrawn
@@ -518,7 +518,7 @@ def test_output_formats_through_kubectl(
         assert as_yaml.returncode == 0, as_yaml.stderr
         listed = yaml.safe_load(as_yaml.stdout)
         assert (listed["kind"], listed["name"], listed["result"]) == ("KafkaConnector", name, "Succeeded")
-        assert listed["offsets"] == {"offsets": []}  # stopped before it ever ran: nothing committed
+        assert listed["offsets"] == []  # stopped before it ever ran: nothing committed
         assert listed["requestId"].startswith("kubectl-")
 
         offsets_file = tmp_path / "offsets.json"
@@ -688,7 +688,8 @@ def test_the_documented_rbac_without_watch_falls_back_to_reading(
 ) -> None:
     """A user with the documented plugin rules but without ``watch`` (as they were before the
     watch): the request still completes, by reading the resource; -v says why. With ``watch``
-    added, the same user's request is waited for with the watch (no note)."""
+    added, the same user's request is waited for with the watch (no note), and a dry run of a file
+    (which creates its own ConfigMap) works with the same rules."""
     from kubernetes import client
 
     rbac = client.RbacAuthorizationV1Api(kube)
@@ -722,5 +723,14 @@ def test_the_documented_rbac_without_watch_falls_back_to_reading(
         assert watched.returncode == 0, watched.stderr
         assert json.loads(watched.stdout) == {"offsets": []}
         assert "cannot watch" not in watched.stderr
+
+        # the same rules cover a dry run of a file: it creates <resource>-dry-run-input (issue 36)
+        preview_file = tmp_path / "preview.json"
+        preview_file.write_text(json.dumps({"offsets": source_offsets(tmp_path / "in.txt", 0)}))
+        preview = kubectl_plugin(
+            stack, "alter", name, "-n", namespace, "-f", str(preview_file), "--dry-run", "--as", user
+        )
+        assert preview.returncode == 0, preview.stderr
+        assert json.loads(preview.stdout)["added"] == source_offsets(tmp_path / "in.txt", 0)
     finally:
         connect.delete(f"/connectors/{name}")

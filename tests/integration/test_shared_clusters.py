@@ -7,7 +7,7 @@ namespace for the shared ConnectCluster). The adopt refusal is in test_shared_ow
 * a shared ConnectCluster in the platform namespace: a namespace it does not list ->
   ClusterNotAllowed, a name without the ``{namespace}-`` prefix -> ConnectorNameNotAllowed, and
   nothing in Connect for either; a listed namespace with the prefix runs, reading the platform's
-  ConnectCluster with the chart's RBAC;
+  ConnectCluster with the chart's RBAC, and ``kubectl get`` shows its Cluster as ``<platform>/shared``;
 * B's ``initialOffsets`` never wipes the offsets A's deleted connector left (Connect's GET of the
   name before/after), A's own re-creation may;
 * ``list`` and a dry-run alter into an application's existing ConfigMap keep its labels and add no
@@ -18,6 +18,8 @@ namespace for the shared ConnectCluster). The adopt refusal is in test_shared_ow
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,15 @@ def test_shared_cluster_allows_listed_namespaces_and_prefixed_names(
             )
             assert f"start with '{tenant_a}-'" in named["message"] and wrong_name in named["message"]
             wait_condition(custom, tenant_a, good, "Ready", reason="ConnectorRunning", timeout=90)
+            # kubectl get's Cluster column names the other namespace (issue 36: it showed "shared")
+            shown = subprocess.run(
+                [stack["kubectl"], "get", f"kafkaconnectors.{GROUP}", good, "-n", tenant_a],
+                env={**os.environ, "KUBECONFIG": stack["kubeconfig"]},
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.splitlines()
+            assert shown[1].split()[shown[0].split().index("CLUSTER")] == f"{platform}/shared", shown
             assert connect_config(connect, good) is not None
             assert connect_config(connect, not_allowed) is None
             assert connect_config(connect, wrong_name) is None

@@ -37,6 +37,7 @@ from connect_offsets.models.crds import (
     TLSSpec,
 )
 from connect_offsets.models.schema import crd_documents, structural_schema
+from connect_offsets.reconcile.clusters import cluster_display
 from connect_offsets.tools.cli import CRD_HEADER, main, render_crds
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -245,8 +246,58 @@ def test_crd_envelope(name: str, doc: dict[str, Any]) -> None:
     assert root["type"] == "object"
     assert root["required"] == ["spec"]
     assert set(root["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    # The API server refuses a CRD whose metadata schema says more (a description included)
+    assert root["properties"]["metadata"] == {"type": "object"}
     for column in version["additionalPrinterColumns"]:
         assert column["jsonPath"].startswith(".")
+
+
+def fields_without_description(node: dict[str, Any], path: str) -> Iterator[str]:
+    """Every field (a property, also inside list items and map values) whose description is empty."""
+    for name, child in (node.get("properties") or {}).items():
+        if not str(child.get("description") or "").strip():
+            yield f"{path}.{name}"
+        yield from fields_without_description(child, f"{path}.{name}")
+    for key, suffix in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(node.get(key), dict):
+            yield from fields_without_description(node[key], path + suffix)
+
+
+@pytest.mark.parametrize(("name", "doc"), list(crd_documents().items()), ids=list(crd_documents()))
+def test_kubectl_explain_has_a_description_for_every_field(name: str, doc: dict[str, Any]) -> None:
+    """Issue 36: `kubectl explain kafkaconnector.spec` (and .status, and the other kinds) showed an
+    empty description; every field has one now, spec and status included, on one line each."""
+    root = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kind = doc["spec"]["names"]["kind"]
+    assert root["description"]
+    # metadata: the API server publishes ObjectMeta's schema and description (it refuses one here)
+    assert list(fields_without_description(root, kind)) == [f"{kind}.metadata"]
+    for part in ("spec", "status"):
+        assert len(root["properties"][part]["description"]) > 40, f"{kind}.{part} says too little"
+
+    def descriptions(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            if isinstance(node.get("description"), str):
+                yield node["description"]
+            for value in node.values():
+                yield from descriptions(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from descriptions(value)
+
+    assert not [text for text in descriptions(root) if "\n" in text or "  " in text]
+
+
+def test_the_cluster_column_shows_the_cluster_namespace_when_it_is_another() -> None:
+    """A printer column's JSONPath cannot join two labels: the operator writes status.cluster."""
+    for name in ("kafkaconnectors.yaml", "kafkamirrormaker2s.yaml"):
+        columns = crd_documents()[name]["spec"]["versions"][0]["additionalPrinterColumns"]
+        assert columns[0] == {"name": "Cluster", "type": "string", "jsonPath": ".status.cluster"}
+    labels = {f"{API_GROUP}/cluster": "shared"}
+    assert cluster_display("team-a", labels) == "shared"
+    assert cluster_display("team-a", {**labels, f"{API_GROUP}/cluster-namespace": "team-a"}) == "shared"
+    assert cluster_display("team-a", {**labels, f"{API_GROUP}/cluster-namespace": "platform"}) == "platform/shared"
+    assert cluster_display("team-a", {}) is None
 
 
 # --------------------------------------------------------------------------- KafkaConnectorSpec

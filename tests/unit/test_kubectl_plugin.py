@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -75,6 +76,10 @@ def mirror_body(annotations: dict[str, str] | None = None, status: dict[str, Any
 
 def options(argv: list[str]) -> kp.Options:
     return kp.parse_options(argv)[0]
+
+
+def opts_json() -> kp.Options:
+    return options(["list", "src", "-o", "json"])
 
 
 def request(operation: str = "alter", **fields: Any) -> kp.Request:
@@ -203,10 +208,12 @@ def test_alter_file_validated_with_the_operators_rules() -> None:
     bad = json.dumps({"offsets": [{"partition": {"filename": "/other.txt"}, "offset": {"position": -1}}]})
     with pytest.raises(kp.PluginError) as caught:
         kp.check_request(resolved, request(offsets_text=bad, offsets_source="file o.json"))
-    message = str(caught.value)
-    assert message.startswith("file o.json is not valid for KafkaConnector kafka/src: offsets[0].partition.filename")
-    assert "(and 1 more problem(s); --verbose lists them)" in message and "nothing was changed" in message
-    assert "offsets[0].offset.position" in caught.value.detail
+    # every problem, each on its own line with its path, without --verbose
+    assert str(caught.value).splitlines() == [
+        "file o.json is not valid for KafkaConnector kafka/src (2 problems); nothing was changed:",
+        '  offsets[0].partition.filename: expected the connector\'s file "/data/in.txt", got "/other.txt" (string)',
+        "  offsets[0].offset.position: expected an integer >= 0, got -1 (integer)",
+    ]
     with pytest.raises(kp.PluginError) as caught:
         kp.check_request(resolved, request(offsets_text="{nope", offsets_source="file o.json"))
     assert str(caught.value).startswith("file o.json is not valid for KafkaConnector kafka/src: $: not valid JSON")
@@ -229,7 +236,35 @@ def test_a_pending_request_is_never_overwritten() -> None:
     with pytest.raises(kp.PluginError) as caught:
         kp.check_request(kp.resolve(kp.CONNECTOR, body, None), request("list"))
     assert "already has a pending request connect-offsets.io/connector-offsets=reset" in str(caught.value)
-    assert "connect-offsets.io/connector-offsets-" in str(caught.value)
+    assert str(caught.value).endswith(
+        "cancel it with: kubectl annotate kafkaconnectors.connect-offsets.io src -n kafka "
+        "connect-offsets.io/connector-offsets-"
+    )
+    # the hint removes the whole request: a request-id left behind would join the next request
+    pending = {
+        "connect-offsets.io/connector-offsets": "reset",
+        "connect-offsets.io/request-id": "INC-4711",
+        "connect-offsets.io/stop-connector": "true",
+        "app": "kept",
+    }
+    with pytest.raises(kp.PluginError) as caught:
+        kp.check_request(kp.resolve(kp.CONNECTOR, connector_body(annotations=pending), None), request("list"))
+    assert str(caught.value).endswith(
+        "src -n kafka connect-offsets.io/connector-offsets- connect-offsets.io/stop-connector- "
+        "connect-offsets.io/request-id-"
+    )
+
+
+def test_a_refusal_before_the_request_is_made_names_no_request_id() -> None:
+    """-v prints the request id of a request that was made; a refused one never was."""
+    body = connector_body(annotations={"connect-offsets.io/connector-offsets": "reset"})
+    opts = options(["reset", "src", "-n", "kafka", "-v"])
+    refused = asyncio.run(kp.Runner(cast(Any, None), opts).run(kp.CONNECTOR, NS, "src", body))
+    assert (refused.result, refused.code, refused.request_id) == ("Invalid", kp.EXIT_USAGE, "")
+    _, err = kp.render_single(refused, opts)
+    assert "already has a pending request" in err and "request id" not in err
+    as_json = json.loads(kp.render_single(refused, options(["reset", "src", "-o", "json"]))[0])
+    assert "requestId" not in as_json
 
 
 def test_mirrormaker_connector_is_resolved_and_checked() -> None:
@@ -257,6 +292,25 @@ def test_mirrormaker_connector_is_resolved_and_checked() -> None:
 def test_dry_run_key_follows_the_operator() -> None:
     assert kp.dry_run_key("offsets.json") == "dry-run.json"
     assert kp.dry_run_key("east--west.MirrorSourceConnector.json") == "dry-run.east--west.MirrorSourceConnector.json"
+
+
+def test_a_dry_run_of_a_file_keeps_it_in_its_own_configmap() -> None:
+    """alter --from-file F --dry-run writes F to <resource>-dry-run-input and names it with
+    dry-run-from; the alterOffsets ConfigMap (the user's document) is never written."""
+    preview = request("alter", dry_run=True, offsets_text='{"offsets": []}', dry_run_from="src-dry-run-input")
+    assert preview.previews_a_file
+    assert preview.annotations()["connect-offsets.io/dry-run-from"] == "src-dry-run-input"
+    assert not request("alter", offsets_text="{}").previews_a_file  # a real alter writes alterOffsets
+    assert not request("alter", dry_run=True).previews_a_file  # previews the alterOffsets document
+    assert kp.dry_run_input_name("src") == "src-dry-run-input"
+    long = kp.dry_run_input_name("a" * 240 + "." + "b" * 12)
+    assert len(long) <= 253 and long.endswith("-dry-run-input") and long != kp.dry_run_input_name("a" * 253)
+    # a preview needs no alterOffsets (nothing reads it); a real alter does
+    bare = kp.resolve(kp.CONNECTOR, connector_body(alter_cm=None), None)
+    good = json.dumps({"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]})
+    kp.check_request(bare, request("alter", dry_run=True, offsets_text=good, offsets_source="file o.json"))
+    with pytest.raises(kp.PluginError, match=r"has no spec\.alterOffsets"):
+        kp.check_request(bare, request("alter", offsets_text=good, offsets_source="file o.json"))
 
 
 # --- completion ------------------------------------------------------------------------
@@ -324,6 +378,34 @@ def test_mirror_records_come_from_their_connector_entry() -> None:
     assert kp.last_operation(kp.MIRROR, body, "east->west.MirrorCheckpointConnector") is None
 
 
+def test_undo_advice_names_only_the_backup_this_request_made() -> None:
+    """Issue 36: a dry run printed "undo: ... --from-backup X" for a backup an earlier reset had made."""
+
+    def own(operation: str, record_fields: dict[str, Any], *, dry_run: bool = False) -> str | None:
+        wait = kp.Waiting(request(operation, dry_run=dry_run), None, STARTED)
+        return kp.own_backup({"operation": operation, "result": "Succeeded", **record_fields}, wait)
+
+    ours = {"requestId": "kubectl-1", "backup": "src-backup-new", "time": "2026-11-22T01:00:05Z"}
+    for operation in ("alter", "reset", "restore"):
+        assert own(operation, ours) == "src-backup-new"
+    # never for a list or a dry run, whatever the record still says
+    assert own("list", ours) is None
+    assert own("alter", ours, dry_run=True) is None
+    # a record merged into the previous one: a stale dryRun does not hide this alter's own backup,
+    # and the backup the record named before the request is never this request's
+    assert own("alter", {**ours, "dryRun": True}) == "src-backup-new"
+    before = {"operation": "reset", "backup": "src-backup-new", "requestId": "kubectl-0"}
+    wait = kp.Waiting(request("alter"), before, STARTED)
+    assert kp.own_backup({"operation": "alter", "result": "Failed", **ours}, wait) is None
+    # never another request's backup: another id, another operation, an old record without ids
+    assert own("reset", {**ours, "requestId": "INC-4711"}) is None
+    wait = kp.Waiting(request("reset"), None, STARTED)
+    assert kp.own_backup({"operation": "alter", "result": "Succeeded", **ours}, wait) is None
+    assert own("reset", {"backup": "src-backup-old", "time": "2026-11-21T23:59:59Z"}) is None
+    assert own("reset", {"backup": "src-backup-new", "time": "2026-11-22T01:00:05Z"}) == "src-backup-new"
+    assert own("reset", {"requestId": "kubectl-1", "time": "2026-11-22T01:00:05Z"}) is None  # none made
+
+
 # --- rendering -------------------------------------------------------------------------
 
 
@@ -356,6 +438,12 @@ def test_single_results() -> None:
     opts = options(["list", "src"])
     listed = outcome("src", "Succeeded", 0, offsets={"offsets": []})
     assert kp.render_single(listed, opts) == (json.dumps({"offsets": []}, indent=2), "")
+    # -o json / yaml: the entries under "offsets", not the document ({"offsets": {"offsets": [...]}})
+    entries = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]
+    listed = outcome("src", "Succeeded", 0, offsets={"offsets": entries})
+    assert json.loads(kp.render_single(listed, options(["list", "src", "-o", "json"]))[0])["offsets"] == entries
+    empty = json.loads(kp.render_single(outcome("src", "Succeeded", 0, offsets={"offsets": []}), opts_json())[0])
+    assert empty["offsets"] == []
     failed = outcome("src", "Failed", 1, "alter failed: Connect answered 400: bad", reason="ConnectRejected")
     failed.hint = "add --stop-connector"
     out, err = kp.render_single(failed, opts)

@@ -30,6 +30,7 @@ from connect_offsets.offsets import (
     OffsetsProblem,
     OffsetsValidationError,
     diff_offsets,
+    parse_for_connector,
     parse_offsets_document,
     parse_offsets_obj,
     partition_key,
@@ -824,12 +825,10 @@ _CLASSES = [
 
 
 def _whole_path(text: str, cls: str | None, config: dict[str, str], is_sink: bool | None, translate: bool) -> str:
-    document = parse_offsets_document(text)
-    if translate:
-        document = offsets.translate_replay_from(document)
-    if cls is not None:
-        validate_for_connector(document, cls, config, is_sink=is_sink)
-    return document.to_compact_json()
+    if cls is None:
+        document = parse_offsets_document(text)
+        return (offsets.translate_replay_from(document) if translate else document).to_compact_json()
+    return parse_for_connector(text, cls, config, is_sink=is_sink, translate_replay=translate).to_compact_json()
 
 
 def _outcome(call: Callable[[], str]) -> tuple[str, Any]:
@@ -920,6 +919,7 @@ def test_valid_documents_are_never_parsed_whole(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(stream, "validate_for_connector", spy)
     monkeypatch.setattr(stream, "parse_offsets_document", whole)
+    monkeypatch.setattr(stream, "parse_for_connector", whole)
     result = offsets.validated_compact_json(text, "SomeSinkConnector", {"topics": "t"}, is_sink=True)
     assert seen == [10, 10, 5]
     assert json.loads(result) == {"offsets": entries}
@@ -934,10 +934,11 @@ def test_a_problem_in_a_later_batch_is_reported_with_its_index_in_the_document(m
     entries.append({"partition": {"kafka_partition": 1, "kafka_topic": "t"}, "offset": None})  # duplicate of [1]
     with pytest.raises(OffsetsValidationError) as raised:
         offsets.validated_compact_json(json.dumps({"offsets": entries}), "SinkConnector", {}, is_sink=True)
-    # generic problems come first, alone, as with the whole document
+    # every problem, generic and typed, in the document's order, as with the whole document
     assert [str(p) for p in raised.value.problems] == [
+        "offsets[3].offset.kafka_offset: expected an integer >= 0, got -1 (integer)",
         'offsets[5].partition: duplicate of offsets[1].partition ({"kafka_partition":1,"kafka_topic":"t"}); '
-        "list each partition once"
+        "list each partition once",
     ]
     del entries[5]
     with pytest.raises(OffsetsValidationError) as raised:
@@ -1033,3 +1034,62 @@ def test_a_document_that_is_compact_only_in_part_is_written_where_it_differs(
     assert offsets.restore_compact_json(text, '{"offsets":[{"partition":{"q":1},"offset":{"o":1}}]}').json == (
         expected[:-2] + ',{"partition":{"q":1},"offset":null}]}'
     )
+
+
+# --------------------------------------------------------------------------- every problem at once
+
+
+def test_generic_and_family_problems_come_together_in_the_documents_order() -> None:
+    """Issue 36: an unknown key, a wrong partition key and "ten" as an offset used to be reported one
+    per round trip (the unknown key first; fixing it revealed the next)."""
+    text = json.dumps(
+        {
+            "offsets": [
+                {"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": {"kafka_offset": 1}, "x": 1},
+                {"partition": {"kafka_topic": "t", "partition": 1}, "offset": {"kafka_offset": 2}},
+                {"partition": {"kafka_topic": "t", "kafka_partition": 2}, "offset": {"kafka_offset": "ten"}},
+                {"partition": {"kafka_topic": "t", "kafka_partition": {"n": 3}}, "offset": {"kafka_offset": -1}},
+            ]
+        }
+    )
+    for check in (
+        partial(parse_for_connector, text, "SomeSinkConnector", {"topics": "t"}, is_sink=True),
+        partial(offsets.validated_compact_json, text, "SomeSinkConnector", {"topics": "t"}, is_sink=True),
+    ):
+        with pytest.raises(OffsetsValidationError) as raised:
+            check()
+        assert [p.path for p in raised.value.problems] == [
+            "offsets[0]",
+            "offsets[1].partition",
+            "offsets[2].offset.kafka_offset",
+            "offsets[3].partition.kafka_partition",  # nested: generic; its offset is still checked
+            "offsets[3].offset.kafka_offset",
+        ]
+        assert raised.value.count == 5
+
+
+def test_a_problem_of_the_connector_comes_first_and_the_entries_are_still_checked() -> None:
+    text = doc_of(({"filename": "f"}, {"position": "ten"}), ({"filename": "f"}, None))
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector(text, offsets.FILE_STREAM_SOURCE_CLASS, {})
+    assert [p.path for p in raised.value.problems] == ["$", "offsets[1].partition"]
+    assert "stdin" in raised.value.problems[0].message and "duplicate" in raised.value.problems[1].message
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector(doc_of(({"kafka_topic": 1, "kafka_partition": 0}, None)), "X", {}, is_sink=True)
+    assert [p.path for p in raised.value.problems] == ["offsets[0].partition.kafka_topic"]
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_for_connector("{nope", offsets.FILE_STREAM_SOURCE_CLASS, {})
+    assert [p.path for p in raised.value.problems] == ["$", "$"]  # stdin, then: not valid JSON
+
+
+def test_problems_past_the_cap_are_counted_not_kept() -> None:
+    count = offsets.MAX_KEPT_PROBLEMS + 50
+    text = json.dumps({"offsets": [{"partition": {"a": 1}, "offset": {"o": -i}, "x": i} for i in range(count)]})
+    with pytest.raises(OffsetsValidationError) as raised:
+        parse_offsets_document(text)
+    error = raised.value
+    assert len(error.problems) == offsets.MAX_KEPT_PROBLEMS
+    assert error.count == count + (count - 1)  # every entry's unknown key, and every later one a duplicate
+    lines = str(error).splitlines()
+    assert len(lines) == offsets.MAX_LISTED_PROBLEMS + 1
+    assert lines[-1] == f"... and {error.count - offsets.MAX_LISTED_PROBLEMS} more"

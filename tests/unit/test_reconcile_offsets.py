@@ -185,6 +185,35 @@ async def test_a_dry_run_changes_nothing(stack: Stack) -> None:
     assert stack.kube.reasons().count("OffsetsDryRun") == 1
 
 
+async def test_a_dry_run_from_its_own_configmap_leaves_the_alter_configmap_alone(stack: Stack) -> None:
+    """dry-run-from (the plugin's alter --from-file --dry-run): the preview reads that ConfigMap; the
+    alter ConfigMap's document stays byte for byte what the user wrote, and only dry-run.json is added
+    next to it (the documented report)."""
+    await stack.created("running")
+    users = document(position(12)) + "\n"  # the user's hand edit, with its own formatting
+    await stack.put_document(users)
+    await stack.kube.create_configmap(
+        NS, {"metadata": {"name": "preview"}, "data": {"offsets.json": document(position(6))}}
+    )
+    stack.annotate(connector_offsets="alter", dry_run="true", dry_run_from="preview")
+
+    await stack.until_request_done()
+
+    assert stack.connect.changes() == []
+    assert stack.kube.objects[CM]["data"]["offsets.json"] == users
+    assert set(stack.kube.objects[CM]["data"]) == {"offsets.json", DRY_RUN_KEY}
+    diff = json.loads(stack.kube.objects[CM]["data"][DRY_RUN_KEY])
+    assert diff["changed"] == [{"partition": {"filename": FILE}, "old": {"position": 30}, "new": {"position": 6}}]
+    assert f"{API_GROUP}/dry-run-from" not in stack.annotations()  # removed with the request
+
+
+async def test_status_names_the_cluster_for_the_cluster_column(stack: Stack) -> None:
+    """status.cluster feeds the Cluster column of kubectl get (NAMESPACE/NAME for another namespace:
+    test_crds.py; the real cross-namespace case: test_shared_clusters.py)."""
+    await stack.created("running")
+    assert stack.status()["cluster"] == "local"
+
+
 async def test_a_step_that_cannot_be_done_now_ends_the_pass_as_transient(stack: Stack) -> None:
     """A BeforeOffsets hook (MirrorMaker 2's offset-syncs reset) that raises StepUnavailable: the
     pass reports a transient error and a not-Ready condition, and the change is not sent."""

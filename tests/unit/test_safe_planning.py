@@ -8,6 +8,8 @@ test pins one branch with the exact actions (kinds, order, fields) and condition
   state, with the annotation removals; invalid documents still refused; ``dry-run=false`` is a real
   request; values other than true/false refused (``InvalidAnnotation``) for both flags and every
   operation; a dry run never stops anything, even with ``stop-connector`` or the policy;
+  ``dry-run-from`` (an alter dry run's own document) is read instead of the alter ConfigMap, refused
+  next to anything but an alter dry run from a document, and must name a ConfigMap;
 * stop -> change -> resume: annotation or ``spec.offsetsPolicy.stopConnector`` on a running or
   paused connector -> ``begin_offsets_change`` (the exact pending record) + ``stop``, held STOPPED;
   then ``status.pendingOffsetsOperation`` drives Stopping (wait, stop again) -> Changing (the change
@@ -58,10 +60,12 @@ from connect_offsets.planning import (
 )
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
+    ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
     ANNOTATION_REQUEST_ID,
     ANNOTATION_RESTORE_FROM,
+    ANNOTATION_SEEK_TO,
     ANNOTATION_STOP_CONNECTOR,
     OWNER_CONFIG_KEY,
 )
@@ -394,6 +398,70 @@ def test_dry_run_flag_checked_before_the_document() -> None:
     resource = make(annotations={ANNOTATION_OFFSETS: "alter", ANNOTATION_DRY_RUN: "maybe"})
     plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm("not json")))
     assert_refused(plan, "alter", "InvalidAnnotation", "dry-run='maybe'")
+
+
+DRY_RUN_CM = f"{NAME}-dry-run-input"
+
+
+def test_dry_run_from_reads_its_own_configmap_and_never_the_alter_one() -> None:
+    """Issue 36: a plugin dry run used to replace offsets.json in the alter ConfigMap. The preview's
+    document comes from the ConfigMap dry-run-from names; the alter ConfigMap is not read."""
+    annotations = {ANNOTATION_OFFSETS: "alter", ANNOTATION_DRY_RUN: "true", ANNOTATION_DRY_RUN_FROM: DRY_RUN_CM}
+    resource = make(annotations=annotations, apply_on_change=True)
+    preview = cm(doc(6), name=DRY_RUN_CM, rv="21")
+    observed = dataclasses.replace(seen(resource, "RUNNING", configmap=cm(doc(30))), dry_run_configmap=preview)
+    plan = plan_connector(resource, observed)
+    assert plan.actions == [
+        Action("dry_run_offsets", operation="alter", configmap=LIST_CM, offsets_json=compact(doc(6))),
+        removal(ANNOTATION_OFFSETS, "alter"),
+        removal(ANNOTATION_DRY_RUN, "true"),
+        removal(ANNOTATION_DRY_RUN_FROM, DRY_RUN_CM),
+        handled(),
+    ]
+    # its fingerprint is that of its own document: the same failed input is not retried
+    assert plan.offsets_request == offsets_request_fingerprint(resource, preview)
+    # a missing document is refused naming that ConfigMap, not the alter one
+    plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm(doc(30))))
+    assert_refused(plan, "alter", "ConfigMapNotFound", f"ConfigMap {DRY_RUN_CM} does not exist")
+    # an alter dry run naming a document needs no alterOffsets at all
+    bare = make(annotations=annotations, alter_from=None)
+    plan = plan_connector(bare, dataclasses.replace(seen(bare, "RUNNING"), dry_run_configmap=preview))
+    assert kinds(plan)[0] == "dry_run_offsets"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "fragment"),
+    [
+        ({ANNOTATION_OFFSETS: "alter"}, "only applies to an alter dry run"),
+        ({ANNOTATION_OFFSETS: "alter", ANNOTATION_DRY_RUN: "false"}, "only applies to an alter dry run"),
+        ({ANNOTATION_OFFSETS: "reset", ANNOTATION_DRY_RUN: "true"}, "only applies to an alter dry run"),
+        ({ANNOTATION_OFFSETS: "restore", ANNOTATION_DRY_RUN: "true"}, "only applies to an alter dry run"),
+        ({ANNOTATION_OFFSETS: "list"}, "only applies to an alter dry run"),
+        (
+            {ANNOTATION_OFFSETS: "alter", ANNOTATION_DRY_RUN: "true", ANNOTATION_SEEK_TO: "2026-11-21T10:00:00Z"},
+            "this alter seeks to a time",
+        ),
+    ],
+)
+def test_dry_run_from_anywhere_else_is_refused_and_nothing_runs(annotations: dict[str, str], fragment: str) -> None:
+    """Next to a real alter it would be ignored: the user would get a real change of a document they
+    only meant to preview."""
+    resource = make(annotations={**annotations, ANNOTATION_DRY_RUN_FROM: DRY_RUN_CM}, state="stopped")
+    observed = seen(resource, "STOPPED", configmap=cm(doc(6)), restore=backup_source())
+    plan = plan_connector(resource, observed)
+    message = assert_refused(plan, annotations[ANNOTATION_OFFSETS], "InvalidAnnotation", fragment)
+    assert message.endswith("nothing was done")
+    assert plan.actions == []
+    assert ConnectorTarget.dry_run_source(target_for_connector(resource)) is None  # observe reads nothing
+
+
+@pytest.mark.parametrize("name", ["Upper", "a_b", "-a", "a" * 254, "../x", ""])
+def test_dry_run_from_must_name_a_configmap(name: str) -> None:
+    annotations = {ANNOTATION_OFFSETS: "alter", ANNOTATION_DRY_RUN: "true", ANNOTATION_DRY_RUN_FROM: name}
+    resource = make(annotations=annotations)
+    plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm(doc(6))))
+    assert_refused(plan, "alter", "InvalidAnnotation", "is not a ConfigMap name")
+    assert target_for_connector(resource).dry_run_source() is None
 
 
 def test_list_with_dry_run_true_just_lists() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "ANNOTATION_ADOPT",
     "ANNOTATION_DRY_RUN",
+    "ANNOTATION_DRY_RUN_FROM",
     "ANNOTATION_HANDLED_REQUEST",
     "ANNOTATION_MM2_CONNECTOR",
     "ANNOTATION_OFFSETS",
@@ -74,6 +75,11 @@ ANNOTATION_ADOPT = ANNOTATION_PREFIX + "adopt"
 ANNOTATION_RESTORE_FROM = ANNOTATION_PREFIX + "restore-from"
 #: ``true`` next to alter/reset/restore: compute and publish the diff, change nothing.
 ANNOTATION_DRY_RUN = ANNOTATION_PREFIX + "dry-run"
+#: ``<ConfigMap>`` next to ``alter`` and ``dry-run=true``: the dry run reads the document from that
+#: ConfigMap of the resource's namespace (the connector's offsets key) instead of
+#: spec.alterOffsets.fromConfigMap, so previewing a document never replaces the one a real alter reads
+#: (the kubectl plugin's ``alter --from-file F --dry-run`` uses it).
+ANNOTATION_DRY_RUN_FROM = ANNOTATION_PREFIX + "dry-run-from"
 #: ``true`` next to alter/reset/restore: stop -> change -> resume for this request only.
 ANNOTATION_STOP_CONNECTOR = ANNOTATION_PREFIX + "stop-connector"
 #: Identity of a request; once handled (recorded in status) the same id is a no-op, so GitOps
@@ -86,7 +92,13 @@ ANNOTATION_MM2_CONNECTOR = ANNOTATION_PREFIX + "mirrormaker-connector"
 #: ``true`` next to a reset of a MirrorSourceConnector: also delete its offset-syncs topic.
 ANNOTATION_RESET_OFFSET_SYNCS = ANNOTATION_PREFIX + "reset-offset-syncs"
 #: Annotations that belong to an offsets request and are removed with it.
-REQUEST_ANNOTATIONS = (ANNOTATION_DRY_RUN, ANNOTATION_STOP_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_SEEK_TO)
+REQUEST_ANNOTATIONS = (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_STOP_CONNECTOR,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_SEEK_TO,
+    ANNOTATION_DRY_RUN_FROM,
+)
 OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
 
 # --- labels and keys the operator writes ----------------------------------------------------------

@@ -3,7 +3,10 @@
 Why generate: the CRD schema and the models must not drift. Pydantic's JSON Schema is close to
 the structural OpenAPI v3 subset the API server wants, but not equal: ``$ref``/``$defs`` must be
 inlined, ``Optional`` (``anyOf: [X, null]``) becomes ``nullable: true``, ``title`` is noise, and
-free-form maps need ``x-kubernetes-preserve-unknown-fields``. This module does that conversion,
+free-form maps need ``x-kubernetes-preserve-unknown-fields``. Every field gets a description (the
+models' docstrings and ``Field(description=...)``; Kubernetes' own words for apiVersion and kind;
+metadata is ObjectMeta's, which the API server publishes itself), so ``kubectl explain`` has
+something to say about each. This module does that conversion,
 and nothing else, so ``crds/*.yaml`` is a pure function of the ``models/crds`` package.
 """
 
@@ -59,6 +62,10 @@ def _convert(node: Any, defs: dict[str, Any]) -> Any:
         if key == "const":
             out["enum"] = [value]
             continue
+        if key == "description" and isinstance(value, str):
+            # A model's docstring is wrapped for the source; `kubectl explain` wraps it again.
+            out[key] = " ".join(value.split())
+            continue
         if key == "properties":
             out[key] = {name: _convert(sub, defs) for name, sub in value.items()}
             continue
@@ -80,6 +87,25 @@ def _fixup(out: dict[str, Any]) -> dict[str, Any]:
     if out.get("default") is None:
         out.pop("default", None)
     return out
+
+
+# What `kubectl explain` shows for apiVersion and kind, in Kubernetes' own words (metav1.TypeMeta's
+# descriptions): a CRD carries them only if its schema says them. metadata is ObjectMeta's own.
+_API_VERSION_TEXT = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
+    "recognized schemas to the latest internal value, and may reject unrecognized values. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+)
+_KIND_TEXT = (
+    "Kind is a string value representing the REST resource this object represents. Servers may infer this "
+    "from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+)
+
+
+#: NAME, or NAMESPACE/NAME for a ConnectCluster in another namespace: the operator writes status.cluster
+#: from the two labels (a printer column's JSONPath cannot join them).
+CLUSTER_COLUMN = {"name": "Cluster", "type": "string", "jsonPath": ".status.cluster"}
 
 
 def _condition_columns() -> list[dict[str, Any]]:
@@ -134,8 +160,10 @@ def _crd(
                             "description": description,
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {"type": "string", "description": _API_VERSION_TEXT},
+                                "kind": {"type": "string", "description": _KIND_TEXT},
+                                # The API server refuses anything but the type here, and publishes
+                                # ObjectMeta's own schema and description for it.
                                 "metadata": {"type": "object"},
                                 "spec": structural_schema(spec_model),
                                 "status": structural_schema(status_model),
@@ -170,11 +198,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
             spec_model=crds.KafkaConnectorSpec,
             status_model=crds.KafkaConnectorStatus,
             columns=[
-                {
-                    "name": "Cluster",
-                    "type": "string",
-                    "jsonPath": ".metadata.labels.connect-offsets\\.io/cluster",
-                },
+                CLUSTER_COLUMN,
                 {"name": "Class", "type": "string", "jsonPath": ".spec.class", "priority": 1},
                 {"name": "Desired", "type": "string", "jsonPath": ".spec.state"},
                 {"name": "State", "type": "string", "jsonPath": ".status.connectorStatus.connector.state"},
@@ -188,7 +212,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
             spec_model=crds.KafkaMirrorMaker2Spec,
             status_model=crds.KafkaMirrorMaker2Status,
             columns=[
-                {"name": "Cluster", "type": "string", "jsonPath": ".metadata.labels.connect-offsets\\.io/cluster"},
+                CLUSTER_COLUMN,
             ],
             description="MirrorMaker 2 run as connectors on a ConnectCluster, with per-connector offsets.",
         ),

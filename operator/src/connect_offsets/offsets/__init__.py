@@ -21,6 +21,7 @@ from connect_offsets.offsets.document import (
     partition_key,
 )
 from connect_offsets.offsets.problems import (
+    MAX_KEPT_PROBLEMS,
     MAX_LISTED_PROBLEMS,
     OffsetsProblem,
     OffsetsValidationError,
@@ -39,6 +40,7 @@ from connect_offsets.offsets.validate import (
     MIRROR_HEARTBEAT_CLASS,
     MIRROR_SOURCE_ALIAS_DEFAULT,
     MIRROR_SOURCE_CLASS,
+    parse_for_connector,
     translate_replay_from,
     validate_file_stream_source,
     validate_for_connector,
@@ -52,6 +54,7 @@ __all__ = [
     "ENTRIES_PER_BATCH",
     "FILE_STREAM_SINK_CLASS",
     "FILE_STREAM_SOURCE_CLASS",
+    "MAX_KEPT_PROBLEMS",
     "MAX_LISTED_PROBLEMS",
     "MIRROR_CHECKPOINT_CLASS",
     "MIRROR_HEARTBEAT_CLASS",
@@ -66,6 +69,7 @@ __all__ = [
     "RestoreDocument",
     "diff_offsets",
     "document_text",
+    "parse_for_connector",
     "parse_offsets_document",
     "parse_offsets_obj",
     "partition_key",

@@ -21,9 +21,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from connect_offsets.offsets.problems import (
     OffsetsProblem,
@@ -165,38 +165,67 @@ def document_text(text: str | bytes) -> str:
     return text
 
 
-def parse_offsets_document(text: str | bytes, *, allow_empty: bool = False) -> OffsetsDocument:
-    """Parse and generically validate an offsets document (any connector).
+class EntryRules(Protocol):
+    """A connector family's rules for one entry (``validate.rules_for`` builds them), applied while
+    the document is parsed, so one pass reports the generic and the family problems together."""
 
-    Raises ``OffsetsValidationError`` with every problem found; never another exception.
+    def check_partition(self, partition: dict[str, Primitive], path: str, problems: ProblemList) -> None:
+        """Problems of a partition map that is generically valid (string keys, primitive values)."""
+
+    def check_offset(
+        self, offset: dict[str, Primitive] | None, path: str, problems: ProblemList
+    ) -> dict[str, Primitive] | None:
+        """Problems of a generically valid offset map (None: remove the partition's offset); returns
+        the offset to keep (a family may translate it, e.g. MirrorMaker 2's ``replayFrom``)."""
+
+
+def parse_offsets_document(
+    text: str | bytes,
+    *,
+    allow_empty: bool = False,
+    rules: EntryRules | None = None,
+    problems: ProblemList | None = None,
+) -> OffsetsDocument:
+    """Parse and validate an offsets document: generically (any connector), and with ``rules``
+    by a connector family's rules too, every problem in one pass. ``problems``: found before
+    (about the connector rather than the document), reported first.
+
+    Raises ``OffsetsValidationError`` with every problem found, in the order of the document
+    (up to ``problems.MAX_KEPT_PROBLEMS``, the rest counted); never another exception.
     """
-    text = document_text(text)
+    problems = ProblemList() if problems is None else problems
+    try:
+        text = document_text(text)
+    except OffsetsValidationError as e:
+        problems.fail(e.problems[0].path, e.problems[0].message)
     hook = DuplicateKeys()
     try:
         obj = json.loads(text, parse_constant=reject_constant, parse_float=parse_float, object_pairs_hook=hook)
     except json.JSONDecodeError as e:
-        raise OffsetsValidationError(
-            [OffsetsProblem("$", f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}")]
-        ) from e
+        problems.fail("$", f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}")
     except ValueError as e:  # NaN/Infinity, 1e999, an integer beyond Python's int/str digit limit
-        raise OffsetsValidationError([OffsetsProblem("$", f"not valid JSON: {e}")]) from e
-    except RecursionError as e:
-        raise OffsetsValidationError([OffsetsProblem("$", "not valid JSON: nested too deeply")]) from e
-    problems = ProblemList()
+        problems.fail("$", f"not valid JSON: {e}")
+    except RecursionError:
+        problems.fail("$", "not valid JSON: nested too deeply")
     if SURROGATE_ESCAPE.search(text) and has_unpaired_surrogate(obj):
         # "\ud800" alone parses to a str no UTF-8 encoder (httpx, the Kubernetes client) accepts.
         problems.fail("$", "contains an unpaired surrogate escape (\\ud800-\\udfff alone); not valid Unicode")
     for key in hook.duplicates:
         problems.add("$", f"key {json.dumps(key, ensure_ascii=False)} appears twice in one object; keys must be unique")
-    return _build_document(obj, allow_empty=allow_empty, problems=problems)
+    return build_document(obj, allow_empty=allow_empty, problems=problems, rules=rules)
 
 
 def parse_offsets_obj(obj: object, *, allow_empty: bool = False) -> OffsetsDocument:
     """Like ``parse_offsets_document`` for an already decoded JSON value (e.g. a GET response)."""
-    return _build_document(obj, allow_empty=allow_empty, problems=ProblemList())
+    return build_document(obj, allow_empty=allow_empty, problems=ProblemList())
 
 
-def _build_document(obj: object, *, allow_empty: bool, problems: ProblemList) -> OffsetsDocument:
+def build_document(
+    obj: object, *, allow_empty: bool, problems: ProblemList, rules: EntryRules | None = None
+) -> OffsetsDocument:
+    """The document of a decoded JSON value; raises every problem (``problems`` holds those found
+    before) at the end. Only a wrong shape of the whole (not an object, no list of entries) stops
+    the checks early: each entry is checked as far as its own parts allow."""
     if not isinstance(obj, dict):
         problems.fail("$", f'expected an object with the key "offsets", got {describe_value(obj)}')
     unknown = [k for k in obj if k != "offsets"]
@@ -213,43 +242,67 @@ def _build_document(obj: object, *, allow_empty: bool, problems: ProblemList) ->
     entries: list[OffsetEntry] = []
     seen: dict[int, int] = {}  # digests of the canonical partition keys: a million fit in tens of MB
     for index, raw in enumerate(raw_entries):
-        entry = build_entry(raw, f"offsets[{index}]", problems)
-        if entry is None:
-            continue
-        digest = partition_digest(entry.partition)
-        if digest in seen:
-            problems.add(
-                f"offsets[{index}].partition",
-                f"duplicate of offsets[{seen[digest]}].partition ({partition_key(entry)}); list each partition once",
-            )
-        else:
-            seen[digest] = index
-        entries.append(entry)
+
+        def once(partition: dict[str, Primitive], path: str, index: int = index) -> None:
+            digest = partition_digest(partition)
+            if digest in seen:
+                shown = partition_key(partition)
+                problems.add(
+                    path, f"duplicate of offsets[{seen[digest]}].partition ({shown}); list each partition once"
+                )
+            else:
+                seen[digest] = index
+
+        entry = build_entry(raw, f"offsets[{index}]", problems, rules, once)
+        if entry is not None and not len(problems):
+            entries.append(entry)  # once invalid, the document is never built: keep nothing more
     problems.raise_if_any()
     return OffsetsDocument(entries=tuple(entries))
 
 
-def build_entry(raw: object, path: str, problems: ProblemList) -> OffsetEntry | None:
+def build_entry(
+    raw: object,
+    path: str,
+    problems: ProblemList,
+    rules: EntryRules | None = None,
+    on_partition: Callable[[dict[str, Primitive], str], None] | None = None,
+) -> OffsetEntry | None:
+    """One entry, its problems added to ``problems`` in the order of a reader: the entry's own keys,
+    then its partition (generically, by ``rules``, then ``on_partition``: the document's duplicate
+    check), then its offset (generically, by ``rules``).
+
+    Returns the entry whenever its partition could be read, even if it has problems: ``problems``
+    decides whether the document is valid.
+    """
     if not isinstance(raw, dict):
         problems.add(path, f'expected an object with the keys "partition" and "offset", got {describe_value(raw)}')
         return None
-    before = len(problems.items)
     unknown = [k for k in raw if k not in ("partition", "offset")]
     if unknown:
         problems.add(path, f'unknown key(s) {quote_all(map(str, unknown))}; expected exactly "partition" and "offset"')
     partition: dict[str, Primitive] | None = None
+    ppath = f"{path}.partition"
     if "partition" not in raw:
-        problems.add(f"{path}.partition", "missing; expected an object")
+        problems.add(ppath, "missing; expected an object")
     elif raw["partition"] is None:
-        problems.add(f"{path}.partition", "expected an object, got null")
+        problems.add(ppath, "expected an object, got null")
     else:
-        partition = _primitive_map(raw["partition"], f"{path}.partition", problems)
+        partition = _primitive_map(raw["partition"], ppath, problems)
+        if partition is not None and rules is not None:
+            rules.check_partition(partition, ppath, problems)
+        if partition is not None and on_partition is not None:
+            on_partition(partition, ppath)
     offset: dict[str, Primitive] | None = None
+    opath = f"{path}.offset"
     if "offset" not in raw:
-        problems.add(f"{path}.offset", "missing; expected an object, or null to remove the partition's offset")
+        problems.add(opath, "missing; expected an object, or null to remove the partition's offset")
     elif raw["offset"] is not None:
-        offset = _primitive_map(raw["offset"], f"{path}.offset", problems)
-    if len(problems.items) != before or partition is None:
+        offset = _primitive_map(raw["offset"], opath, problems)
+        if offset is not None and rules is not None:
+            offset = rules.check_offset(offset, opath, problems)
+    elif rules is not None:
+        offset = rules.check_offset(None, opath, problems)
+    if partition is None:
         return None
     return OffsetEntry(partition=partition, offset=offset)
 

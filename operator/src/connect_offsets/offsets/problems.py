@@ -20,7 +20,12 @@ from connect_offsets.errors import UserError
 Primitive = str | int | float | bool | None
 
 
+#: Problems shown in a message (a condition, the plugin's error); the rest are counted ("... and N more").
 MAX_LISTED_PROBLEMS = 10
+
+#: Problems kept in one ``ProblemList``; past it they are only counted. A million bad entries are
+#: still checked to the end (so the count is true) without holding a million messages.
+MAX_KEPT_PROBLEMS = 200
 
 #: Longest rendering of a found value inside a message; ConfigMaps can hold large values.
 MAX_SHOWN_VALUE = 80
@@ -38,17 +43,20 @@ class OffsetsProblem:
 
 
 class OffsetsValidationError(UserError, ValueError):
-    """An offsets document is invalid; ``problems`` lists every problem found."""
+    """An offsets document is invalid; ``problems`` lists every problem found (up to
+    ``MAX_KEPT_PROBLEMS``), ``count`` says how many there were in all."""
 
-    def __init__(self, problems: Iterable[OffsetsProblem]) -> None:
+    def __init__(self, problems: Iterable[OffsetsProblem], *, uncounted: int = 0) -> None:
         self.problems: list[OffsetsProblem] = list(problems)
+        #: Every problem found, also those not kept.
+        self.count = len(self.problems) + uncounted
         super().__init__(self._render())
 
     def _render(self) -> str:
         if not self.problems:
             return "invalid offsets document"
         lines = [str(p) for p in self.problems[:MAX_LISTED_PROBLEMS]]
-        hidden = len(self.problems) - MAX_LISTED_PROBLEMS
+        hidden = self.count - min(len(self.problems), MAX_LISTED_PROBLEMS)
         if hidden > 0:
             lines.append(f"... and {hidden} more")
         return "\n".join(lines)
@@ -58,22 +66,36 @@ class OffsetsValidationError(UserError, ValueError):
 
 
 class ProblemList:
-    """Accumulates problems; raises them all at once."""
+    """Accumulates problems in the order they are found; raises them all at once.
+
+    Keeps the first ``MAX_KEPT_PROBLEMS`` and counts the rest, so checking a huge document to the
+    end costs no more memory than checking a small one.
+    """
 
     def __init__(self) -> None:
         self.items: list[OffsetsProblem] = []
+        self.uncounted = 0  # problems found beyond MAX_KEPT_PROBLEMS: counted, not kept
+
+    def __len__(self) -> int:
+        return len(self.items) + self.uncounted
 
     def add(self, path: str, message: str) -> None:
-        self.items.append(OffsetsProblem(path, message))
+        if len(self.items) < MAX_KEPT_PROBLEMS:
+            self.items.append(OffsetsProblem(path, message))
+        else:
+            self.uncounted += 1
+
+    def error(self) -> OffsetsValidationError:
+        return OffsetsValidationError(self.items, uncounted=self.uncounted)
 
     def raise_if_any(self) -> None:
-        if self.items:
-            raise OffsetsValidationError(self.items)
+        if len(self):
+            raise self.error()
 
     def fail(self, path: str, message: str) -> NoReturn:
         """Add a problem after which nothing more can be checked, and raise everything so far."""
         self.add(path, message)
-        raise OffsetsValidationError(self.items)
+        raise self.error()
 
 
 # --------------------------------------------------------------------------- documents

@@ -28,8 +28,18 @@ from connect_offsets.offsets.document import (
     reject_constant,
 )
 from connect_offsets.offsets.problems import OffsetsValidationError, ProblemList
-from connect_offsets.offsets.validate import translate_replay_from, validate_for_connector
+from connect_offsets.offsets.validate import parse_for_connector, translate_replay_from, validate_for_connector
 
+# Why a second path: ``parse_offsets_document`` builds the whole tree, which for a 1,000,000-partition
+# document (about 100 MB of JSON) is over a gigabyte of dicts. An alter or restore only needs "is it
+# valid?" and the compact text to send, so valid documents are checked entry by entry instead, in
+# batches that the ordinary validators see as small documents, and only digests are kept. Any
+# problem, or any shape the scanner does not expect, re-runs the whole-document path
+# (``parse_for_connector``): it produces the exact messages (paths, first index of a duplicate,
+# every problem at once) and decides in the rare cases the fast path cannot (a digest match, an
+# escaped surrogate). Valid input gives the same text either way.
+
+#: Entries per batch handed to the family validators; bounds what is held besides the output text.
 ENTRIES_PER_BATCH = 10_000
 
 _Item = TypeVar("_Item")
@@ -150,7 +160,7 @@ def _streamed_entries(text: str, seen: set[int]) -> Iterator[tuple[OffsetEntry, 
     problems = ProblemList()
     for raw, start, end in _scan_entries(text, decoder):
         entry = build_entry(raw, "offsets", problems)
-        if entry is None or hook.duplicates:
+        if entry is None or len(problems) or hook.duplicates:
             raise _NeedsWholeDocument
         digest = partition_digest(entry.partition)
         if digest in seen:
@@ -193,12 +203,17 @@ def validated_compact_json(
     """
 
     def whole() -> str:
-        document = parse_offsets_document(text, allow_empty=allow_empty)
-        if translate_replay:
-            document = translate_replay_from(document)
-        if connector_class is not None:
-            validate_for_connector(document, connector_class, config or {}, is_sink=is_sink)
-        return document.to_compact_json()
+        if connector_class is None:
+            document = parse_offsets_document(text, allow_empty=allow_empty)
+            return (translate_replay_from(document) if translate_replay else document).to_compact_json()
+        return parse_for_connector(
+            text,
+            connector_class,
+            config or {},
+            is_sink=is_sink,
+            translate_replay=translate_replay,
+            allow_empty=allow_empty,
+        ).to_compact_json()
 
     writer = _CompactWriter(text)
     try:
@@ -249,9 +264,12 @@ def restore_compact_json(
                 validate_for_connector(batch, connector_class, config or {}, is_sink=is_sink)
             backup.add(batch.entries, span)
     except (_NeedsWholeDocument, OffsetsValidationError):
-        document = parse_offsets_document(backup_text, allow_empty=True)  # raises for an invalid backup
-        if connector_class is not None and document.entries:
-            validate_for_connector(document, connector_class, config or {}, is_sink=is_sink)
+        # raises for an invalid backup, with every problem
+        document = (
+            parse_offsets_document(backup_text, allow_empty=True)
+            if connector_class is None
+            else parse_for_connector(backup_text, connector_class, config or {}, is_sink=is_sink, allow_empty=True)
+        )
         backup = _CompactWriter()
         backup.add(document.entries)
         kept = {partition_digest(entry.partition) for entry in document.entries}

@@ -35,6 +35,7 @@ from connect_offsets.planning.targets import (
     CONNECT_STATE,
     ConnectorTarget,
     content_hash,
+    dry_run_from_problem,
     handled_before,
     parse_task_id,
     request_key,
@@ -100,7 +101,7 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
         )
         return
     plan.request_id = request_id
-    source = observed.alter_configmap if value == "alter" else None
+    source = _alter_source(target, observed)[1] if value == "alter" else None
     if value == "restore" and observed.restore is not None and observed.restore.name is not None:
         source = OffsetsConfigMap(observed.restore.name, True, observed.restore.resource_version)
     fingerprint = target_fingerprint(target, source)
@@ -122,6 +123,10 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
             # A typo must never turn a dry run into a real change.
             _refuse(plan, value, "InvalidAnnotation", f"{key}={flag!r} must be true or false; nothing was done", True)
             return
+    misuse = dry_run_from_problem(target)
+    if misuse is not None:
+        _refuse(plan, value, "InvalidAnnotation", misuse, True)
+        return
 
     if value == "list":
         if target.list_configmap is None:
@@ -188,12 +193,12 @@ def _requested_offsets(
     if operation == "alter" and target.seek_to() is not None:
         return _seek_document(target, observed, target.seek_to() or "")
     if operation == "alter":
-        name = target.alter_configmap
+        name, configmap = _alter_source(target, observed)
         if name is None:
             return PlannedRefusal(
                 "MissingAlterOffsets", f"{target.spec_path}.alterOffsets.fromConfigMap.name is not set"
             )
-        text = configmap_text(observed.alter_configmap, name, key)
+        text = configmap_text(configmap, name, key)
         if isinstance(text, PlannedRefusal):
             return text
         # Validate before anything touches Connect: bad input never leads to a stop or a PATCH.
@@ -212,6 +217,15 @@ def _requested_offsets(
     if operation == "restore":
         return _restore_document(target, observed)
     return None
+
+
+def _alter_source(target: ConnectorTarget, observed: Observed) -> tuple[str | None, OffsetsConfigMap | None]:
+    """Where an alter reads its document: the ``dry-run-from`` ConfigMap of a dry run that names one,
+    else ``spec.alterOffsets.fromConfigMap``."""
+    dry_run_source = target.dry_run_source()
+    if dry_run_source is not None:
+        return dry_run_source, observed.dry_run_configmap
+    return target.alter_configmap, observed.alter_configmap
 
 
 def _seek_document(target: ConnectorTarget, observed: Observed, when: str) -> str | PlannedRefusal:

@@ -86,6 +86,8 @@ class Observed:
     restore: RestoreSource | None = None
     initial_configmap: OffsetsConfigMap | None = None
     seek: SeekOffsets | None = None
+    #: The ConfigMap an alter dry run reads instead of ``alter_configmap`` (``dry-run-from``).
+    dry_run_configmap: OffsetsConfigMap | None = None
     #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed,
     #: ClusterNotAllowed, ConnectorNameNotAllowed).
     cluster_error_reason: str = "ConnectClusterUnavailable"
@@ -98,6 +100,7 @@ class Observed:
             alter_configmap=_without_data(self.alter_configmap),
             restore=None if self.restore is None else replace(self.restore, backup_json="", current_json=""),
             initial_configmap=_without_data(self.initial_configmap),
+            dry_run_configmap=_without_data(self.dry_run_configmap),
             seek=None if self.seek is None else replace(self.seek, document_json=None),
         )
 

@@ -4,10 +4,12 @@ connector, with the fingerprints that make an offsets request level-based yet ne
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from connect_offsets.models.crds import (
+    DNS1123_SUBDOMAIN,
     AppliedOffsetsStatus,
     AutoRestartSpec,
     AutoRestartStatus,
@@ -20,6 +22,8 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning.plan import TASK_ID, OffsetsConfigMap
 from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
     ANNOTATION_RESTORE_FROM,
@@ -29,6 +33,9 @@ from connect_offsets.vocabulary import (
     REQUEST_ANNOTATIONS,
     short_hash,
 )
+
+#: The longest object name the API server accepts (a DNS-1123 subdomain).
+MAX_NAME_LENGTH = 253
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,44 @@ class ConnectorTarget:
         if self.pending is not None:
             return self.pending.seek_to
         return self.annotations.get(ANNOTATION_SEEK_TO, self.to_timestamp)
+
+    def dry_run_source(self) -> str | None:
+        """The ConfigMap an alter dry run reads its document from (``dry-run-from``), when this
+        target's request is exactly that and names a valid ConfigMap; None: the alter reads
+        ``alter_configmap`` as usual (``dry_run_from_problem`` says why a misuse is refused)."""
+        annotations = self.annotations
+        name = annotations.get(ANNOTATION_DRY_RUN_FROM)
+        if name is None or self.pending is not None or dry_run_from_problem(self) is not None:
+            return None
+        return name
+
+
+def dry_run_from_problem(target: ConnectorTarget) -> str | None:
+    """Why ``dry-run-from`` cannot be used as given (the request is refused, nothing is read), or None.
+
+    It names a document for an alter dry run only: next to a real alter it would be ignored, and
+    the user would get a real change of a document they only meant to preview.
+    """
+    annotations = target.annotations
+    name = annotations.get(ANNOTATION_DRY_RUN_FROM)
+    if name is None:
+        return None
+    if annotations.get(ANNOTATION_OFFSETS) != "alter" or annotations.get(ANNOTATION_DRY_RUN) != "true":
+        return (
+            f"{ANNOTATION_DRY_RUN_FROM}={name!r} only applies to an alter dry run ({ANNOTATION_OFFSETS}=alter "
+            f"with {ANNOTATION_DRY_RUN}=true); nothing was done"
+        )
+    # Length first: the pattern's backtracking is bounded by the 253 characters it may see.
+    if len(name) > MAX_NAME_LENGTH or not re.fullmatch(DNS1123_SUBDOMAIN, name):
+        return (
+            f"{ANNOTATION_DRY_RUN_FROM}={name[:80]!r} is not a ConfigMap name (a DNS-1123 subdomain); nothing was done"
+        )
+    if target.seek_to() is not None:
+        return (
+            f"{ANNOTATION_DRY_RUN_FROM} names a document, but this alter seeks to a time ({ANNOTATION_SEEK_TO} or "
+            f"{target.spec_path}.alterOffsets.toTimestamp); use one of them; nothing was done"
+        )
+    return None
 
 
 def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:

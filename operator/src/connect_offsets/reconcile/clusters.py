@@ -387,6 +387,15 @@ def cluster_ref(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
     return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, cluster_name
 
 
+def cluster_display(namespace: str, labels: dict[str, str]) -> str | None:
+    """``status.cluster`` (the Cluster column): the ConnectCluster's name, with its namespace when
+    that is not the resource's own; None without the label."""
+    if not labels.get(CLUSTER_LABEL):
+        return None
+    cluster_namespace, cluster_name = cluster_ref(namespace, labels)
+    return cluster_name if cluster_namespace == namespace else f"{cluster_namespace}/{cluster_name}"
+
+
 async def resolve_cluster(
     clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str] = ()
 ) -> tuple[ConnectClient, ServerInfo]:

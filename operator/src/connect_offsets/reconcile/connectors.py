@@ -32,6 +32,7 @@ from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
     ClusterUnusable,
+    cluster_display,
     cluster_ref,
     resolve_cluster,
 )
@@ -117,16 +118,19 @@ class ConnectorService:
         body, resource = loaded
         target = target_for_connector(resource)
         outcome = Outcome(
-            referenced_configmaps={n for n in (target.alter_configmap, target.initial_configmap) if n is not None},
+            referenced_configmaps={
+                n for n in (target.alter_configmap, target.initial_configmap, target.dry_run_source()) if n is not None
+            },
             connectors={target.name},
             seen=accounted_view(body),
         )
+        shown_cluster = KafkaConnectorStatus(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
-            await write_status(self.kube, CONNECTORS, body, plan.conditions, now)
+            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, shown_cluster)
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
             else:
@@ -150,7 +154,7 @@ class ConnectorService:
             return Outcome(
                 requeue_after=0.0, connectors=outcome.connectors
             )  # the request changed: plan again from the fresh body
-        update = result.status
+        update = result.status.updated(shown_cluster)
         if result.observed.status is not None:
             update = update.updated(KafkaConnectorStatus(tasks_max=resource.spec.tasks_max))
         running = _running(result.observed.status)
@@ -174,6 +178,7 @@ class ConnectorService:
             and not result.plan.actions
             and result.plan.requeue_after is None
             and observed.alter_configmap is None
+            and observed.dry_run_configmap is None
             and observed.initial_configmap is None
             and observed.seek is None
             and observed.restore is None

@@ -51,6 +51,7 @@ from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
     ClusterUnusable,
+    cluster_display,
     cluster_ref,
     resolve_cluster,
 )
@@ -118,10 +119,13 @@ class MirrorMaker2Service:
             return Outcome()
         body, resource = loaded
         outcome = Outcome(seen=accounted_view(body))
+        shown_cluster = KafkaMirrorMaker2Status(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
             secrets = await self._secrets(resource)
             mirror = mirror_targets(resource, secrets)
-            outcome.referenced_configmaps = {t.alter_configmap for t in mirror.targets if t.alter_configmap}
+            outcome.referenced_configmaps = {
+                name for t in mirror.targets for name in (t.alter_configmap, t.dry_run_source()) if name
+            }
             client, info = await resolve_cluster(
                 self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
             )
@@ -141,7 +145,9 @@ class MirrorMaker2Service:
                 reason = error.reason or MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
             else:
                 reason = MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
-            await write_status(self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now)
+            await write_status(
+                self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, shown_cluster
+            )
             if isinstance(error, ClusterUnreachable):
                 outcome.transient_error = str(error)
             else:
@@ -224,7 +230,7 @@ class MirrorMaker2Service:
             ready_condition = ConditionSpec(
                 "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
             )
-        update = KafkaMirrorMaker2Status(connectors=entries)
+        update = KafkaMirrorMaker2Status(connectors=entries).updated(shown_cluster)
         if handled_ids is not None:
             update = update.updated(KafkaMirrorMaker2Status(handled_request_ids=handled_ids))
         if last_operation is not None:

@@ -1,6 +1,6 @@
 """Gather what the planner needs to decide about one connector target: its config and status in
-Connect, the offsets documents its ConfigMaps hold, the backup a restore reads, the offsets a
-sink's seek-to-time finds in Kafka.
+Connect, the offsets documents its ConfigMaps hold (and the one an alter dry run names with
+``dry-run-from``), the backup a restore reads, the offsets a sink's seek-to-time finds in Kafka.
 
 Why separate: this is every read of a pass and nothing else. The planner is pure, so all the I/O
 it depends on happens here, before it runs; the execution modules never read state to decide.
@@ -33,7 +33,12 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     read = await read_connector(p, fresh=fresh or _needs_fresh(p, operation))
     config, status = read.config, read.status
     configmap: OffsetsConfigMap | None = None
-    if target.alter_configmap and (operation == "alter" or target.apply_on_change):
+    # An alter dry run that names its own document (dry-run-from) reads that one, not the alter ConfigMap.
+    dry_run_source = target.dry_run_source()
+    dry_run: OffsetsConfigMap | None = None
+    if dry_run_source is not None:
+        dry_run = await _offsets_configmap(p, dry_run_source)
+    if target.alter_configmap and ((operation == "alter" and dry_run_source is None) or target.apply_on_change):
         configmap = await _offsets_configmap(p, target.alter_configmap)
     initial: OffsetsConfigMap | None = None
     initial_status = target.initial_status
@@ -59,6 +64,7 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         restore=restore,
         initial_configmap=initial,
         seek=seek,
+        dry_run_configmap=dry_run,
     )
     return observed, read.digest
 

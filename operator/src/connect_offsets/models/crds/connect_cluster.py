@@ -61,6 +61,10 @@ class KafkaAccessSpec(Model):
 
 
 class ConnectClusterSpec(Model):
+    """How to reach an existing Kafka Connect cluster: its REST URL, authentication and TLS, optional
+    Kafka access (for seeking sink connectors to a time), and which namespaces and connector names may
+    use it when it is shared."""
+
     url: Annotated[
         str,
         Field(
@@ -114,6 +118,9 @@ class ConnectClusterSpec(Model):
 
 
 class ConnectClusterStatus(StatusModel):
+    """What the operator last found at spec.url: whether Connect answers (the Ready condition) and its
+    version. Written by the operator only."""
+
     conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
     observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
     version: str | None = Field(None, description="Connect worker version, from `GET /`.")

@@ -49,6 +49,10 @@ class InitialOffsetsSpec(Model):
 
 
 class KafkaConnectorSpec(Model):
+    """The connector as it should be in Connect (class, config, tasks, state) and where its offsets are
+    exchanged (listOffsets, alterOffsets, initialOffsets). The ConnectCluster is chosen by the label
+    connect-offsets.io/cluster (and connect-offsets.io/cluster-namespace)."""
+
     class_: Annotated[str, Field(alias="class", min_length=1, description="Connector class (or alias).")]
     tasks_max: Annotated[int, Field(ge=1, description="Maximum number of tasks.")] | None = None
     config: dict[str, Any] = Field(
@@ -102,8 +106,19 @@ class InitialOffsetsStatus(StatusModel):
 
 
 class KafkaConnectorStatus(StatusModel):
+    """What the operator last observed and did: conditions, the connector's state in Connect, the last
+    offsets operation and any in progress. Written by the operator only."""
+
     conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
     observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
+    cluster: str | None = Field(
+        None,
+        description=(
+            "The ConnectCluster in use, from the labels connect-offsets.io/cluster and "
+            "connect-offsets.io/cluster-namespace: NAME in the resource's own namespace, NAMESPACE/NAME in "
+            "another (the Cluster column of kubectl get)."
+        ),
+    )
     connector_status: dict[str, Any] | None = Field(
         None, description=CONNECTOR_STATUS, json_schema_extra=PRESERVE_UNKNOWN
     )

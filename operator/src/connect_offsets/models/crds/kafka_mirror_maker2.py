@@ -202,6 +202,10 @@ class ReplicationLagStatus(StatusModel):
 
 
 class KafkaMirrorMaker2Spec(Model):
+    """The Kafka clusters (by alias) and the mirrors between them; each mirror runs up to three
+    MirrorMaker 2 connectors (source, checkpoint, heartbeat) on the ConnectCluster chosen by the label
+    connect-offsets.io/cluster, each with its own offsets requests."""
+
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
@@ -276,8 +280,19 @@ class MirrorConnectorStatus(StatusModel):
 
 
 class KafkaMirrorMaker2Status(StatusModel):
+    """What the operator last observed and did: conditions, each mirror connector's state and last
+    offsets operation, and the replication lag. Written by the operator only."""
+
     conditions: list[Condition] = Field(default_factory=list, description=CONDITIONS)
     observed_generation: int | None = Field(None, description=OBSERVED_GENERATION)
+    cluster: str | None = Field(
+        None,
+        description=(
+            "The ConnectCluster in use, from the labels connect-offsets.io/cluster and "
+            "connect-offsets.io/cluster-namespace: NAME in the resource's own namespace, NAMESPACE/NAME in "
+            "another (the Cluster column of kubectl get)."
+        ),
+    )
     connectors: list[MirrorConnectorStatus] = Field(default_factory=list, description="Each mirror connector.")
     replication_lag: ReplicationLagStatus | None = Field(
         None, description="Replication lag over all mirrors (spec.replicationLag)."

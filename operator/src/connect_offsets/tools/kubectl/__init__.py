@@ -51,7 +51,14 @@ from connect_offsets.tools.kubectl.common import (
     parse_kind,
     split_name,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.completion import (
+    RequestOutcome,
+    Waiting,
+    classify,
+    last_operation,
+    own_backup,
+    progress_text,
+)
 from connect_offsets.tools.kubectl.lag import lag_command, render_lag
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
@@ -61,6 +68,7 @@ from connect_offsets.tools.kubectl.request import (
     Request,
     Resolved,
     check_request,
+    dry_run_input_name,
     new_request_id,
     resolve,
     validate_offsets,
@@ -92,6 +100,7 @@ __all__ = [
     "check_request",
     "classify",
     "connection_cause",
+    "dry_run_input_name",
     "dry_run_key",
     "kube_error",
     "lag_command",
@@ -99,6 +108,7 @@ __all__ = [
     "load_kube",
     "main",
     "new_request_id",
+    "own_backup",
     "parse_duration",
     "parse_kind",
     "parse_options",

@@ -35,7 +35,7 @@ class RequestOutcome:
     message: str = ""
     backup: str | None = None
     request_id: str = ""
-    offsets: Any = None  # list: the listed document
+    offsets: Any = None  # list: the listed document ({"offsets": [...]}, as printed with -o text)
     dry_run: Any = None  # --dry-run: the report
     hint: str = ""
     detail: str = ""
@@ -53,13 +53,15 @@ class RequestOutcome:
             "message": self.message,
             "exitCode": self.code,
         }
+        # list: the entries themselves, not the document around them ({"offsets": {"offsets": ...}})
+        offsets = self.offsets.get("offsets") if isinstance(self.offsets, dict) else self.offsets
         for key, value in (
             ("backup", self.backup),
             ("requestId", self.request_id),
-            ("offsets", self.offsets),
+            ("offsets", offsets),
             ("dryRun", self.dry_run),
         ):
-            if value:
+            if value is not None and value != "":  # an empty list of offsets is an answer too
                 data[key] = value
         return data
 
@@ -130,6 +132,40 @@ def classify(kind: Kind, body: dict[str, Any], connector: str, waiting: Waiting)
     if ours and record.get("result") == "Failed":
         return "Failed", record
     return "Withdrawn", {}
+
+
+#: The operations that back the connector's offsets up before changing them (a dry run never does).
+BACKED_UP_OPERATIONS = ("alter", "reset", "restore")
+
+
+def own_backup(record: dict[str, Any], waiting: Waiting) -> str | None:
+    """The backup ``record`` names, only if this request made it: the undo advice and the BACKUP
+    column must never point at a backup of an earlier operation (restoring it would put back the
+    wrong offsets).
+
+    The record must be this request's answer on its own terms, whatever else ``classify`` accepted,
+    and not only because the operator writes each record whole: an operation that backs up (alter,
+    reset, restore; not list, not a dry run), the same operation in the record, this request's id (a
+    record without any id, from an operator that does not record them, only when it was written
+    since the request was made), and a backup other than the one the record named before the request
+    (a record merged into the previous one would still name that). The runner then checks the
+    backup ConfigMap itself (``Runner._is_backup_of``).
+    """
+    request = waiting.request
+    backup = record.get("backup")
+    if not isinstance(backup, str) or not backup:
+        return None
+    if request.operation not in BACKED_UP_OPERATIONS or request.dry_run:
+        return None
+    if record.get("operation") != request.operation:
+        return None
+    if waiting.before is not None and waiting.before.get("backup") == backup:
+        return None
+    ids = {record.get(key) for key in ("requestId", "requestID")} - {None}
+    if ids:
+        return backup if ids == {request.request_id} else None
+    written = _parse_time(record.get("time"))
+    return backup if written is not None and written >= waiting.started else None
 
 
 #: ``status.pendingOffsetsOperation.step`` of stop -> change -> resume, in order, as the user reads it.

@@ -220,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "--dry-run",
                 action="store_true",
                 help="report what would change (printed, and kept in the listOffsets ConfigMap, key dry-run.json); "
-                "change nothing",
+                "change nothing. alter --from-file: the file goes to ConfigMap <resource>-dry-run-input, never to "
+                "the alterOffsets ConfigMap",
             )
         if command == "restore":
             cmd.add_argument("--from-backup", metavar="CONFIGMAP", help="the backup to restore (default: the newest)")

@@ -14,16 +14,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
-from connect_offsets.offsets import (
-    OffsetsValidationError,
-    parse_offsets_document,
-    translate_replay_from,
-    validate_for_connector,
-)
+from connect_offsets.offsets import OffsetsValidationError, parse_for_connector
 from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for_connector
+from connect_offsets.planning.targets import MAX_NAME_LENGTH
 from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
+    ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
     ANNOTATION_REQUEST_ID,
@@ -31,9 +28,20 @@ from connect_offsets.vocabulary import (
     ANNOTATION_RESTORE_FROM,
     ANNOTATION_STOP_CONNECTOR,
     MIRROR_CLASSES,
+    REQUEST_ANNOTATIONS,
+    short_hash,
 )
 
 # --- the request -------------------------------------------------------------------------
+
+#: Every annotation that belongs to a pending offsets request, in the order a cancel hint names them.
+PENDING_REQUEST_ANNOTATIONS = (
+    ANNOTATION_OFFSETS,
+    *REQUEST_ANNOTATIONS,
+    ANNOTATION_RESTORE_FROM,
+    ANNOTATION_MM2_CONNECTOR,
+    ANNOTATION_RESET_OFFSET_SYNCS,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class Request:
     offsets_text: str | None = None  # alter --from-file: the file's text
     offsets_source: str = ""  # where offsets_text came from, for messages
     reset_offset_syncs: bool = False
+    #: alter --from-file --dry-run: the plugin's own ConfigMap holding the file (``dry-run-from``)
+    dry_run_from: str | None = None
 
     def annotations(self) -> dict[str, str]:
         """The annotations that make up this request (all removed again when it fails)."""
@@ -63,7 +73,29 @@ class Request:
             values[ANNOTATION_RESTORE_FROM] = self.from_backup
         if self.reset_offset_syncs:
             values[ANNOTATION_RESET_OFFSET_SYNCS] = "true"
+        if self.dry_run_from is not None:
+            values[ANNOTATION_DRY_RUN_FROM] = self.dry_run_from
         return values
+
+    @property
+    def previews_a_file(self) -> bool:
+        """``alter --from-file F --dry-run``: F goes to the plugin's own ConfigMap, never to the
+        alterOffsets ConfigMap a real alter reads (a preview must not replace the user's document)."""
+        return self.operation == "alter" and self.dry_run and (self.offsets_text, self.dry_run_from) != (None, None)
+
+
+#: Suffix of the ConfigMap a plugin dry run keeps its document in (``dry_run_input_name``).
+DRY_RUN_INPUT_SUFFIX = "-dry-run-input"
+
+
+def dry_run_input_name(resource: str) -> str:
+    """``<resource>-dry-run-input``: one per resource (one request is pending at a time), owned by
+    it, so deleting the resource deletes it. A name too long for that keeps a prefix and a hash."""
+    name = resource + DRY_RUN_INPUT_SUFFIX
+    if len(name) <= MAX_NAME_LENGTH:
+        return name
+    keep = MAX_NAME_LENGTH - len(DRY_RUN_INPUT_SUFFIX) - 9
+    return f"{resource[:keep].rstrip('-.')}-{short_hash(resource, 8)}{DRY_RUN_INPUT_SUFFIX}"
 
 
 def new_request_id() -> str:
@@ -158,10 +190,13 @@ def check_request(resolved: Resolved, request: Request) -> None:
     annotations = resolved.body["metadata"].get("annotations") or {}
     pending = annotations.get(ANNOTATION_OFFSETS)
     if pending is not None:
+        # Cancelling removes the whole request: a request-id (or dry-run, ...) left behind would
+        # join the next request someone makes by hand.
+        removals = " ".join(f"{key}-" for key in PENDING_REQUEST_ANNOTATIONS if key in annotations)
         raise PluginError(
             f"{resolved.display} already has a pending request {ANNOTATION_OFFSETS}={pending}; wait for it, "
             f"or cancel it with: kubectl annotate {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} "
-            f"{ANNOTATION_OFFSETS}-",
+            f"{removals}",
             EXIT_USAGE,
         )
     suggested = f"{resolved.name}-offsets"
@@ -171,7 +206,7 @@ def check_request(resolved: Resolved, request: Request) -> None:
         )
     if request.operation == "list" and (request.dry_run or request.stop_connector):
         raise PluginError("list changes nothing: --dry-run and --stop-connector do not apply", EXIT_USAGE)
-    if request.operation == "alter" and target.alter_configmap is None:
+    if request.operation == "alter" and target.alter_configmap is None and not request.previews_a_file:
         raise PluginError(
             f"{_spec_hint(resolved, 'alterOffsets', suggested)} (alter reads the offsets from there)", EXIT_USAGE
         )
@@ -182,23 +217,28 @@ def check_request(resolved: Resolved, request: Request) -> None:
 
 
 def validate_offsets(resolved: Resolved, text: str, source: str) -> None:
-    """The operator's own checks (generic and per connector family), before anything is written."""
+    """The operator's own checks (generic and per connector family, in one pass), before anything
+    is written. Every problem is printed (up to ``MAX_LISTED_PROBLEMS``, the rest counted), each
+    with its path, as the operator's condition would list them."""
     target = resolved.target
     try:
-        document = parse_offsets_document(text)
-        if target.class_name == MIRROR_CLASSES["MirrorSourceConnector"]:
-            document = translate_replay_from(document)
-        config = {**target.config}
-        validate_for_connector(document, target.class_name, config, is_sink=resolved.is_sink)
+        parse_for_connector(
+            text,
+            target.class_name,
+            {**target.config},
+            is_sink=resolved.is_sink,
+            translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+        )
     except OffsetsValidationError as error:
-        problems = error.problems
-        first = str(problems[0]) if problems else str(error)
-        more = f" (and {len(problems) - 1} more problem(s); --verbose lists them)" if len(problems) > 1 else ""
-        raise PluginError(
-            f"{source} is not valid for {resolved.display}: {first}{more}; nothing was changed",
-            EXIT_USAGE,
-            str(error),
-        ) from error
+        raise PluginError(invalid_offsets_message(source, resolved.display, error), EXIT_USAGE) from error
+
+
+def invalid_offsets_message(source: str, display: str, error: OffsetsValidationError) -> str:
+    """One line for one problem; otherwise a line with the count, then the problems, indented."""
+    if error.count <= 1:
+        return f"{source} is not valid for {display}: {error}; nothing was changed"
+    lines = "\n".join(f"  {line}" for line in str(error).splitlines())
+    return f"{source} is not valid for {display} ({error.count} problems); nothing was changed:\n{lines}"
 
 
 @dataclass

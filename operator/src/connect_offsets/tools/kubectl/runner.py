@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,13 +27,21 @@ from connect_offsets.tools.kubectl.common import (
     PluginError,
     format_duration,
 )
-from connect_offsets.tools.kubectl.completion import RequestOutcome, Waiting, classify, last_operation, progress_text
+from connect_offsets.tools.kubectl.completion import (
+    RequestOutcome,
+    Waiting,
+    classify,
+    last_operation,
+    own_backup,
+    progress_text,
+)
 from connect_offsets.tools.kubectl.render import WaitProgress, one_line
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
     Resolved,
     check_request,
+    dry_run_input_name,
     resolve,
     validate_offsets,
     without_offsets_text,
@@ -56,10 +65,10 @@ class Runner:
 
     async def run(self, kind: Kind, namespace: str, name: str, body: dict[str, Any] | None = None) -> RequestOutcome:
         request = self.options.request()
+        # request_id is set once the request is made (annotated): a refusal before it names none
         base = RequestOutcome(
             namespace, name, kind.kind, self.options.mirror_connector or name, request.operation, "", 0
         )
-        base.request_id = request.request_id
         try:
             return await self._run(kind, namespace, name, body, request, base)
         except PluginError as error:
@@ -100,14 +109,20 @@ class Runner:
         if request.operation == "restore" and request.from_backup is not None:
             await self._check_backup(resolved, request.from_backup)
         configmap_rv = ""
-        if request.operation == "alter" and request.offsets_source.startswith("file "):
-            configmap_rv = await self._write_offsets(resolved, request)
+        if request.previews_a_file:
+            # The preview's document goes to the plugin's own ConfigMap, named by dry-run-from:
+            # the alterOffsets ConfigMap (the user's document, maybe applyOnChange) is never touched.
+            request = replace(request, dry_run_from=dry_run_input_name(name))
+            configmap_rv = await self._write_offsets(resolved, request, request.dry_run_from or "")
+        elif request.operation == "alter" and request.offsets_source.startswith("file "):
+            configmap_rv = await self._write_offsets(resolved, request, str(resolved.target.alter_configmap))
         elif request.operation == "alter":
             current = await self.kube.get_configmap(namespace, str(resolved.target.alter_configmap))
             configmap_rv = current.resource_version if current else ""
         before = last_operation(kind, body, resolved.target.name)
         started = datetime.now(UTC).replace(microsecond=0)
         body = await self._annotate(resolved, request)
+        outcome.request_id = request.request_id
         fingerprint = self._fingerprint(kind, body, request, configmap_rv)
         if not self.options.wait:
             outcome.result, outcome.code = "Requested", EXIT_OK
@@ -121,7 +136,8 @@ class Runner:
         outcome.record = record
         outcome.reason = str(record.get("reason") or "")
         outcome.message = str(record.get("message") or "")
-        outcome.backup = record.get("backup")
+        backup = own_backup(record, waiting)
+        outcome.backup = backup if backup is not None and await self._is_backup_of(resolved, request, backup) else None
         if result == "Succeeded":
             outcome.result, outcome.code = "Succeeded", EXIT_OK
             await self._read_results(resolved, request, outcome)
@@ -151,6 +167,18 @@ class Runner:
         validate_offsets(resolved, configmap.data[key], f"ConfigMap {name} key {key}")
         return request
 
+    async def _is_backup_of(self, resolved: Resolved, request: Request, backup: str) -> bool:
+        """The backup ConfigMap says it was taken for this operation of this connector (the operator
+        annotates each backup so); advice to restore anything else is never printed."""
+        configmap = await self.kube.get_configmap(resolved.namespace, backup)
+        if configmap is None:
+            return False
+        annotations = configmap.annotations
+        return (
+            annotations.get(f"{API_GROUP}/operation") == request.operation
+            and annotations.get(f"{API_GROUP}/connector") == resolved.target.name
+        )
+
     async def _check_backup(self, resolved: Resolved, backup: str) -> None:
         configmap = await self.kube.get_configmap(resolved.namespace, backup)
         if configmap is None:
@@ -160,9 +188,20 @@ class Runner:
                 EXIT_USAGE,
             )
 
-    async def _write_offsets(self, resolved: Resolved, request: Request) -> str:
-        assert request.offsets_text is not None and resolved.target.alter_configmap is not None
+    async def _write_offsets(self, resolved: Resolved, request: Request, name: str) -> str:
+        """Write the file into ConfigMap ``name`` (the target's offsets key); its resourceVersion after."""
+        assert request.offsets_text is not None
         meta = resolved.body["metadata"]
+        if request.dry_run_from is not None:
+            existing = await self.kube.get_configmap(resolved.namespace, name)
+            if existing is not None and not any(o.get("uid") == meta["uid"] for o in existing.owner_references):
+                # Someone else's ConfigMap of that name: never overwrite it.
+                raise PluginError(
+                    f"ConfigMap {resolved.namespace}/{name} exists and is not owned by {resolved.display}; the "
+                    "dry run keeps its document there: rename or delete that ConfigMap, or preview without "
+                    "--from-file (the alterOffsets ConfigMap's own document)",
+                    EXIT_USAGE,
+                )
         owner = {
             "apiVersion": f"{API_GROUP}/{API_VERSION}",
             "kind": resolved.kind.kind,
@@ -173,7 +212,6 @@ class Runner:
         }
         labels = {f"{API_GROUP}/kind": resolved.kind.kind, f"{API_GROUP}/name": label_value(meta["name"])}
         text = request.offsets_text if request.offsets_text.endswith("\n") else request.offsets_text + "\n"
-        name = resolved.target.alter_configmap
         await self.kube.write_configmap_key(
             resolved.namespace, name, resolved.target.configmap_key, text, labels=labels, owner=owner
         )
@@ -211,7 +249,9 @@ class Runner:
             return None
         configmap = None
         alter = resource.spec.alter_offsets
-        if request.operation == "alter" and alter is not None and alter.from_config_map is not None:
+        if request.dry_run_from is not None:
+            configmap = OffsetsConfigMap(request.dry_run_from, True, configmap_rv)
+        elif request.operation == "alter" and alter is not None and alter.from_config_map is not None:
             configmap = OffsetsConfigMap(alter.from_config_map.name, True, configmap_rv)
         return offsets_request_fingerprint(resource, configmap)
 
