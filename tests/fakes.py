@@ -54,6 +54,19 @@ def matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+def apply_merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``target`` with a JSON merge patch (RFC 7386) applied; neither argument is changed."""
+    merged = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = apply_merge_patch(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 @dataclass
 class Event:
     type: str
@@ -299,17 +312,13 @@ class FakeKube:
         return keys
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """A merge patch of status (None removes a field), recorded in ``status_patches``."""
+        """A JSON merge patch of status, as the API server applies it (RFC 7386: objects merged
+        key by key at any depth, None removes a key, lists replaced whole), recorded in
+        ``status_patches``."""
         obj = self.resources.get((plural, namespace, name))
         if obj is None:
             raise KubernetesRejected(f"patch status of {plural} {namespace}/{name}: 404 not found", 404)
-        merged = dict(obj.get("status") or {})
-        for key, value in status.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = copy.deepcopy(value)
-        obj["status"] = merged
+        obj["status"] = apply_merge_patch(obj.get("status") or {}, status)
         obj["metadata"]["resourceVersion"] = self._bump()
         self.cache.observe(plural, namespace, name, obj, watched=False)  # the patch's answer
         self._deliver(plural, namespace, name)

@@ -50,7 +50,7 @@ from connect_offsets.vocabulary import (
     MIRRORS,
     OWNER_CONFIG_KEY,
 )
-from tests.fakes import FakeConnector
+from tests.fakes import FakeConnector, apply_merge_patch
 from tests.simulation import FAULT_KINDS, NS, Sim, World, mirrors_status_entry, resource, simulation
 
 pytestmark = pytest.mark.unit
@@ -389,11 +389,7 @@ def _terminal_records(sim: Sim, flow: Flow, before: dict[str, Any]) -> list[dict
     first = _last_operation(sim, flow, status)
     written: list[dict[str, Any]] = []
     for patch in sim.kube.status_patches:
-        for key, value in patch.items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
+        status = apply_merge_patch(status, patch)
         record = _last_operation(sim, flow, status)
         if record is not None and record.get("result") and record != first and (not written or written[-1] != record):
             written.append(record)

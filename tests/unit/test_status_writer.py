@@ -244,8 +244,10 @@ def test_only_the_fields_set_are_written_camel_case_and_none_removes_one() -> No
     asyncio.run(write_status(kube, CONNECTORS, body, READY, NOW, update))
     (patch,) = kube.status_patches
     assert patch["offsetsProgress"] is None and "initialOffsets" not in patch
-    assert patch["topics"] == ["old"]  # a field not set is left as it is
     written = kube.resources[(CONNECTORS, "ns", "c")]["status"]
+    assert "topics" not in patch and written["topics"] == ["old"]  # a field not set is left as it is
+    # A record is written whole (issue 36): the previous record's fields the new one lacks are nulled.
+    assert patch["pendingOffsetsOperation"]["x"] is None and "x" not in written["pendingOffsetsOperation"]
     assert "offsetsProgress" not in written and written["tasksMax"] == 2
     assert written["observedGeneration"] == 3
     assert written["conditions"] == [

@@ -108,6 +108,28 @@ def status_fields(update: StatusModel) -> dict[str, Any]:
     return data
 
 
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``: what changed, and an
+    explicit null for every key that went away, at any depth.
+
+    Why not ``new`` itself: the API server merges nested objects key by key, so a record written
+    over the previous one (``lastOffsetsOperation`` of a reset over that of a dry run) kept the
+    previous one's fields that the new one leaves out (issue 36: a real reset showing ``dryRun:
+    true``). Lists, such as conditions, are replaced whole.
+    """
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in old or before != value:
+            patch[key] = value
+    patch.update({key: None for key in old if key not in new})
+    return patch
+
+
 def _canonical(status: dict[str, Any]) -> dict[str, Any]:
     """Status as plain JSON data, so two statuses compare equal whatever their Python types."""
     return json.loads(json.dumps(status, sort_keys=True))  # type: ignore[no-any-return]
@@ -226,10 +248,12 @@ async def write_status(
     new[generation_key] = generation
     if _canonical(new) == _canonical(old):
         return
-    # Conditions that disappeared must be removed: a merge patch of the list replaces it whole.
     try:
         await kube.patch_status(
-            plural, body["metadata"]["namespace"], body["metadata"]["name"], {**new, **dict.fromkeys(removed)}
+            plural,
+            body["metadata"]["namespace"],
+            body["metadata"]["name"],
+            merge_patch(_canonical(old), _canonical(new)),
         )
     except KubernetesError as error:
         log.warning("status not written: %s", error)
