@@ -943,7 +943,14 @@ def test_request_id_is_part_of_the_fingerprint() -> None:
 # --------------------------------------------------------------------------- applyOnChange
 
 
-def declarative(state: str = "running", applied: dict[str, Any] | None = None, **kwargs: Any) -> KafkaConnectorResource:
+#: applyOnChange's record of an earlier content (position 3) of the alter ConfigMap: the content in
+#: a test's ConfigMap is then an edit made since, which is applied.
+EARLIER = {"configMap": ALTER_CM, "contentHash": content_hash(doc(3)), "time": iso(NOW), "result": "Succeeded"}
+
+
+def declarative(
+    state: str = "running", applied: dict[str, Any] | None = EARLIER, **kwargs: Any
+) -> KafkaConnectorResource:
     status = {"appliedOffsets": applied} if applied is not None else None
     return make(state=state, apply_on_change=True, status=status, **kwargs)
 
@@ -986,10 +993,37 @@ def test_apply_on_change_changed_content_applies_again() -> None:
     assert kinds(plan) == ["begin_offsets_change", "stop"]
 
 
-def test_apply_on_change_other_configmap_with_same_content_applies() -> None:
-    old = {"configMap": "elsewhere", "contentHash": content_hash(doc(9)), "time": iso(NOW), "result": "Succeeded"}
-    resource = declarative(applied=old)
+@pytest.mark.parametrize("applied", [None, {**EARLIER, "configMap": "elsewhere"}], ids=["turned-on", "re-pointed"])
+def test_apply_on_change_turned_on_adopts_the_content_found(applied: dict[str, Any] | None) -> None:
+    """Issue 36: turning applyOnChange on (or pointing it at another ConfigMap) does not apply what
+    the ConfigMap holds now (it may be a listing of long ago); it is recorded as the starting point
+    and the next edit is applied."""
+    resource = declarative(applied=applied)
     plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm(doc(9))))
+    assert plan.actions == [] and plan.offsets_request is None
+    assert plan.applied_offsets == AppliedOffsetsStatus(
+        config_map=ALTER_CM, content_hash=content_hash(doc(9)), time=iso(NOW), result="Adopted"
+    )
+    assert only(plan, "OffsetsApplied") == ConditionSpec(
+        "OffsetsApplied",
+        "True",
+        "Adopted",
+        f"content {content_hash(doc(9))} of ConfigMap {ALTER_CM} found when applyOnChange was turned on "
+        f"(not applied) at {iso(NOW)}; it is applied when it changes",
+    )
+    edited = declarative(applied=plan.applied_offsets.model_dump(by_alias=True))
+    plan = plan_connector(edited, seen(edited, "RUNNING", configmap=cm(doc(11))))
+    assert kinds(plan) == ["begin_offsets_change", "stop"]
+
+
+def test_apply_on_change_never_applies_the_operators_own_listing() -> None:
+    """Issue 36: the list wrote this content (recorded as Listed): reading never writes."""
+    listed = {"configMap": ALTER_CM, "contentHash": content_hash(doc(30)), "time": iso(NOW), "result": "Listed"}
+    resource = declarative(applied=listed)
+    plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm(doc(30))))
+    assert plan.actions == [] and plan.applied_offsets is None
+    assert only(plan, "OffsetsApplied").reason == "Listed"
+    plan = plan_connector(resource, seen(resource, "RUNNING", configmap=cm(doc(12))))  # the user's edit
     assert kinds(plan) == ["begin_offsets_change", "stop"]
 
 
@@ -1007,8 +1041,8 @@ def test_apply_on_change_same_content_does_nothing(result: str, status: str, rea
         "OffsetsApplied",
         status,
         reason,
-        f"content {content_hash(text)} of ConfigMap {ALTER_CM} {result.lower()} at {iso(NOW)}; "
-        "it is applied again only when it changes",
+        f"content {content_hash(text)} of ConfigMap {ALTER_CM} {'applied' if result == 'Succeeded' else 'failed'} "
+        f"at {iso(NOW)}; it is applied when it changes",
     )
     assert plan.offsets_request is None and plan.offsets_refusal is None and plan.applied_offsets is None
     assert ready(plan).reason == "ConnectorRunning"
@@ -1408,7 +1442,8 @@ def test_mm2_apply_on_change_per_connector() -> None:
         "state": "running",
         "alterOffsets": {"fromConfigMap": {"name": "mm2-offsets"}, "applyOnChange": True},
     }
-    targets, source = mm2_target({}, block=block)
+    earlier = {"name": mm2.SOURCE, "appliedOffsets": {**EARLIER, "configMap": "mm2-offsets"}}
+    targets, source = mm2_target({}, block=block, status={"connectors": [earlier]})
     configmap = mm2.mm2_cm(mm2.SOURCE, mm2.SOURCE_DOC)
     plan = plan_target(source, mm2_seen(source, "RUNNING", configmap))
     assert kinds(plan) == ["begin_offsets_change", "stop"]

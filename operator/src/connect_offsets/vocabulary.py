@@ -48,6 +48,7 @@ __all__ = [
     "REQUEST_ANNOTATIONS",
     "WATCH_LABEL",
     "MirrorHoldReason",
+    "bytes_hash",
     "dry_run_key",
     "iso",
     "java_string",
@@ -186,7 +187,12 @@ def short_hash(text: str, length: int = 16) -> str:
     """The first ``length`` hex digits of the SHA-256 of ``text``: how a name or a set of inputs that
     cannot appear as-is (in a label value, a ConfigMap name, a fingerprint) is written instead.
     Each caller keeps its length: the hashes are stored in labels and names users already have."""
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
+    return bytes_hash(text.encode(), length)
+
+
+def bytes_hash(data: bytes, length: int = 16) -> str:
+    """``short_hash`` of UTF-8 bytes without decoding them (a document as stored)."""
+    return hashlib.sha256(data).hexdigest()[:length]
 
 
 def is_kopf_bookkeeping(key: str) -> bool:

@@ -138,6 +138,8 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
         return
 
     requested = _requested_offsets(target, observed, value, plan)
+    if not dry_run:
+        plan.alter_content = _applied_content(target, observed, value)
     if isinstance(requested, PlannedRefusal):
         transient = requested.reason == "KafkaUnavailable"
         _refuse(plan, value, requested.reason, requested.message, not transient)
@@ -161,7 +163,7 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
             plan.requeue(SETTLE_DELAY_S)
             return
         if target.stop_policy or annotations.get(ANNOTATION_STOP_CONNECTOR) == "true":
-            _begin(target, observed, plan, value, "annotation", fingerprint, request_id)
+            _begin(target, observed, plan, value, "annotation", fingerprint, request_id, plan.alter_content)
             return
         _refuse(
             plan,
@@ -217,6 +219,18 @@ def _requested_offsets(
     if operation == "restore":
         return _restore_document(target, observed)
     return None
+
+
+def _applied_content(target: ConnectorTarget, observed: Observed, operation: str) -> str | None:
+    """The content hash an alter request applies when it reads the applyOnChange ConfigMap (None
+    otherwise): recorded once it succeeded, so applyOnChange does not apply the same content again
+    (the plugin's ``alter --from-file`` writes the document there and annotates)."""
+    if operation != "alter" or not target.apply_on_change or target.seek_to() is not None:
+        return None
+    name, configmap = _alter_source(target, observed)
+    if name != target.alter_configmap or configmap is None or target.configmap_key not in configmap.data:
+        return None
+    return content_hash(configmap.data[target.configmap_key])
 
 
 def _alter_source(target: ConnectorTarget, observed: Observed) -> tuple[str | None, OffsetsConfigMap | None]:
@@ -344,6 +358,9 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
             value = target.annotations.get(ANNOTATION_OFFSETS)
             if pending.source == "annotation" and value == operation and pending.result == "Succeeded":
                 plan.actions += _request_removals(target, value, target.resource_version)
+            if pending.source == "applyOnChange":
+                # An edit made while this apply ran was seen and waited; look at it right away.
+                plan.requeue(SETTLE_DELAY_S)
             return
         plan.conditions.append(
             ConditionSpec(
@@ -445,15 +462,21 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
         return
     content = content_hash(configmap.data[key])
     applied = target.applied_offsets
-    if applied is not None and applied.content_hash == content and applied.config_map == name:
-        reason = "Applied" if applied.result == "Succeeded" else "ApplyFailed"
+    if applied is None or applied.config_map != name:
+        # Turned on (or pointed at another ConfigMap): what is there now may be a listing of long
+        # ago, so it is taken as the starting point, not applied; the next edit is (issue 36).
+        plan.applied_offsets = AppliedOffsetsStatus(
+            config_map=name, content_hash=content, time=iso(observed.now), result="Adopted"
+        )
+        applied = plan.applied_offsets
+    if applied.content_hash == content:
+        reason, state, text = _APPLIED_STATES[applied.result]
         plan.conditions.append(
             ConditionSpec(
                 "OffsetsApplied",
-                "True" if applied.result == "Succeeded" else "False",
+                state,
                 reason,
-                f"content {content} of ConfigMap {name} {applied.result.lower()} at {applied.time}; "
-                "it is applied again only when it changes",
+                f"content {content} of ConfigMap {name} {text} at {applied.time}; it is applied when it changes",
             )
         )
         return
@@ -467,6 +490,15 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
         )
         return
     _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content)
+
+
+#: OffsetsApplied for content that was already handled: (reason, status, what happened to it).
+_APPLIED_STATES: dict[str, tuple[str, Literal["True", "False"], str]] = {
+    "Succeeded": ("Applied", "True", "applied"),
+    "Failed": ("ApplyFailed", "False", "failed"),
+    "Listed": ("Listed", "True", "written by the operator's own list (not applied)"),
+    "Adopted": ("Adopted", "True", "found when applyOnChange was turned on (not applied)"),
+}
 
 
 def _restore_document(target: ConnectorTarget, observed: Observed) -> str | PlannedRefusal:

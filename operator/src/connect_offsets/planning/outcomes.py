@@ -221,7 +221,8 @@ def finished_change(pending: PendingOffsetsOperation, target: ConnectorTarget, n
         instance=target.resource_version or None,
     )
     applied = None
-    if pending.source == "applyOnChange" and target.alter_configmap and pending.content_hash:
+    # An applyOnChange apply, or an alter request from its ConfigMap (``Plan.alter_content``).
+    if pending.operation == "alter" and target.alter_configmap and pending.content_hash:
         applied = AppliedOffsetsStatus(
             config_map=target.alter_configmap,
             content_hash=pending.content_hash,

@@ -181,6 +181,9 @@ class Plan:
     #: The resourceVersion this plan was made from: the ``instance`` of an outcome it records.
     request_instance: str | None = None
     applied_offsets: AppliedOffsetsStatus | None = None  # applyOnChange: record after this plan
+    #: An alter request from the applyOnChange ConfigMap: the content hash it applies, recorded in
+    #: status.appliedOffsets once it succeeded (so applyOnChange does not apply it a second time).
+    alter_content: str | None = None
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

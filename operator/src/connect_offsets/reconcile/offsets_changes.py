@@ -19,7 +19,7 @@ from connect_offsets.clients.connect import ConnectError, ConnectHTTPError
 from connect_offsets.clients.kubernetes import KubernetesRejected
 from connect_offsets.clients.offsets_configmaps import OffsetsStoreError
 from connect_offsets.faults import fault_point
-from connect_offsets.models.crds import KafkaConnectorStatus, OffsetsProgressStatus
+from connect_offsets.models.crds import AppliedOffsetsStatus, KafkaConnectorStatus, OffsetsProgressStatus
 from connect_offsets.offsets import (
     OffsetsDiff,
     diff_offsets,
@@ -49,7 +49,7 @@ from connect_offsets.reconcile.backups import backup
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import patch_limits
 from connect_offsets.reconcile.status import owner_reference
-from connect_offsets.vocabulary import API_GROUP, WATCH_LABEL, dry_run_key
+from connect_offsets.vocabulary import API_GROUP, WATCH_LABEL, dry_run_key, iso
 
 
 async def report_refusal(p: Pass, plan: Plan) -> None:
@@ -138,6 +138,12 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
         p.sink.report(KafkaConnectorStatus(offsets_progress=None, last_offsets_operation=succeeded))
     else:
         p.sink.report(KafkaConnectorStatus(last_offsets_operation=succeeded))
+    if plan.alter_content is not None and p.target.alter_configmap is not None:
+        # What applyOnChange would apply is in place now: it must not apply it again.
+        in_place = AppliedOffsetsStatus(
+            config_map=p.target.alter_configmap, content_hash=plan.alter_content, time=iso(p.now), result="Succeeded"
+        )
+        p.sink.report(KafkaConnectorStatus(applied_offsets=in_place))
     p.sink.handled(p.target, plan.request_id)
     p.event("Normal", "OffsetsOperationSucceeded", f"{p.target.name}: {message}")
     return True
@@ -330,6 +336,12 @@ async def _offsets_action(p: Pass, action: Action, request: OffsetsProgressStatu
                 f"not deleted (the next list removes them): {written.cleanup_error}",
             )
         count = "" if written.partitions is None else f"{written.partitions} partition offset(s) "
+        if p.target.apply_on_change and action.configmap == p.target.alter_configmap:
+            # Reading never writes: applyOnChange must not take the listing for a user's edit.
+            listed = AppliedOffsetsStatus(
+                config_map=action.configmap, content_hash=written.document_hash, time=iso(p.now), result="Listed"
+            )
+            p.sink.report(KafkaConnectorStatus(applied_offsets=listed))
         return f"list: wrote {count}to {written.describe()}"
     if action.kind in ("alter_offsets", "restore_offsets"):
         assert action.offsets_json is not None

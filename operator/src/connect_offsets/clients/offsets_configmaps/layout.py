@@ -199,6 +199,9 @@ class WriteResult:
     left_shards: tuple[str, ...] = ()
     #: Why the first of ``left_shards`` could not be deleted (the API server's answer).
     cleanup_error: str = ""
+    #: ``vocabulary.short_hash`` of the document as a read gives it back (``content_hash`` of the
+    #: planner): how applyOnChange tells the operator's own list from a user's edit.
+    document_hash: str = ""
 
     def describe(self) -> str:
         where = f"ConfigMap {self.configmap} key {self.key}"

@@ -58,6 +58,7 @@ from connect_offsets.clients.offsets_configmaps.layout import (
     name_hash,
     shard_name,
 )
+from connect_offsets.vocabulary import bytes_hash
 
 # The package's name, as before the split into modules: log lines keep the logger name they had.
 log = logging.getLogger("connect_offsets.clients.offsets_configmaps")
@@ -168,6 +169,9 @@ class OffsetsConfigMapStore:
             compressed = packed
             form = StoredForm.GZIP if len(packed) <= budget else StoredForm.SHARDED
 
+        document = plain if plain is not None else data
+        # A large document is hashed off the event loop (hashlib lets go of the GIL).
+        hashed = bytes_hash(document) if len(document) < 1 << 20 else await asyncio.to_thread(bytes_hash, document)
         main_uid = current.uid if current is not None else ""
         if current is None and form is not StoredForm.SHARDED:
             body = _main_body(name, labels, annotations, owner_references)
@@ -180,7 +184,9 @@ class OffsetsConfigMapStore:
                 await self.kube.create_configmap_uid(namespace, body)
                 # A new ConfigMap has no shards of its own: those of one deleted before it follow
                 # their owner reference to the garbage collector, and no index names them.
-                return self._result(name, key, form, data, plain, compressed, partitions, (), _Swept((), (), ""))
+                return self._result(
+                    name, key, form, data, plain, compressed, partitions, (), _Swept((), (), ""), hashed
+                )
             except KubernetesUnavailable as error:
                 if error.status != 409:
                     raise
@@ -210,7 +216,7 @@ class OffsetsConfigMapStore:
             # (a ``list`` request's hot path). Shards of a write that died half-way have an owner
             # reference to this ConfigMap and are swept by the next sharded write.
             swept = _Swept((), (), "")
-        return self._result(name, key, form, data, plain, compressed, partitions, shard_names, swept)
+        return self._result(name, key, form, data, plain, compressed, partitions, shard_names, swept, hashed)
 
     @staticmethod
     def _result(
@@ -223,10 +229,23 @@ class OffsetsConfigMapStore:
         partitions: int | None,
         shards: tuple[str, ...],
         swept: _Swept,
+        document_hash: str,
     ) -> WriteResult:
         size = len(plain) if plain is not None else len(data)
         stored = len(plain) if plain is not None else len(compressed or b"")
-        return WriteResult(name, key, form, size, stored, partitions, shards, swept.removed, swept.left, swept.error)
+        return WriteResult(
+            name,
+            key,
+            form,
+            size,
+            stored,
+            partitions,
+            shards,
+            swept.removed,
+            swept.left,
+            swept.error,
+            document_hash=document_hash,
+        )
 
     async def _ensure_main(
         self,

@@ -170,7 +170,11 @@ class AppliedOffsetsStatus(StatusModel):
     config_map: str = Field(description="The ConfigMap applied.")
     content_hash: str = Field(description="Hash of the offsets applied.")
     time: str = Field(description="When they were applied (RFC 3339).")
-    result: Literal["Succeeded", "Failed"] = Field(description="Succeeded or Failed.")
+    result: Literal["Succeeded", "Failed", "Listed", "Adopted"] = Field(
+        description="Succeeded or Failed: applied (by applyOnChange or an alter request); Listed: the operator's "
+        "own list wrote this content, which is never applied; Adopted: the content found when applyOnChange was "
+        "turned on, which is not applied (edit the ConfigMap, or annotate alter, to apply it)."
+    )
 
 
 OFFSETS_PROGRESS = (
