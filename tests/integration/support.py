@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Collection
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from kubernetes import watch
 
 from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import wait_for
@@ -403,3 +405,98 @@ def raw_records(bootstrap: str, topic: str, connector: str) -> list[tuple[int, b
         return found
     finally:
         consumer.close()
+
+
+def ask_request(custom: Any, namespace: str, name: str, operation: str = "list") -> tuple[float, str]:
+    """Annotate a KafkaConnector with an offsets request; when (monotonic) and the resourceVersion."""
+    asked = time.monotonic()
+    request = {"metadata": {"annotations": {f"{GROUP}/connector-offsets": operation}}}
+    body = custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name, request)
+    return asked, str(body["metadata"]["resourceVersion"])
+
+
+def wait_answered(custom: Any, namespace: str, name: str, after: str, timeout: float) -> float:
+    """Watch one KafkaConnector from resourceVersion ``after`` until its request annotation is gone;
+    when (monotonic, taken on the watch event, not by polling)."""
+    stream = watch.Watch()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for event in stream.stream(
+                custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                "kafkaconnectors",
+                field_selector=f"metadata.name={name}",
+                resource_version=after,
+                timeout_seconds=max(1, int(deadline - time.monotonic())),
+            ):
+                body = event["object"]
+                after = body["metadata"]["resourceVersion"]
+                if annotation(body, "connector-offsets") is None:
+                    return time.monotonic()
+    finally:
+        stream.stop()
+    raise AssertionError(f"{namespace}/{name}: request not answered within {timeout:.0f}s")
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Requests made at once: seconds from each request to its answer, and from the first request
+    to the last answer."""
+
+    took: dict[str, float]
+    makespan: float
+
+
+def ask_all_at_once(custom: Any, namespace: str, names: list[str], timeout: float, clients: int = 8) -> Answers:
+    """A `list` request on each of ``names``, made by ``clients`` threads at once; one watch on the
+    namespace, begun before the first request, sees each answer. A request not answered within
+    ``timeout`` fails the call."""
+    since = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors")["metadata"][
+        "resourceVersion"
+    ]
+    asked: dict[str, tuple[float, int]] = {}
+    answered: dict[str, float] = {}
+    watching = threading.Event()
+
+    def watch_namespace() -> None:
+        stream = watch.Watch()
+        watching.set()
+        for event in stream.stream(
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            "kafkaconnectors",
+            resource_version=since,
+            timeout_seconds=int(timeout),
+        ):
+            body = event["object"]
+            name, version = body["metadata"]["name"], int(body["metadata"]["resourceVersion"])
+            fresh = name in asked and name not in answered and version > asked[name][1]
+            if fresh and annotation(body, "connector-offsets") is None:
+                answered[name] = time.monotonic()
+            if len(answered) == len(names):
+                stream.stop()
+
+    watcher = threading.Thread(target=watch_namespace)
+    watcher.start()
+    watching.wait()
+
+    def ask(chunk: list[str]) -> None:
+        for name in chunk:
+            at, version = ask_request(custom, namespace, name)
+            asked[name] = (at, int(version))
+
+    askers = [threading.Thread(target=ask, args=(names[i::clients],)) for i in range(clients)]
+    for thread in askers:
+        thread.start()
+    for thread in askers:
+        thread.join()
+    watcher.join(timeout=timeout + 5)
+    missing = sorted(set(names) - set(answered))
+    assert not missing, f"{len(missing)} request(s) not answered within {timeout:.0f}s: {missing[:5]}"
+    first = min(at for at, _ in asked.values())
+    return Answers({name: answered[name] - asked[name][0] for name in names}, max(answered.values()) - first)
