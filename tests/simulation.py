@@ -44,6 +44,11 @@ from tests.fakes import FakeConnect, FakeKube
 
 T = TypeVar("T")
 
+#: The test report property holding what a simulation test explored: printed at the end of the
+#: run's output (tests/unit/conftest.py), so its size and time are seen without ``-s``, from
+#: xdist workers too.
+EXPLORED = "exactly-once simulation"
+
 NS = "team-a"
 URL = "http://connect.test:8083"
 #: The Kafka cluster ids the fake clusters report: the Connect worker writes into "k1" (west).

@@ -51,7 +51,7 @@ from connect_offsets.vocabulary import (
     OWNER_CONFIG_KEY,
 )
 from tests.fakes import FakeConnector, apply_merge_patch
-from tests.simulation import FAULT_KINDS, NS, Sim, World, mirrors_status_entry, resource, simulation
+from tests.simulation import EXPLORED, FAULT_KINDS, NS, Sim, World, mirrors_status_entry, resource, simulation
 
 pytestmark = pytest.mark.unit
 
@@ -463,7 +463,9 @@ async def _run(sim: Sim, world: World, flow: Flow, at: int | None, kind: str) ->
 
 
 @pytest.mark.parametrize("flow", FLOWS, ids=[f.name for f in FLOWS])
-async def test_every_write_of_the_flow_survives_every_fault(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_every_write_of_the_flow_survives_every_fault(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     monkeypatch.setenv("CONNECT_OFFSETS_PATCH_MAX_PARTITIONS", "2")
     started = time.monotonic()
     async with simulation() as sim:
@@ -481,9 +483,12 @@ async def test_every_write_of_the_flow_survives_every_fault(flow: Flow, monkeypa
                 explored.runs += 1
                 explored.writes += sim.faults.count
                 explored.restarts += sim.restarts
-    print(
-        f"\n{flow.name}: {total} writes x {len(FAULT_KINDS)} fault kinds = {explored.runs} runs, "
-        f"{explored.writes} writes in all, {time.monotonic() - started:.1f}s"
+    request.node.user_properties.append(
+        (
+            EXPLORED,
+            f"{flow.name}: {total} writes x {len(FAULT_KINDS)} fault kinds = {explored.runs} runs, "
+            f"{explored.writes} writes in all, {time.monotonic() - started:.1f}s",
+        )
     )
 
 
@@ -635,7 +640,7 @@ class Interleavings(RuleBasedStateMachine):
             assert _outside(self.sim) == self.outside
 
 
-def test_interleavings() -> None:
+def test_interleavings(request: pytest.FixtureRequest) -> None:
     started = time.monotonic()
     Interleavings.runs = Interleavings.steps = Interleavings.changes = Interleavings.crashes = 0
     test = Interleavings.TestCase
@@ -643,10 +648,13 @@ def test_interleavings() -> None:
         max_examples=150, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
     )
     test().runTest()
-    print(
-        f"\ninterleavings: {Interleavings.runs} runs, {Interleavings.steps} steps explored, "
-        f"{Interleavings.changes} offsets changes applied, {Interleavings.crashes} restarts, "
-        f"{time.monotonic() - started:.1f}s"
+    request.node.user_properties.append(
+        (
+            EXPLORED,
+            f"interleavings: {Interleavings.runs} runs, {Interleavings.steps} steps explored, "
+            f"{Interleavings.changes} offsets changes applied, {Interleavings.crashes} restarts, "
+            f"{time.monotonic() - started:.1f}s",
+        )
     )
     assert Interleavings.runs >= 150
     assert Interleavings.changes > 0 and Interleavings.crashes > 0  # the machine reached what it is for
