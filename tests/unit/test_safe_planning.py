@@ -1016,6 +1016,23 @@ def test_apply_on_change_turned_on_adopts_the_content_found(applied: dict[str, A
     assert kinds(plan) == ["begin_offsets_change", "stop"]
 
 
+def test_apply_on_change_from_creation_applies_what_its_configmap_holds() -> None:
+    """A resource created with applyOnChange (generation 1) applies its ConfigMap's content: the
+    GitOps layout of a resource and its offsets committed together, whichever the API server sees
+    first. A ConfigMap that appears later is an edit, applied too."""
+    created = make(apply_on_change=True, generation=1)
+    plan = plan_connector(created, seen(created, "RUNNING", configmap=cm(doc(9))))
+    assert kinds(plan) == ["begin_offsets_change", "stop"]
+
+    waiting = make(apply_on_change=True, generation=4)  # turned on by an edit, nothing there yet
+    plan = plan_connector(waiting, seen(waiting, "RUNNING", configmap=None))
+    assert plan.actions == [] and only(plan, "OffsetsApplied").reason == "ConfigMapNotFound"
+    assert plan.applied_offsets is not None and plan.applied_offsets.content_hash == ""
+    appeared = declarative(applied=plan.applied_offsets.model_dump(by_alias=True))
+    plan = plan_connector(appeared, seen(appeared, "RUNNING", configmap=cm(doc(9))))
+    assert kinds(plan) == ["begin_offsets_change", "stop"]
+
+
 def test_apply_on_change_never_applies_the_operators_own_listing() -> None:
     """Issue 36: the list wrote this content (recorded as Listed): reading never writes."""
     listed = {"configMap": ALTER_CM, "contentHash": content_hash(doc(30)), "time": iso(NOW), "result": "Listed"}

@@ -454,22 +454,29 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
             ConditionSpec("OffsetsApplied", "False", configmap.error_reason, f"ConfigMap {name}: {configmap.error}")
         )
         return
+    applied = target.applied_offsets
+    first_sight = applied is None or applied.config_map != name
     if configmap is None or not configmap.exists or key not in configmap.data:
         what = f"ConfigMap {name} does not exist" if configmap is None or not configmap.exists else f"no key {key}"
         plan.conditions.append(
             ConditionSpec("OffsetsApplied", "False", "ConfigMapNotFound", f"applyOnChange: waiting for it ({what})")
         )
+        if first_sight:
+            # Nothing there to start from: whatever appears next is an edit, and is applied.
+            plan.applied_offsets = AppliedOffsetsStatus(
+                config_map=name, content_hash="", time=iso(observed.now), result="Adopted"
+            )
         return
     content = content_hash(configmap.data[key])
-    applied = target.applied_offsets
-    if applied is None or applied.config_map != name:
-        # Turned on (or pointed at another ConfigMap): what is there now may be a listing of long
-        # ago, so it is taken as the starting point, not applied; the next edit is (issue 36).
+    if first_sight and target.generation > 1:
+        # Turned on (or pointed at another ConfigMap) by an edit of the spec: what is there now may
+        # be a listing of long ago, so it is the starting point, not applied; the next edit is
+        # (issue 36). A resource created with applyOnChange applies what its ConfigMap holds.
         plan.applied_offsets = AppliedOffsetsStatus(
             config_map=name, content_hash=content, time=iso(observed.now), result="Adopted"
         )
         applied = plan.applied_offsets
-    if applied.content_hash == content:
+    if applied is not None and applied.config_map == name and applied.content_hash == content:
         reason, state, text = _APPLIED_STATES[applied.result]
         plan.conditions.append(
             ConditionSpec(
