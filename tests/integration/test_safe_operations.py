@@ -449,9 +449,14 @@ def test_apply_on_change_applies_once_per_content(
         running_with_offsets(custom, connect, namespace, name, 10 * LINE)
         read_topic(stack["kafka_a"], topic, 10)
         put_configmap(core, namespace, cm, {"offsets.json": position_doc(source, 9 * LINE)})
+        # Before it, appliedOffsets records the empty start (result Adopted, no content): the
+        # ConfigMap appearing after applyOnChange was on is an edit, and is applied.
         applied = wait_for(
             "first content applied",
-            lambda: status_of(custom, namespace, name).get("appliedOffsets"),
+            lambda: (
+                (found := status_of(custom, namespace, name).get("appliedOffsets", {})).get("result") == "Succeeded"
+                and found
+            ),
             timeout=90,
         )
         assert applied["result"] == "Succeeded" and applied["configMap"] == cm
