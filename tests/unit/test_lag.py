@@ -354,7 +354,7 @@ async def test_missing_connector_is_a_failed_measurement_keeping_previous_number
     previous = mirror([4], measured=0)
     client = connect_answering(httpx.Response(404, json={"error_code": 404, "message": "Connector not found"}))
     async with client:
-        result = await measure_mirror(client, target, previous, 5, clock=lambda: at(10))
+        result = await measure_mirror(client, target, previous, 5, namespace="ns", clock=lambda: at(10))
     assert result.error == f"connector {target.name} does not exist in Connect (yet)"
     assert result.measured_at == at(0) and result.attempted_at == at(10) and result.total == 4
     assert result.requests == 1
@@ -365,6 +365,6 @@ async def test_connect_server_error_is_reported() -> None:
     target = next(t for t in mirror_targets(res, {}).targets if t.name.endswith("MirrorSourceConnector"))
     client = connect_answering(httpx.Response(500, json={"error_code": 500, "message": "boom"}))
     async with client:
-        result = await measure_mirror(client, target, None, None, clock=lambda: at(0))
+        result = await measure_mirror(client, target, None, None, namespace="ns", clock=lambda: at(0))
     assert result.error is not None and result.error.startswith(f"Connect offsets of {target.name}:")
     assert "boom" in result.error and result.measured_at is None

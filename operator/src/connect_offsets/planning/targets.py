@@ -63,6 +63,12 @@ class ConnectorTarget:
     initial_status: InitialOffsetsStatus | None = None
     to_timestamp: str | None = None  # spec.alterOffsets.toTimestamp
     chunk_progress: OffsetsProgressStatus | None = None  # status.offsetsProgress of an unfinished change
+    #: The keys the resource's own ``config`` wrote (a KafkaConnector's ``spec.config``, a mirror
+    #: connector's ``config``): the ones the connector config policy may refuse as reserved.
+    tenant_keys: frozenset[str] = frozenset()
+    #: Config keys whose values come from Secrets (MirrorMaker 2 ``secretConfig``): (key, prefix of
+    #: the Kafka client settings it belongs to, Secret name).
+    secret_keys: tuple[tuple[str, str, str], ...] = ()
 
     def seek_to(self) -> str | None:
         """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
@@ -100,6 +106,7 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         applied_offsets=resource.status.applied_offsets,
         initial_configmap=spec.initial_offsets.from_config_map.name if spec.initial_offsets else None,
         initial_status=resource.status.initial_offsets,
+        tenant_keys=frozenset(spec.config),
     )
 
 
