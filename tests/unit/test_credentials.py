@@ -277,7 +277,9 @@ async def test_get_secret_data_needs_the_label() -> None:
 
 async def test_get_secret_data_decodes_only_the_wanted_keys() -> None:
     kube, _ = kube_with(make_secret("kafka-user", OPTED_IN, user_p12=P12, user_password=b"pw-\xc3\xa9t\xc3\xa9"))
-    assert await kube.get_secret_data("ns", "kafka-user", ["user.password", "absent"], sent_to=()) == {"user.password": "pw-été"}
+    assert await kube.get_secret_data("ns", "kafka-user", ["user.password", "absent"], sent_to=()) == {
+        "user.password": "pw-été"
+    }
     with pytest.raises(CredentialsRefused) as caught:
         await kube.get_secret_data("ns", "kafka-user", ["user.p12"], sent_to=())
     assert caught.value.reason == "SecretKeyNotText"

@@ -113,7 +113,9 @@ def test_concurrent_asks_share_a_failure_too() -> None:
 
     async def many() -> list[BaseException | str]:
         config = {"bootstrap.servers": "a:9092"}
-        return list(await asyncio.gather(*(cache.get(config, namespace="ns") for _ in range(5)), return_exceptions=True))
+        return list(
+            await asyncio.gather(*(cache.get(config, namespace="ns") for _ in range(5)), return_exceptions=True)
+        )
 
     results = asyncio.run(many())
     assert all(isinstance(r, KafkaAdminError) for r in results) and probe.calls == 1

@@ -1,0 +1,142 @@
+"""clients/tenant_io.py: tenants' network calls cannot starve each other (issue 31, point 4).
+
+* a namespace has at most ``per_namespace`` calls in flight; another namespace's calls run meanwhile;
+* a failure is remembered per namespace and address: later calls get it at once, with the same
+  text, until the back-off (doubling, capped) has passed; a success forgets it; another namespace
+  is never held back by it;
+* Kafka calls go through it (``clients.kafka``): a remembered failure makes no client at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from connect_offsets.clients import kafka
+from connect_offsets.clients.kafka import KafkaAdminError
+from connect_offsets.clients.tenant_io import TenantNetwork, address_key
+from connect_offsets.errors import TransientError
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def remember(error: TransientError, backoff: float) -> TransientError:
+    return KafkaAdminError(f"{error} (remembered {backoff:.0f} s)")
+
+
+async def test_a_namespace_has_at_most_its_limit_in_flight_and_others_run_meanwhile() -> None:
+    network = TenantNetwork(threads=8, per_namespace=3)
+    release = threading.Event()
+    running = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def hanging() -> str:
+        with lock:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        release.wait(5)
+        with lock:
+            running["now"] -= 1
+        return "done"
+
+    calls = [asyncio.create_task(network.run("team-a", f"hole-{i}:9092", hanging, remember)) for i in range(10)]
+    await asyncio.sleep(0.2)
+    assert running["now"] == 3  # the other seven wait on team-a's own limit, holding no thread
+    # team-b is served while team-a's calls hang.
+    assert await asyncio.wait_for(network.run("team-b", "k:9092", lambda: "b", remember), 2) == "b"
+    release.set()
+    assert await asyncio.gather(*calls) == ["done"] * 10
+    assert running["peak"] == 3
+
+
+async def test_a_failure_is_remembered_per_namespace_and_address_with_back_off() -> None:
+    clock = Clock()
+    network = TenantNetwork(threads=2, per_namespace=2, first_backoff=30, max_backoff=100, clock=clock)
+    attempts: list[str] = []
+
+    def failing() -> str:
+        attempts.append("x")
+        raise KafkaAdminError("list topics on cluster hole:9092: timed out")
+
+    with pytest.raises(KafkaAdminError) as first:
+        await network.run("team-a", "hole:9092", failing, remember)
+    assert str(first.value) == "list topics on cluster hole:9092: timed out" and len(attempts) == 1
+    texts = set()
+    for _ in range(5):  # within the back-off: no attempt, the same text every time
+        clock.now += 5
+        with pytest.raises(KafkaAdminError) as again:
+            await network.run("team-a", "hole:9092", failing, remember)
+        texts.add(str(again.value))
+    assert len(attempts) == 1 and texts == {"list topics on cluster hole:9092: timed out (remembered 30 s)"}
+    # Another namespace asking the same address is not held back by team-a's failure.
+    assert await network.run("team-b", "hole:9092", lambda: "fine", remember) == "fine"
+    clock.now += 6  # 31 s after the failure: one attempt, and the back-off doubles
+    with pytest.raises(KafkaAdminError):
+        await network.run("team-a", "hole:9092", failing, remember)
+    assert len(attempts) == 2
+    clock.now += 59
+    with pytest.raises(KafkaAdminError, match="remembered 60 s"):
+        await network.run("team-a", "hole:9092", failing, remember)
+    assert len(attempts) == 2
+    for backoff in (60, 100, 100):  # doubling, capped
+        clock.now += backoff + 1
+        with pytest.raises(KafkaAdminError):
+            await network.run("team-a", "hole:9092", failing, remember)
+    assert len(attempts) == 5 and network.remembered("team-a", "hole:9092") is not None
+    clock.now += 101
+    assert await network.run("team-a", "hole:9092", lambda: "back", remember) == "back"
+    assert network.remembered("team-a", "hole:9092") is None  # a success forgets it
+
+
+async def test_calls_that_queued_behind_a_failure_fail_without_asking() -> None:
+    """Forty mirrors on one unreachable address: the first attempt fails, the ones that waited on
+    the namespace's limit meanwhile get its failure instead of trying again."""
+    network = TenantNetwork(threads=4, per_namespace=1, clock=Clock())
+    attempts: list[int] = []
+
+    def failing() -> str:
+        attempts.append(1)
+        raise KafkaAdminError("describe cluster hole:9092: no answer")
+
+    results = await asyncio.gather(
+        *(network.run("team-a", "hole:9092", failing, remember) for _ in range(40)), return_exceptions=True
+    )
+    assert all(isinstance(r, KafkaAdminError) for r in results) and len(attempts) == 1
+
+
+def test_addresses_are_one_spelling() -> None:
+    assert address_key(" B:9092,a:9092, ") == address_key("a:9092,b:9092") == "a:9092,b:9092"
+
+
+async def test_kafka_calls_go_through_the_tenant_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    network = TenantNetwork(threads=2, per_namespace=2, clock=clock)
+    monkeypatch.setattr(kafka, "tenant_network", lambda: network)
+    made: list[dict[str, object]] = []
+
+    class Refusing:
+        def __init__(self, settings: dict[str, object]) -> None:
+            made.append(settings)
+
+        def list_topics(self, timeout: float) -> None:
+            raise kafka.KafkaException("broker down")
+
+    monkeypatch.setattr(kafka, "AdminClient", Refusing)
+    config = {"bootstrap.servers": "hole:9092"}
+    for _ in range(3):
+        with pytest.raises(KafkaAdminError, match="list topics on cluster hole:9092"):
+            await kafka.log_offsets(config, lambda _: True, (), namespace="team-a", timeout=1)
+    assert len(made) == 1  # remembered: no client for the next two
+    settings = made[0]
+    assert settings["receive.message.max.bytes"] == kafka.MAX_KAFKA_RESPONSE_BYTES
+    assert settings["reconnect.backoff.ms"] == settings["socket.timeout.ms"] == 1000
