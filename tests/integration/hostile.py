@@ -111,6 +111,12 @@ class ConnectionTally:
         with self._lock:
             self.open -= 1
 
+    def restart(self) -> None:
+        """Count from now on: no connections yet, the peak what is open now."""
+        with self._lock:
+            self.connections = 0
+            self.peak_open = self.open
+
 
 class CountingListener:
     """A TCP listener on ``ELSEWHERE`` that counts every connection made to it.
@@ -125,6 +131,8 @@ class CountingListener:
       ``most_sent`` the most one connection accepted;
     * ``"slow-proxy"``: forwards to ``upstream`` (``host:port``), each answer delayed by ``delay``
       seconds (a slow broker).
+
+    ``mode`` may change while it runs (a broker that stops answering): new connections get the new one.
 
     ``connections`` counts accepted connections, ``peak_open`` the most open at once; listeners
     given one ``ConnectionTally`` also count together (``tally.peak_open``: the most open at once

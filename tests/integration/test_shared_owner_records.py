@@ -6,8 +6,8 @@ it creates a connector. Those records used to be ConfigMaps in the tenants' own 
 tenant could write one: tenant B made tenant A's ``initialOffsets`` fail at will.
 
 The operator runs as the chart installs it for two tenant namespaces; tenant B acts with an
-identity of its own (a ServiceAccount bound to the ``edit`` ClusterRole in its namespace, as a team
-is usually given). B writes a record claiming A's connector name, newer than anything, where it can
+identity of its own (a ServiceAccount that may write ConfigMaps and the operator's resources in its
+namespace, as a team is usually given). B writes a record claiming A's connector name, newer than anything, where it can
 (its namespace), and cannot write one where the operator keeps them now (the release namespace:
 403). A's re-created connector with ``initialOffsets`` still wipes A's own leftovers.
 """
@@ -39,15 +39,28 @@ from tests.integration.support import (
 
 
 def tenant_identity(stack: dict[str, Any], core: Any, namespace: str, tmp_path: Path) -> client.ApiClient:
-    """A client acting as a team member of ``namespace``: a ServiceAccount with ``edit`` there."""
+    """A client acting as a team member of ``namespace``: a ServiceAccount that may do everything
+    with ConfigMaps and the operator's resources there (what ``edit`` grants; the stack runs no
+    ClusterRole aggregation, so its ``edit`` is empty)."""
     from kubernetes import config
 
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "team"}})
-    client.RbacAuthorizationV1Api(core.api_client).create_namespaced_role_binding(
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
+    rbac.create_namespaced_role(
         namespace,
         {
-            "metadata": {"name": "team-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "metadata": {"name": "team"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]},
+                {"apiGroups": [GROUP], "resources": ["*"], "verbs": ["*"]},
+            ],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "team"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team"},
             "subjects": [{"kind": "ServiceAccount", "name": "team", "namespace": namespace}],
         },
     )
@@ -106,8 +119,13 @@ def test_another_namespace_cannot_forge_an_owner_record(
             custom.delete_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors", name)
             wait_for("A's connector deleted", lambda: connect.get(f"/connectors/{name}").status_code == 404)
 
-            # Tenant B forges a record where it can write, claiming the name for itself ...
-            team_b.create_namespaced_config_map(tenant_b, forged_record(name, f"{tenant_b}/evil"))
+            # Tenant B forges a record where it can write, claiming the name for itself (the new
+            # RoleBinding may take a moment to reach the API server's authorizer) ...
+            def forge() -> bool:
+                team_b.create_namespaced_config_map(tenant_b, forged_record(name, f"{tenant_b}/evil"))
+                return True
+
+            wait_for("tenant B's record forged in its namespace", forge, timeout=30)
             # ... and cannot write where the operator keeps its records.
             with pytest.raises(ApiException) as refused:
                 team_b.create_namespaced_config_map(op.release_namespace, forged_record(name, f"{tenant_b}/evil"))
@@ -116,10 +134,15 @@ def test_another_namespace_cannot_forge_an_owner_record(
             spec = file_source_spec(source, name, "a-list")
             spec["initialOffsets"] = {"fromConfigMap": {"name": "seed"}}
             create_connector(custom, tenant_a, name, spec)
-            ready = wait_condition(custom, tenant_a, name, "Ready", timeout=90)
-            body = custom.get_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors", name)
-            initial = (body.get("status") or {}).get("initialOffsets") or {}
-            assert initial.get("step") == "Applied", (initial, ready)
+
+            def initial_done() -> dict[str, Any] | None:
+                body = custom.get_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors", name)
+                initial: dict[str, Any] = (body.get("status") or {}).get("initialOffsets") or {}
+                return initial if initial.get("step") in ("Applied", "Failed") else None
+
+            initial = wait_for("A's initial offsets applied or refused", initial_done, timeout=90)
+            assert initial["step"] == "Applied", initial["message"]
             assert "offset(s) left by an earlier connector" in initial["message"]
+            wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=60)
         finally:
             connect.delete(f"/connectors/{name}")
