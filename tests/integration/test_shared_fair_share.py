@@ -48,6 +48,9 @@ LISTENERS = 8
 MIRRORS_PER_RESOURCE = 20
 #: Watched after the listeners stop answering; the first back-off period is 30 s.
 WINDOW_S = 70.0
+#: By then every address has failed once (10 s timeouts, four at a time); the rest of the window is
+#: one back-off period.
+SETTLED_S = 35.0
 
 
 def hostile_mirrors(
@@ -117,20 +120,28 @@ def test_a_tenant_with_hanging_brokers_does_not_starve_another(
             tally.restart()
             started = time.monotonic()
             lists: list[float] = []
+            halfway: list[int] | None = None
             while time.monotonic() - started < WINDOW_S:
+                if halfway is None and time.monotonic() - started >= SETTLED_S:
+                    halfway = [listener.connections for listener in listeners]
                 begun = time.monotonic()
                 annotate(custom, tenant_b, name, connector_offsets="list")
                 # Not a speed target (that is the benchmark's): a starved tenant waited minutes.
                 wait_annotation_removed(custom, tenant_b, name, timeout=30)
                 lists.append(time.monotonic() - begun)
                 time.sleep(0.5)
-            per_address = sorted(listener.connections - b for listener, b in zip(listeners, before, strict=True))
+            assert halfway is not None
+            per_address = [listener.connections - b for listener, b in zip(listeners, before, strict=True)]
+            later = [listener.connections - h for listener, h in zip(listeners, halfway, strict=True)]
             print(f"B's lists: {len(lists)}, slowest {max(lists):.2f} s; connections per address {per_address}")
+            print(f"... of them after {SETTLED_S:.0f} s: {later}")
             print(f"peak connections open at once {tally.peak_open}, in all {tally.connections}")
             assert tally.connections > 0  # tenant A's mirrors were measured against the hanging brokers
             assert tally.peak_open <= PER_NAMESPACE, tally.peak_open
-            # One attempt per address per back-off period: the first, and one retry in the window.
-            assert max(per_address) <= 3, per_address
+            # Once every address has failed (the calls in flight when it stopped answering), one
+            # attempt per address per back-off period: a single retry in the rest of the window
+            # (two connections at most if the client reconnects at the end of its timeout).
+            assert max(later) <= 2, later
     finally:
         for listener in listeners:
             listener.close()

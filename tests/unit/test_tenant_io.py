@@ -140,3 +140,70 @@ async def test_kafka_calls_go_through_the_tenant_network(monkeypatch: pytest.Mon
     settings = made[0]
     assert settings["receive.message.max.bytes"] == kafka.MAX_KAFKA_RESPONSE_BYTES
     assert settings["reconnect.backoff.ms"] == settings["socket.timeout.ms"] == 1000
+
+
+async def test_an_address_in_doubt_gets_one_attempt_at_a_time_then_calls_run_side_by_side() -> None:
+    network = TenantNetwork(threads=8, per_namespace=8)
+    running = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    def answering() -> str:
+        with lock:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        gate.wait(0.2)
+        with lock:
+            running["now"] -= 1
+        return "ok"
+
+    # Ten at once to an address never asked: the first goes alone, the others wait for its answer.
+    first_round = [asyncio.create_task(network.run("team-a", "k:9092", answering, remember)) for _ in range(10)]
+    await asyncio.sleep(0.1)
+    assert running["now"] == 1
+    assert await asyncio.gather(*first_round) == ["ok"] * 10
+    # It answered: now they run side by side (up to the namespace's limit).
+    running["peak"] = 0
+    assert await asyncio.gather(*(network.run("team-a", "k:9092", answering, remember) for _ in range(6))) == ["ok"] * 6
+    assert running["peak"] == 6
+
+
+def test_a_failed_call_releases_its_client_before_it_returns() -> None:
+    """The client in a failed call's frames is dropped in the call's own thread (its connection
+    closes before the namespace's next call may start), not when the error is."""
+    from connect_offsets.clients.tenant_io import _released
+
+    closed: list[str] = []
+
+    class Client:
+        def __del__(self) -> None:
+            closed.append("closed")
+
+    def failing() -> None:
+        client = Client()  # noqa: F841 - held by the frame, as a Kafka client is
+        raise KafkaAdminError("timed out")
+
+    with pytest.raises(KafkaAdminError) as caught:
+        _released(failing)
+    assert closed == ["closed"] and caught.value is not None
+
+
+async def test_after_a_failure_the_retry_goes_alone_even_for_an_address_that_answered_before() -> None:
+    """A broker that answered, then hung: once its back-off has passed, one call tries again and
+    the others wait for it, instead of all of them trying at once."""
+    clock = Clock()
+    network = TenantNetwork(threads=8, per_namespace=8, first_backoff=30, clock=clock)
+    assert await network.run("team-a", "k:9092", lambda: "ok", remember) == "ok"
+    attempts: list[int] = []
+
+    def hanging_up() -> str:
+        attempts.append(1)
+        raise KafkaAdminError("list topics on cluster k:9092: timed out")
+
+    with pytest.raises(KafkaAdminError):
+        await network.run("team-a", "k:9092", hanging_up, remember)
+    clock.now += 31
+    results = await asyncio.gather(
+        *(network.run("team-a", "k:9092", hanging_up, remember) for _ in range(8)), return_exceptions=True
+    )
+    assert all(isinstance(r, KafkaAdminError) for r in results) and len(attempts) == 2

@@ -18,6 +18,9 @@ mirrors made every other tenant's requests wait minutes. So:
   doubling up to 5 min, reset by a success), so an unreachable host costs one attempt per back-off
   period, not one per mirror per pass. Per namespace, so that a tenant's failures (a wrong password
   on the platform's brokers) never hold back another tenant's calls to the same brokers.
+* **One attempt at a time while an address is in doubt**: until it has answered (first use, or
+  after a failure) a namespace sends one call to it and its other calls wait for that one's outcome,
+  so forty mirrors of one hanging broker are one attempt, not forty at once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import functools
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +94,10 @@ class TenantNetwork:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tenant-io")
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._failures: dict[tuple[str, str], _Failure] = {}
+        #: When each (namespace, address) last answered: while that is recent, calls run side by side.
+        self._answered: dict[tuple[str, str], float] = {}
+        #: The one call in flight to an address in doubt, which the others wait for.
+        self._trying: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     @classmethod
     def from_env(cls) -> TenantNetwork:
@@ -123,9 +131,34 @@ class TenantNetwork:
         error later calls get instead (the same text, saying it is remembered), kept identical for
         the whole back-off so that status written from it does not change on every pass.
         """
-        known = self.remembered(namespace, address)
-        if known is not None:
-            raise known
+        key = (namespace, address)
+        while True:
+            known = self.remembered(namespace, address)
+            if known is not None:
+                raise known
+            trying = self._trying.get(key)
+            if trying is None:
+                break
+            await asyncio.shield(trying)  # its outcome decides: remembered failure, or go ahead
+        in_doubt = self._clock() - self._answered.get(key, float("-inf")) > self.max_backoff
+        attempt: asyncio.Future[None] | None = None
+        if in_doubt:
+            attempt = asyncio.get_running_loop().create_future()
+            self._trying[key] = attempt
+        try:
+            return await self._run(namespace, address, call, remember)
+        finally:
+            if attempt is not None:
+                self._trying.pop(key, None)
+                attempt.set_result(None)
+
+    async def _run(
+        self,
+        namespace: str,
+        address: str,
+        call: Callable[[], T],
+        remember: Callable[[TransientError, float], TransientError],
+    ) -> T:
         limit = self._limits.setdefault(namespace, asyncio.Semaphore(self.per_namespace))
         async with limit:
             known = self.remembered(namespace, address)  # another call may have failed meanwhile
@@ -134,11 +167,12 @@ class TenantNetwork:
             context = contextvars.copy_context()
             loop = asyncio.get_running_loop()
             try:
-                result = await loop.run_in_executor(self._pool, functools.partial(context.run, call))
+                result = await loop.run_in_executor(self._pool, functools.partial(context.run, _released, call))
             except TransientError as error:
                 self._fail(namespace, address, error, remember)
                 raise
         self._failures.pop((namespace, address), None)
+        self._answered[(namespace, address)] = self._clock()
         return result
 
     def _fail(
@@ -153,6 +187,23 @@ class TenantNetwork:
         previous = self._failures.get((namespace, address))
         backoff = self.first_backoff if previous is None else min(previous.backoff * 2, self.max_backoff)
         self._failures[(namespace, address)] = _Failure(remember(error, backoff), backoff, now + backoff)
+        self._answered.pop((namespace, address), None)  # in doubt again: the next attempt goes alone
+
+
+def _released(call: Callable[[], T]) -> T:
+    """``call()``; when it raises, the locals of its frames (a Kafka client and its connections)
+    are released here and now, not whenever the error is dropped: a failed call must not keep its
+    connection open past the namespace's limit."""
+    try:
+        return call()
+    except BaseException as error:
+        seen: set[int] = set()
+        chained: BaseException | None = error
+        while chained is not None and id(chained) not in seen:
+            seen.add(id(chained))
+            traceback.clear_frames(chained.__traceback__)
+            chained = chained.__cause__ or chained.__context__
+        raise
 
 
 _NETWORK: TenantNetwork | None = None
