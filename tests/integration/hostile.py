@@ -355,3 +355,25 @@ class ConnectLike:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def hostile_mirrors(
+    listeners: list[CountingListener], target: str, prefix: str, count: int, **source_connector: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Clusters and mirrors of one KafkaMirrorMaker2 whose ``count`` sources are the listeners (in
+    turn) and whose target is ``target``; aliases ``<prefix><i>`` keep each resource's connector
+    names its own. The source connectors are STOPPED: they exist in Connect (so their lag is
+    measured) and copy nothing."""
+    clusters = [
+        {"alias": f"{prefix}{i}", "bootstrapServers": listeners[i % len(listeners)].address} for i in range(count)
+    ]
+    clusters.append({"alias": "west", "bootstrapServers": target})
+    mirrors = [
+        {
+            "sourceCluster": f"{prefix}{i}",
+            "targetCluster": "west",
+            "sourceConnector": {"state": "stopped", **source_connector},
+        }
+        for i in range(count)
+    ]
+    return clusters, mirrors

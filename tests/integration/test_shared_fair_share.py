@@ -31,7 +31,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
 from tests.integration.connect_worker import DedicatedWorker
-from tests.integration.hostile import ConnectionTally, CountingListener
+from tests.integration.hostile import ConnectionTally, CountingListener, hostile_mirrors
 from tests.integration.support import (
     annotate,
     create_cluster,
@@ -51,23 +51,6 @@ WINDOW_S = 70.0
 #: By then every address has failed once (10 s timeouts, four at a time); the rest of the window is
 #: one back-off period.
 SETTLED_S = 35.0
-
-
-def hostile_mirrors(
-    listeners: list[CountingListener], target: str, prefix: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Clusters and mirrors of one KafkaMirrorMaker2: twenty sources spread over the listeners
-    (aliases ``<prefix><i>``: each resource's connector names are its own)."""
-    clusters = [
-        {"alias": f"{prefix}{i}", "bootstrapServers": listeners[i % len(listeners)].address}
-        for i in range(MIRRORS_PER_RESOURCE)
-    ]
-    clusters.append({"alias": "west", "bootstrapServers": target})
-    mirrors = [
-        {"sourceCluster": f"{prefix}{i}", "targetCluster": "west", "sourceConnector": {"state": "stopped"}}
-        for i in range(MIRRORS_PER_RESOURCE)
-    ]
-    return clusters, mirrors
 
 
 @pytest.mark.local_stack
@@ -100,7 +83,7 @@ def test_a_tenant_with_hanging_brokers_does_not_starve_another(
             create_connector(custom, tenant_b, name, file_source_spec(source, name, f"{name}-offsets", state="stopped"))
             wait_condition(custom, tenant_b, name, "Ready", reason="ConnectorStopped", timeout=90)
             for prefix in ("a", "b"):
-                clusters, mirrors = hostile_mirrors(listeners, stack["kafka_a"], prefix)
+                clusters, mirrors = hostile_mirrors(listeners, stack["kafka_a"], prefix, MIRRORS_PER_RESOURCE)
                 create_mm2(
                     custom, tenant_a, f"holes-{prefix}", clusters, mirrors, replicationLag={"intervalSeconds": 5}
                 )
