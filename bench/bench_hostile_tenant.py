@@ -474,8 +474,9 @@ def fair_share_report(phases: list[Phase]) -> None:
         f"then while tenant A has {FAIR_SHARE_MIRRORS} mirrors whose source brokers hang (listeners on 127.0.0.2 that",
         f"accept and never answer, each mirror its own address) and {FAIR_SHARE_MIRRORS} on slow brokers (listeners",
         f"forwarding to Kafka B, every answer {SLOW_ANSWER_S:.0f} s late), four KafkaMirrorMaker2s measured every",
-        "second (`replicationLag.intervalSeconds: 1`); A's 100 MirrorSourceConnectors (STOPPED) exist on a Connect worker",
-        "of its own, so their lag is measured. Loop lag: the worst `connect_offsets_event_loop_lag_seconds`",
+        "second (`replicationLag.intervalSeconds: 1`); A's 100 MirrorSourceConnectors (STOPPED) exist on a",
+        "Connect worker of its own, so their lag is measured. Loop lag: the worst",
+        "`connect_offsets_event_loop_lag_seconds`",
         "scraped every 2 s. Brokers: connections they received during the phase, and the most open at once.",
         "",
         "| Phase | B's lists | p50 / p99 / max (ms) | Worst loop lag (s) | Hanging brokers: connections, most open "
