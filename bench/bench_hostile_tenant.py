@@ -70,6 +70,7 @@ from tests.integration.support import (  # noqa: E402
     MONITORABLE_SOURCE,
     VERSION,
     annotate,
+    annotation,
     condition,
     create_cluster,
     create_connector,
@@ -84,6 +85,7 @@ from tests.integration.support import (  # noqa: E402
 from bench.report import machine, write_section  # noqa: E402
 from connect_offsets.clients.kubernetes import KubernetesApi  # noqa: E402
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore  # noqa: E402
+from connect_offsets.vocabulary import MIRRORS  # noqa: E402
 
 FAIR_SHARE_ONLY = sys.argv[1:] == ["fair-share"]
 LARGE = int(sys.argv[1]) if len(sys.argv) > 1 and not FAIR_SHARE_ONLY else 1_000_000
@@ -371,11 +373,16 @@ def b_lists(custom: Any, namespace: str, name: str, seconds: float, metrics_url:
     watch.start()
     latencies: list[float] = []
     started = time.monotonic()
+
+    def done() -> bool:
+        return annotation(get_connector(custom, namespace, name), "connector-offsets") is None
+
     try:
         while time.monotonic() - started < seconds:
             begun = time.monotonic()
             annotate(custom, namespace, name, connector_offsets="list")
-            wait_annotation_removed(custom, namespace, name, timeout=600)
+            # Polled every 20 ms: the tests' 0.5 s would be the resolution of every latency.
+            wait_for("B's list done", done, timeout=600, interval=0.02)
             latencies.append(time.monotonic() - begun)
     finally:
         watch.done.set()
@@ -446,6 +453,14 @@ def fair_share(info: dict[str, Any], core: Any, custom: Any) -> None:
                 )
             )
             print(f"B during A: {len(lists)} lists, p99 {p99(lists):.3f} s")
+            # B alone again, once A is gone: the machine is shared, its load drifts.
+            for kind in groups:
+                for part in range(FAIR_SHARE_MIRRORS // MIRRORS_PER_RESOURCE):
+                    custom.delete_namespaced_custom_object(GROUP, VERSION, tenant_a, MIRRORS, f"{kind}-{part}")
+            wait_for("tenant A's connectors deleted", lambda: own.get("/connectors").json() == [], timeout=900)
+            lists, lag = b_lists(custom, tenant_b, calm, FAIR_SHARE_PHASE_S, op.metrics_url)
+            phases.append(Phase("B alone again, A deleted", lists, lag, (0, 0), (0, 0)))
+            print(f"B alone again: {len(lists)} lists, p99 {p99(lists):.3f} s")
     finally:
         for listener in [*hanging, *slow]:
             listener.close()
@@ -461,8 +476,9 @@ def p99(values: list[float]) -> float:
 
 
 def fair_share_report(phases: list[Phase]) -> None:
-    alone, during = phases[0], phases[-1]
+    alone, during, again = phases
     ratio = p99(during.lists) / p99(alone.lists)
+    ratio_again = p99(during.lists) / p99(again.lists)
     lines = [
         "## Fair share: a tenant whose brokers hang or crawl (issue 31)",
         "",
@@ -476,8 +492,9 @@ def fair_share_report(phases: list[Phase]) -> None:
         f"forwarding to Kafka B, every answer {SLOW_ANSWER_S:.0f} s late), four KafkaMirrorMaker2s measured every",
         "second (`replicationLag.intervalSeconds: 1`); A's 100 MirrorSourceConnectors (STOPPED) exist on a",
         "Connect worker of its own, so their lag is measured. Loop lag: the worst",
-        "`connect_offsets_event_loop_lag_seconds`",
-        "scraped every 2 s. Brokers: connections they received during the phase, and the most open at once.",
+        "`connect_offsets_event_loop_lag_seconds` scraped every 2 s. Brokers: connections they received during",
+        "the phase, and the most open at once.",
+        "A list's time: from the annotation to its removal, polled every 20 ms.",
         "",
         "| Phase | B's lists | p50 / p99 / max (ms) | Worst loop lag (s) | Hanging brokers: connections, most open "
         "| Slow brokers: connections, most open |",
@@ -489,8 +506,12 @@ def fair_share_report(phases: list[Phase]) -> None:
             f"| {phase.name} | {len(ms)} | {statistics.median(ms):.0f} / {p99(ms):.0f} / {ms[-1]:.0f} "
             f"| {phase.loop_lag:.3f} | {phase.hanging[0]}, {phase.hanging[1]} | {phase.slow[0]}, {phase.slow[1]} |"
         )
-    verdict = "met" if ratio <= 1.5 else "missed"
-    lines += ["", f"B's p99 while A misbehaves is {ratio:.2f}x B alone (target: at most 1.5x, {verdict})."]
+    verdict = "met" if max(ratio, ratio_again) <= 1.5 else "missed"
+    lines += [
+        "",
+        f"B's p99 while A misbehaves is {ratio:.2f}x B alone before and {ratio_again:.2f}x B alone after "
+        f"(target: at most 1.5x, {verdict}).",
+    ]
     write_section("hostile_tenant_fair_share", "\n".join(lines))
 
 
