@@ -367,3 +367,23 @@ async def test_validate_messages_are_redacted() -> None:
     assert problems and all(JAAS not in p and "pw-4f9a2c" not in p for p in problems)
     assert "sasl.jaas.config: value *** refused" in problems
     await client.aclose()
+
+
+async def test_the_lag_monitor_reuses_what_the_reconcile_read() -> None:
+    """One read of each Secret per minute for both: the lag monitor's read (brokers only) reuses the
+    reconcile's (brokers and Connect's host), never the other way round."""
+    kube = FakeKube()
+    kube.add_secret("east-jaas", {"jaas": JAAS.encode()})
+    reader = MirrorSecrets(kube, CredentialsPolicy(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    resource = mirror_resource()
+    await reader.read(resource, connect_url="https://connect.platform:8083")
+    checked = list(kube.secret_destinations["east-jaas"])
+    assert "connect.platform:8083" in {str(d) for d in checked}
+    await reader.read(resource)
+    assert kube.secret_destinations["east-jaas"] == checked  # reused: not read again
+    other = MirrorSecrets(kube, CredentialsPolicy(), clock=lambda: 100.0)  # type: ignore[arg-type]
+    await other.read(resource)
+    brokers_only = kube.secret_destinations["east-jaas"][len(checked) :]
+    assert brokers_only and "connect.platform:8083" not in {str(d) for d in brokers_only}
+    await other.read(resource, connect_url="https://connect.platform:8083")  # read again, for Connect's host
+    assert "connect.platform:8083" in {str(d) for d in kube.secret_destinations["east-jaas"][len(checked) :]}

@@ -105,7 +105,8 @@ class MirrorSecrets:
     """``mirror_secrets`` with the values reused for ``SECRETS_REUSE_S`` per mirror and spec.
 
     One instance is shared by the MM2 reconcile and the lag monitor, so a round of both costs one
-    read of each Secret per minute at most. Keyed by the resource's uid and ``metadata.generation``:
+    read of each Secret per minute at most (the lag monitor reuses the reconcile's). A change of a
+    Secret's ``allowed-hosts`` annotation, like a rotated value, is seen within that minute. Keyed by the resource's uid and ``metadata.generation``:
     a spec change (another Secret, another key, another cluster) reads again at once, and a mirror
     deleted and re-created under the same name never sees the old values. Only successful reads are
     kept: a missing key or an unreadable Secret is asked again on the next pass.
@@ -131,13 +132,22 @@ class MirrorSecrets:
     ) -> dict[tuple[str, str], str]:
         """The values by (Secret name, key); raises as ``mirror_secrets`` does. Kept per destination
         (``connect_url``, ``provider``): values checked for the Kafka brokers alone are not reused
-        for a config sent to Connect."""
+        for a config sent to Connect, while the lag monitor (brokers only, no ``connect_url``) reuses
+        what the reconcile read, whose checks covered more."""
         meta = resource.metadata
         key = (meta.namespace, meta.name, connect_url, provider)
-        kept = self._kept.get(key)
         now = self._clock()
-        if kept is not None and kept[:2] == (meta.uid, meta.generation) and now - kept[2] < self.reuse_s:
-            return dict(kept[3])
+
+        def fresh(entry: tuple[str, int, float, dict[tuple[str, str], str]] | None) -> bool:
+            return entry is not None and entry[:2] == (meta.uid, meta.generation) and now - entry[2] < self.reuse_s
+
+        candidates = [key]
+        if connect_url is None and provider is None:
+            candidates += [k for k in self._kept if k[:2] == key[:2] and k != key]
+        for candidate in candidates:
+            kept = self._kept.get(candidate)
+            if kept is not None and fresh(kept):
+                return dict(kept[3])
         self._kept.pop(key, None)
         values = await mirror_secrets(self.kube, resource, self.policy, connect_url=connect_url, provider=provider)
         if any(c.secret_config for c in resource.spec.clusters):  # nothing read, nothing to keep
