@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint
 from connect_offsets.clients.credentials import (
@@ -39,7 +40,9 @@ from connect_offsets.clients.credentials import (
 from connect_offsets.lag import MirrorSecrets, mirror_secrets
 from connect_offsets.models.crds import ConfigProviderSpec, ConnectClusterSpec, KafkaMirrorMaker2Resource
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnusable
-from tests.fakes import FakeKube
+from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
+from connect_offsets.vocabulary import API_GROUP, CLUSTERS, MIRRORS
+from tests.fakes import FakeConnect, FakeKube
 from tests.reconcile_pass import NAME, Stack
 
 pytestmark = pytest.mark.unit
@@ -387,3 +390,38 @@ async def test_the_lag_monitor_reuses_what_the_reconcile_read() -> None:
     assert brokers_only and "connect.platform:8083" not in {str(d) for d in brokers_only}
     await other.read(resource, connect_url="https://connect.platform:8083")  # read again, for Connect's host
     assert "connect.platform:8083" in {str(d) for d in kube.secret_destinations["east-jaas"][len(checked) :]}
+
+
+# --- a KafkaMirrorMaker2 whose secretConfig would go into a config sent to Connect -----------------
+
+
+def mirror_on(kube: FakeKube, url: str, **tls: Any) -> None:
+    kube.put_resource(
+        CLUSTERS,
+        {
+            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "kind": "ConnectCluster",
+            "metadata": {"name": "local", "namespace": "team-a"},
+            "spec": {"url": url, **tls},
+        },
+    )
+    body = mirror_resource().model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["metadata"] = {"name": "m", "namespace": "team-a", "labels": {f"{API_GROUP}/cluster": "local"}}
+    kube.put_resource(MIRRORS, {"apiVersion": f"{API_GROUP}/v1alpha1", "kind": "KafkaMirrorMaker2", **body})
+
+
+async def test_secret_config_never_goes_to_an_unverified_connect() -> None:
+    kube = FakeKube()
+    kube.add_secret("east-jaas", {"jaas": JAAS.encode()})
+    url = "https://connect.test:8443"
+    mirror_on(kube, url, tls={"insecureSkipVerify": True})
+    connect = FakeConnect(url)
+    with respx.mock(assert_all_called=False) as router:
+        connect.install(router)
+        clusters = ClusterRegistry(kube, CredentialsPolicy())  # type: ignore[arg-type]
+        await MirrorMaker2Service(kube, clusters).reconcile("team-a", "m")  # type: ignore[arg-type]
+        await clusters.aclose()
+    conditions = kube.resource(MIRRORS, "team-a", "m")["status"]["conditions"]
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InsecureCredentials")
+    assert connect.changes() == []  # no connector created: its config would carry the value

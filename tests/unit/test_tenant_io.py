@@ -207,3 +207,11 @@ async def test_after_a_failure_the_retry_goes_alone_even_for_an_address_that_ans
         *(network.run("team-a", "k:9092", hanging_up, remember) for _ in range(8)), return_exceptions=True
     )
     assert all(isinstance(r, KafkaAdminError) for r in results) and len(attempts) == 2
+
+
+async def test_settings_librdkafka_refuses_are_a_kafka_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SASL_SSL without a mechanism asks for GSSAPI, which this librdkafka lacks: a condition, not a crash."""
+    monkeypatch.setattr(kafka, "tenant_network", lambda: TenantNetwork(threads=1, per_namespace=1, clock=Clock()))
+    config = {"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanisms": "NOPE"}
+    with pytest.raises(KafkaAdminError, match="client settings for cluster k:9093"):
+        await kafka.cluster_id(config, namespace="team-a", timeout=1)

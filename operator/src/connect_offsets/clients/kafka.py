@@ -101,6 +101,16 @@ def _client_settings(config: dict[str, Any], timeout: float) -> dict[str, Any]:
     }
 
 
+def _admin(settings: dict[str, Any]) -> AdminClient:
+    """An admin client; settings librdkafka refuses (a tenant's SASL mechanism it was not built
+    with, say) are a KafkaAdminError like any other failure, not an unexpected exception."""
+    try:
+        return AdminClient(settings)
+    except KafkaException as error:
+        where = f"cluster {settings.get('bootstrap.servers', '?')}"
+        raise KafkaAdminError(f"client settings for {where}: {_kafka_text(error)}") from error
+
+
 def _remembered(error: TransientError, backoff: float) -> TransientError:
     return KafkaAdminError(f"{error} (not asked again for {backoff:.0f} s)")
 
@@ -122,7 +132,7 @@ async def cluster_id(config: dict[str, Any], *, namespace: str, timeout: float =
     where = f"cluster {config.get('bootstrap.servers', '?')}"
 
     def run() -> str:
-        admin = AdminClient(settings)
+        admin = _admin(settings)
         try:
             described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
         except KafkaException as error:
@@ -194,7 +204,7 @@ async def delete_topic(config: dict[str, Any], topic: str, *, namespace: str, ti
     settings = _client_settings(config, timeout)
 
     def run() -> bool:
-        admin = AdminClient(settings)
+        admin = _admin(settings)
         futures = admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
         try:
             futures[topic].result(timeout=timeout + 5)
@@ -252,7 +262,7 @@ def _selected_partitions(
 ) -> tuple[AdminClient, str, list[tuple[str, int]]]:
     """An admin client with short timeouts, the cluster's name for messages, and the sorted
     partitions of the topics ``select_topic`` accepts (one metadata request)."""
-    admin = AdminClient(_client_settings(config, timeout))
+    admin = _admin(_client_settings(config, timeout))
     where = f"cluster {config.get('bootstrap.servers', '?')}"
     try:
         metadata = admin.list_topics(timeout=timeout)

@@ -130,7 +130,7 @@ class MirrorMaker2Service:
             )
             provider = self.clusters.config_provider(*cluster_ref(namespace, resource.metadata.labels))
             # Without a config provider the values go to Connect inside the connectors' config, so
-            # each Secret must allow Connect's host too, and the URL must be https.
+            # each Secret must allow Connect's host too, and the URL must be verified https.
             secrets = await self._secrets(
                 resource, None if provider else client.endpoint.url, provider.name if provider else None
             )
@@ -138,7 +138,10 @@ class MirrorMaker2Service:
             if secrets and provider is None:
                 try:
                     self.clusters.policy.check_connect_url(
-                        client.endpoint.url, credentials=True, what="the ConnectCluster's spec.url"
+                        client.endpoint.url,
+                        credentials=True,
+                        what="the ConnectCluster's spec.url",
+                        insecure_skip_verify=client.endpoint.insecure_skip_verify,
                     )
                 except CredentialsRefused as error:
                     raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
