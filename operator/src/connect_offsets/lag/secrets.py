@@ -106,10 +106,11 @@ class MirrorSecrets:
 
     One instance is shared by the MM2 reconcile and the lag monitor, so a round of both costs one
     read of each Secret per minute at most (the lag monitor reuses the reconcile's). A change of a
-    Secret's ``allowed-hosts`` annotation, like a rotated value, is seen within that minute. Keyed by the resource's uid and ``metadata.generation``:
-    a spec change (another Secret, another key, another cluster) reads again at once, and a mirror
-    deleted and re-created under the same name never sees the old values. Only successful reads are
-    kept: a missing key or an unreadable Secret is asked again on the next pass.
+    Secret's ``allowed-hosts`` annotation, like a rotated value, is seen within that minute. Keyed
+    by the resource's uid and ``metadata.generation``: a spec change (another Secret, another key,
+    another cluster) reads again at once, and a mirror deleted and re-created under the same name
+    never sees the old values. Only successful reads are kept: a missing key or an unreadable Secret
+    is asked again on the next pass.
     """
 
     def __init__(
