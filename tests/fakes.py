@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import httpx
 import respx
 
-from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.clients.credentials import CREDENTIALS_LABEL, Destination, check_secret_use
 from connect_offsets.clients.kubernetes import (
     ConfigMapData,
     ConfigMapMeta,
@@ -82,7 +82,9 @@ class FakeKube:
     def __init__(self, journal: list[str] | None = None) -> None:
         self.objects: dict[str, dict[str, Any]] = {}  # ConfigMaps by name
         self.resources: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name)
-        self.secrets: dict[str, dict[str, Any]] = {}  # name -> {"labels": ..., "data": {key: bytes}}
+        self.secrets: dict[str, dict[str, Any]] = {}  # name -> {"labels", "annotations", "data": {key: bytes}}
+        #: Where each Secret's values were said to go (``get_secret_data(sent_to=...)``), by name.
+        self.secret_destinations: dict[str, list[Destination]] = {}
         self.events: list[Event] = []
         self.status_patches: list[dict[str, Any]] = []
         self.journal = journal if journal is not None else []
@@ -212,15 +214,23 @@ class FakeKube:
 
     # ---- Secrets -------------------------------------------------------------------------------
 
-    def add_secret(self, name: str, data: dict[str, bytes], *, opted_in: bool = True) -> None:
-        self.secrets[name] = {"labels": {CREDENTIALS_LABEL: "true"} if opted_in else {}, "data": data}
+    def add_secret(
+        self, name: str, data: dict[str, bytes], *, opted_in: bool = True, annotations: dict[str, str] | None = None
+    ) -> None:
+        self.secrets[name] = {
+            "labels": {CREDENTIALS_LABEL: "true"} if opted_in else {},
+            "annotations": annotations or {},
+            "data": data,
+        }
 
-    async def get_secret_data(self, namespace: str, name: str, keys: Iterable[str]) -> dict[str, str]:
+    async def get_secret_data(
+        self, namespace: str, name: str, keys: Iterable[str], *, sent_to: Iterable[Destination]
+    ) -> dict[str, str]:
         secret = self.secrets.get(name)
         if secret is None:
             raise KubernetesRejected(f"get Secret {namespace}/{name}: 404 not found", 404)
-        if secret["labels"].get(CREDENTIALS_LABEL) != "true":
-            raise CredentialsRefused("SecretNotOptedIn", f"Secret {name} is not marked for use as credentials")
+        check_secret_use(namespace, name, secret["labels"], secret["annotations"], sent_to)
+        self.secret_destinations.setdefault(name, []).extend(sent_to)
         return {k: secret["data"][k].decode() for k in dict.fromkeys(keys) if k in secret["data"]}
 
     # ---- custom resources, status, Events ------------------------------------------------------

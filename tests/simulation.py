@@ -243,7 +243,7 @@ class Sim:
         self.connectors = ConnectorService(self.kube, self.clusters)  # type: ignore[arg-type]
         self.mirrors = MirrorMaker2Service(self.kube, self.clusters)  # type: ignore[arg-type]
 
-        async def cluster_id(config: dict[str, Any]) -> str:
+        async def cluster_id(config: dict[str, Any], namespace: str) -> str:
             return CLUSTER_IDS[str(config["bootstrap.servers"])]
 
         self.mirrors.cluster_ids = ClusterIdCache(probe=cluster_id)

@@ -1,12 +1,14 @@
 """What a hostile tenant sends, and how a test watches the operator's health meanwhile.
 
-Shared by the shared-operator tests (``test_shared_cpu``, ``test_shared_memory``) and the
-hostile-tenant benchmark, so the bench measures exactly what the tests assert on.
+Shared by the shared-operator tests (``test_shared_cpu``, ``test_shared_memory``, the policy and
+fair-share tests) and the hostile-tenant benchmark, so the bench measures what the tests assert on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import socket
 import threading
 import time
 import zlib
@@ -83,3 +85,295 @@ class Prober(threading.Thread):
                     self.failures.append(repr(error))
                 self.latencies.append(time.monotonic() - started)
                 self.done.wait(0.2)
+
+
+#: A loopback address other than the stack's 127.0.0.1: what a tenant points the operator (or
+#: Connect) at when it wants traffic somewhere the platform did not allow.
+ELSEWHERE = "127.0.0.2"
+
+
+class ConnectionTally:
+    """Connections accepted by several listeners, counted together."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.open = 0
+        self.peak_open = 0
+        self._lock = threading.Lock()
+
+    def opened(self) -> None:
+        with self._lock:
+            self.connections += 1
+            self.open += 1
+            self.peak_open = max(self.peak_open, self.open)
+
+    def closed(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+    def restart(self) -> None:
+        """Count from now on: no connections yet, the peak what is open now."""
+        with self._lock:
+            self.connections = 0
+            self.peak_open = self.open
+
+
+class CountingListener:
+    """A TCP listener on ``ELSEWHERE`` that counts every connection made to it.
+
+    ``mode``:
+
+    * ``"blackhole"``: accepts and never answers; a connection stays open until the client gives
+      up (a broker that hangs, the worst a tenant can point a Kafka client at);
+    * ``"huge-frame"``: answers the first request of each connection with a Kafka response whose
+      size field says ``frame_bytes`` and streams that many bytes (a metadata answer of a hostile
+      "broker"); ``bytes_sent`` tells how much the clients accepted before they hung up,
+      ``most_sent`` the most one connection accepted;
+    * ``"slow-proxy"``: forwards to ``upstream`` (``host:port``), each answer delayed by ``delay``
+      seconds (a slow broker).
+
+    ``mode`` may change while it runs (a broker that stops answering): new connections get the new one.
+
+    ``connections`` counts accepted connections, ``peak_open`` the most open at once; listeners
+    given one ``ConnectionTally`` also count together (``tally.peak_open``: the most open at once
+    over all of them).
+    """
+
+    def __init__(
+        self,
+        mode: str = "blackhole",
+        *,
+        frame_bytes: int = 0,
+        upstream: str = "",
+        delay: float = 0.0,
+        host: str = ELSEWHERE,
+        tally: ConnectionTally | None = None,
+    ) -> None:
+        self.mode = mode
+        self.frame_bytes = frame_bytes
+        self.upstream = upstream
+        self.delay = delay
+        self.connections = 0
+        self.open = 0
+        self.peak_open = 0
+        self.bytes_sent = 0
+        self.most_sent = 0
+        self.tally = tally if tally is not None else ConnectionTally()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._sockets: list[Any] = []
+        self._server = socket.socket()
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind((host, 0))
+        self._server.listen(256)
+        self.host = host
+        self.port = int(self._server.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self.open += 1
+                self.peak_open = max(self.peak_open, self.open)
+                self._sockets.append(conn)
+            self.tally.opened()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        try:
+            if self.mode == "huge-frame":
+                self._huge_frame(conn)
+            elif self.mode == "slow-proxy":
+                self._proxy(conn)
+            else:
+                while not self._stopped.is_set() and conn.recv(65536):
+                    pass
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self.open -= 1
+            self.tally.closed()
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _huge_frame(self, conn: Any) -> None:
+        request = conn.recv(65536)
+        if len(request) < 12:
+            return
+        # Response header: size, then the request's correlation id (request: size, api key,
+        # api version, correlation id).
+        conn.sendall(self.frame_bytes.to_bytes(4, "big") + request[8:12])
+        total = 8
+        chunk = bytes(1 << 16)
+        left = self.frame_bytes - 4
+        try:
+            while left > 0 and not self._stopped.is_set():
+                sent = conn.send(chunk[: min(left, len(chunk))])
+                left -= sent
+                total += sent
+        finally:
+            with self._lock:
+                self.bytes_sent += total
+                self.most_sent = max(self.most_sent, total)
+
+    def _proxy(self, conn: Any) -> None:
+        host, _, port = self.upstream.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=30) as upstream:
+            upstream.settimeout(None)
+
+            def answers() -> None:
+                with contextlib.suppress(OSError):
+                    while data := upstream.recv(65536):
+                        time.sleep(self.delay)
+                        conn.sendall(data)
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_WR)
+
+            threading.Thread(target=answers, daemon=True).start()
+            while data := conn.recv(65536):
+                upstream.sendall(data)
+
+    def close(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(OSError):
+            self._server.close()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for conn in sockets:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def __enter__(self) -> CountingListener:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class ConnectLike:
+    """An HTTP(S) server on ``ELSEWHERE`` answering like a Connect worker, counting connections and
+    keeping every request (method, path, headers, body).
+
+    ``PUT .../config/validate`` answers one error per config entry that quotes the entry's value
+    (what a careless plugin's validator may do): the operator must not repeat those values.
+    """
+
+    def __init__(self, ssl_context: Any = None, kafka_cluster_id: str = "k1") -> None:
+        recorder = self
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.connections = 0
+        self.kafka_cluster_id = kafka_cluster_id
+
+        class Handler(BaseHTTPRequestHandler):
+            def _record(self, method: str) -> bytes:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                recorder.requests.append((method, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                return body
+
+            def do_GET(self) -> None:
+                self._record("GET")
+                if self.path.startswith("/connector-plugins"):
+                    self._send(200, [{"class": "org.example.Sink", "type": "sink", "version": "1"}])
+                elif self.path == "/":
+                    self._send(
+                        200, {"version": "4.1.1", "commit": "c0ffee", "kafka_cluster_id": recorder.kafka_cluster_id}
+                    )
+                elif self.path.startswith("/connectors?"):
+                    self._send(200, {})
+                elif self.path == "/connectors":
+                    self._send(200, [])
+                else:
+                    self._send(404, {"error_code": 404, "message": "not found"})
+
+            def do_PUT(self) -> None:
+                body = self._record("PUT")
+                if self.path.endswith("/config/validate"):
+                    config = json.loads(body or b"{}")
+                    configs = [
+                        {"value": {"name": key, "value": value, "errors": [f"{key}: the value {value} is refused"]}}
+                        for key, value in sorted(config.items())
+                    ]
+                    self._send(200, {"name": "x", "error_count": len(configs), "groups": [], "configs": configs})
+                else:
+                    self._send(404, {"error_code": 404, "message": "not found"})
+
+            def do_POST(self) -> None:
+                self._record("POST")
+                self._send(500, {"error_code": 500, "message": "not here"})
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            def get_request(self) -> Any:
+                conn, address = super().get_request()
+                recorder.connections += 1
+                if ssl_context is not None:
+                    conn = ssl_context.wrap_socket(conn, server_side=True)
+                return conn, address
+
+        self.server = Server((ELSEWHERE, 0), Handler)
+        self.scheme = "https" if ssl_context is not None else "http"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{ELSEWHERE}:{self.port}"
+
+    def authorizations(self) -> list[str]:
+        return [h["authorization"] for _, _, h, _ in self.requests if "authorization" in h]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> ConnectLike:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def hostile_mirrors(
+    listeners: list[CountingListener], target: str, prefix: str, count: int, **source_connector: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Clusters and mirrors of one KafkaMirrorMaker2 whose ``count`` sources are the listeners (in
+    turn) and whose target is ``target``; aliases ``<prefix><i>`` keep each resource's connector
+    names its own. The source connectors are STOPPED: they exist in Connect (so their lag is
+    measured) and copy nothing."""
+    clusters = [
+        {"alias": f"{prefix}{i}", "bootstrapServers": listeners[i % len(listeners)].address} for i in range(count)
+    ]
+    clusters.append({"alias": "west", "bootstrapServers": target})
+    mirrors = [
+        {
+            "sourceCluster": f"{prefix}{i}",
+            "targetCluster": "west",
+            "sourceConnector": {"state": "stopped", **source_connector},
+        }
+        for i in range(count)
+    ]
+    return clusters, mirrors

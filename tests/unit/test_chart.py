@@ -281,13 +281,18 @@ def test_watch_namespaces_uses_roles_per_namespace() -> None:
     args = container(docs)["args"]
     assert "-A" not in args
     assert has_sequence(args, ["-n", "a", "-n", "b"])
-    roles = {role["metadata"]["namespace"]: role for role in objects(docs, "Role")}
+    records = owner_records_role(docs)
+    roles = {role["metadata"]["namespace"]: role for role in objects(docs, "Role") if role is not records}
     assert set(roles) == {"a", "b"}
     for role in roles.values():
         granted = rule_map(role)
         namespaced = {k: v for k, v in EXPECTED_CLUSTER_RULES.items() if k[0] != "apiextensions.k8s.io"}
         assert granted == namespaced
-    bindings = {binding["metadata"]["namespace"]: binding for binding in objects(docs, "RoleBinding")}
+    bindings = {
+        binding["metadata"]["namespace"]: binding
+        for binding in objects(docs, "RoleBinding")
+        if binding["roleRef"]["name"] != records["metadata"]["name"]
+    }
     assert set(bindings) == {"a", "b"}
     for namespace, binding in bindings.items():
         assert binding["roleRef"]["kind"] == "Role"
@@ -304,6 +309,27 @@ def test_watch_namespaces_uses_roles_per_namespace() -> None:
         resources = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
         assert not resources & {"configmaps", "secrets"}, cluster_role["metadata"]["name"]
     assert one(docs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_roles[0]["metadata"]["name"]
+
+
+def owner_records_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Role that lets the operator keep owner records in the release namespace (namespaced install)."""
+    [role] = [r for r in objects(docs, "Role") if r["metadata"]["name"].endswith("-owner-records")]
+    return role
+
+
+def test_owner_records_live_in_the_release_namespace() -> None:
+    """Tenants cannot write where the operator keeps who last created each connector name."""
+    env = {e["name"]: e.get("value") for e in container(render())["env"]}
+    assert env["CONNECT_OFFSETS_OWNER_RECORDS_NAMESPACE"] == NAMESPACE
+    docs = render("watchNamespaces={a,b}")
+    role = owner_records_role(docs)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert rule_map(role) == {("", "configmaps"): {"get", "create", "patch"}}
+    [binding] = [b for b in objects(docs, "RoleBinding") if b["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+    # Watching every namespace, the ClusterRole's ConfigMap rule covers the release namespace.
+    assert not [r for r in objects(render(), "Role") if r["metadata"]["name"].endswith("-owner-records")]
 
 
 # --- several replicas: kopf peering --------------------------------------------------------------
@@ -343,8 +369,10 @@ def test_replicas_in_namespaces_use_namespaced_peerings() -> None:
     assert sorted(p["metadata"]["namespace"] for p in peerings) == ["a", "b"]
     assert {p["metadata"]["name"] for p in peerings} == {"connect-offsets"}
     assert not objects(docs, "ClusterKopfPeering")
+    records = owner_records_role(docs)
     for role in objects(docs, "Role"):
-        assert rule_map(role)[("kopf.dev", "kopfpeerings")] == PEERING_VERBS
+        if role is not records:
+            assert rule_map(role)[("kopf.dev", "kopfpeerings")] == PEERING_VERBS
     for cluster_role in objects(docs, "ClusterRole"):
         assert not {group for rule in cluster_role["rules"] for group in rule["apiGroups"]} & {"kopf.dev"}
 

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -34,6 +35,7 @@ from connect_offsets.clients.credentials import (
     MAX_REFLECTED_BYTES,
     CredentialsPolicy,
     CredentialsRefused,
+    Destination,
     HostPattern,
     kafka_hosts,
     parse_allowed_hosts,
@@ -264,20 +266,22 @@ async def test_get_secret_data_needs_the_label() -> None:
     )
     for name in ("plain", "other-value"):
         with pytest.raises(CredentialsRefused) as caught:
-            await kube.get_secret_data("ns", name, ["token"])
+            await kube.get_secret_data("ns", name, ["token"], sent_to=())
         assert caught.value.reason == "SecretNotOptedIn"
         assert f"Secret {name}" in str(caught.value) and f"{CREDENTIALS_LABEL}=true" in str(caught.value)
         assert TOKEN not in str(caught.value)
     with pytest.raises(KubernetesRejected) as missing:
-        await kube.get_secret_data("ns", "absent", ["token"])
+        await kube.get_secret_data("ns", "absent", ["token"], sent_to=())
     assert missing.value.status == 404
 
 
 async def test_get_secret_data_decodes_only_the_wanted_keys() -> None:
     kube, _ = kube_with(make_secret("kafka-user", OPTED_IN, user_p12=P12, user_password=b"pw-\xc3\xa9t\xc3\xa9"))
-    assert await kube.get_secret_data("ns", "kafka-user", ["user.password", "absent"]) == {"user.password": "pw-été"}
+    assert await kube.get_secret_data("ns", "kafka-user", ["user.password", "absent"], sent_to=()) == {
+        "user.password": "pw-été"
+    }
     with pytest.raises(CredentialsRefused) as caught:
-        await kube.get_secret_data("ns", "kafka-user", ["user.p12"])
+        await kube.get_secret_data("ns", "kafka-user", ["user.p12"], sent_to=())
     assert caught.value.reason == "SecretKeyNotText"
     assert "user.p12" in str(caught.value) and "position 0" in str(caught.value)
     assert "\\x80" not in str(caught.value) and "0x80" not in str(caught.value)  # no secret bytes
@@ -329,14 +333,18 @@ class FakeKube:
     def __init__(self, body: dict[str, Any] | None = None) -> None:
         self.body = body
         self.reads: list[str] = []
+        self.sent_to: dict[str, set[str]] = {}
 
     async def get_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.body
 
     cached_resource = get_resource  # no watch here: the cache answers what a GET would
 
-    async def get_secret_data(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
+    async def get_secret_data(
+        self, namespace: str, name: str, keys: list[str], *, sent_to: Iterable[Destination]
+    ) -> dict[str, str]:
         self.reads.append(name)
+        self.sent_to.setdefault(name, set()).update(str(d) for d in sent_to)
         return dict.fromkeys(keys, "org.example.Login required;")
 
 
@@ -428,7 +436,9 @@ async def test_mirror_secrets_are_reused_per_spec_for_a_minute_and_shared() -> N
     assert await secrets.read(plain) == {} and len(kube.reads) == 5
 
     class Failing(FakeKube):
-        async def get_secret_data(self, namespace: str, name: str, keys: list[str]) -> dict[str, str]:
+        async def get_secret_data(
+            self, namespace: str, name: str, keys: list[str], *, sent_to: Iterable[Destination]
+        ) -> dict[str, str]:
             self.reads.append(name)
             return {}  # the key is missing: LookupError, not kept
 

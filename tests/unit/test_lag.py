@@ -5,7 +5,9 @@ cycles, heartbeats, separators, custom filters); parsing Connect's offsets; the 
 (offset + 1, never negative, whole backlog without an offset); the ReplicationLagging decision
 (threshold, duration, Unknown on failures or old numbers); the status document (stale numbers
 kept with their time); the registry's report and change signature; the metrics (series removed on
-failure and when mirrors disappear); measure_mirror's Connect error paths (MockTransport).
+failure and when mirrors disappear; per-partition series capped); measure_mirror's Connect error
+paths (MockTransport); the monitor's binding and owner checks (nothing read for a refused resource
+or another resource's connector).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from connect_offsets.models.crds import (
     ReplicationLagSpec,
     ReplicationLagStatus,
 )
-from connect_offsets.planning import mirror_targets
+from connect_offsets.planning import BindingRefusal, mirror_targets
 from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 from connect_offsets.reconcile.status import status_fields
 
@@ -354,7 +356,7 @@ async def test_missing_connector_is_a_failed_measurement_keeping_previous_number
     previous = mirror([4], measured=0)
     client = connect_answering(httpx.Response(404, json={"error_code": 404, "message": "Connector not found"}))
     async with client:
-        result = await measure_mirror(client, target, previous, 5, clock=lambda: at(10))
+        result = await measure_mirror(client, target, previous, 5, namespace="ns", clock=lambda: at(10))
     assert result.error == f"connector {target.name} does not exist in Connect (yet)"
     assert result.measured_at == at(0) and result.attempted_at == at(10) and result.total == 4
     assert result.requests == 1
@@ -365,6 +367,118 @@ async def test_connect_server_error_is_reported() -> None:
     target = next(t for t in mirror_targets(res, {}).targets if t.name.endswith("MirrorSourceConnector"))
     client = connect_answering(httpx.Response(500, json={"error_code": 500, "message": "boom"}))
     async with client:
-        result = await measure_mirror(client, target, None, None, clock=lambda: at(0))
+        result = await measure_mirror(client, target, None, None, namespace="ns", clock=lambda: at(0))
     assert result.error is not None and result.error.startswith(f"Connect offsets of {target.name}:")
     assert "boom" in result.error and result.measured_at is None
+
+
+# --- the series cap --------------------------------------------------------------------------------
+
+
+def test_partition_series_are_the_most_lagging_few_and_the_totals_cover_all() -> None:
+    partitions = [("t", p, p % 7) for p in range(200)]
+    metrics.set_mirror_lag("ns2", "wide", "east", "west", partitions, 1700000000.0)
+    labels = {"namespace": "ns2", "mirror": "wide", "source": "east", "target": "west"}
+    seen = samples()
+    per_partition = [
+        value
+        for (name, found), value in seen.items()
+        if name == "connect_offsets_mm2_replication_lag" and ("mirror", "wide") in found
+    ]
+    assert len(per_partition) == metrics.MAX_LAG_SERIES_PER_MIRROR
+    assert sorted(per_partition, reverse=True) == sorted((p[2] for p in partitions), reverse=True)[: len(per_partition)]
+    assert seen[("connect_offsets_mm2_mirror_lag", frozenset(labels.items()))] == sum(p[2] for p in partitions)
+    assert seen[("connect_offsets_mm2_mirror_partitions", frozenset(labels.items()))] == 200
+    metrics.forget_mirror_lag("ns2", "wide")
+
+
+# --- the monitor goes through the reconcile's checks -----------------------------------------------
+
+
+class Resolver:
+    """The service's resolver, scripted: a binding refusal, or a client and the connectors' configs."""
+
+    def __init__(self, configs: dict[str, dict[str, str]], refusal: Exception | None = None) -> None:
+        self.configs = configs
+        self.refusal = refusal
+        self.asked: list[tuple[str, list[str]]] = []
+
+    async def __call__(self, namespace: str, labels: dict[str, str], names: Any) -> Any:
+        self.asked.append((namespace, list(names)))
+        if self.refusal is not None:
+            raise self.refusal
+        offsets_read.clear()
+
+        async def config_of(name: str) -> dict[str, str] | None:
+            return self.configs.get(name)
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            offsets_read.append(request.url.path)
+            return httpx.Response(404, json={"error_code": 404, "message": "Connector not found"})
+
+        client = ConnectClient(ConnectEndpoint(url="http://connect:8083"), transport=httpx.MockTransport(answer))
+        return client, config_of
+
+
+offsets_read: list[str] = []
+
+
+class NoSecrets:
+    """The resource has no secretConfig: nothing to read; the policy check is mirror_secrets' (tested elsewhere)."""
+
+    async def read(self, resource: KafkaMirrorMaker2Resource, **_: Any) -> dict[tuple[str, str], str]:
+        return {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        pass
+
+
+def monitor(resolver: Resolver) -> Any:
+    from connect_offsets.lag import LagMonitor
+
+    return LagMonitor(None, LagRegistry(), resolver, secrets=NoSecrets())  # type: ignore[arg-type]
+
+
+def body() -> dict[str, Any]:
+    return resource(intervalSeconds=2).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+async def test_a_refused_binding_reads_nothing() -> None:
+    from connect_offsets.reconcile.clusters import ClusterBindingRefused
+
+    refusal = ClusterBindingRefused(
+        BindingRefusal(
+            "ConnectorNameNotAllowed", "ConnectCluster p/shared requires connector names to start with 'ns-'"
+        )
+    )
+    resolver = Resolver({}, refusal)
+    lag = monitor(resolver)
+    offsets_read.clear()
+    await lag.measure(body())
+    [(namespace, names)] = resolver.asked
+    assert namespace == "ns" and sorted(names) == sorted(t.name for t in mirror_targets(resource(), {}).targets)
+    connector = DECLARED[0][0]
+    measured = lag.registry.get("ns", "mm2", connector)
+    assert measured is not None and measured.lags == () and "start with 'ns-'" in (measured.error or "")
+    assert offsets_read == []
+
+
+async def test_a_connector_of_another_resource_is_not_read() -> None:
+    connector = DECLARED[0][0]
+    lag = monitor(Resolver({connector: {"connect-offsets.io/owner": "ns/someone-else"}}))
+    lag.registry.put("ns", "mm2", [mirror([9], measured=0)])  # even numbers from before are dropped
+    await lag.measure(body())
+    measured = lag.registry.get("ns", "mm2", connector)
+    assert measured is not None and measured.lags == () and measured.measured_at is None
+    assert (
+        measured.error
+        == f"connector {connector} belongs to resource ns/someone-else: its offsets are not read for ns/mm2"
+    )
+    assert offsets_read == []
+
+
+async def test_the_owned_connector_is_measured() -> None:
+    connector = DECLARED[0][0]
+    lag = monitor(Resolver({connector: {"connect-offsets.io/owner": "ns/mm2"}}))
+    await lag.measure(body())
+    assert offsets_read == [f"/connectors/{connector}/offsets"]  # (it answered 404: Kafka never reached)

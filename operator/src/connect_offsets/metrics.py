@@ -13,8 +13,11 @@ Metrics (prefix ``connect_offsets_``):
 * ``reconcile_errors_total{kind}``: reconciles that ended in a transient error
 * ``auto_restarts_total{kind}``: automatic restarts of failed connectors/tasks
 * ``mm2_replication_lag{namespace, mirror, source, target, topic, partition}``: records of a source
-  partition not replicated yet by a KafkaMirrorMaker2 (``mirror`` is the resource name)
-* ``mm2_mirror_lag`` / ``mm2_mirror_lag_max{namespace, mirror, source, target}``: their sum and maximum
+  partition not replicated yet by a KafkaMirrorMaker2 (``mirror`` is the resource name), for the
+  ``MAX_LAG_SERIES_PER_MIRROR`` most lagging partitions of each mirror only: a tenant chooses how
+  many partitions its mirrors cover, and every one would be a series in every scrape
+* ``mm2_mirror_lag`` / ``mm2_mirror_lag_max{namespace, mirror, source, target}``: the sum and maximum
+  over all partitions; ``mm2_mirror_partitions{...}``: how many partitions were measured
 * ``mm2_lag_measurement_timestamp_seconds{...}``: time of the last successful measurement
 * ``mm2_lag_stale{...}``: 1 while the latest measurement failed; the lag series above are then
   removed rather than left at their old values
@@ -30,6 +33,7 @@ mirrors that disappear drop out with it.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections import Counter as Tally
 from collections import deque
@@ -43,6 +47,7 @@ __all__ = [
     "AUTO_RESTARTS",
     "EVENT_LOOP_LAG",
     "EVENT_LOOP_LAG_PROBES",
+    "MAX_LAG_SERIES_PER_MIRROR",
     "MM2_LAG_MEASUREMENTS",
     "MM2_LAG_SECONDS",
     "OPERATIONS",
@@ -169,10 +174,22 @@ MM2_LAG_SECONDS = Histogram(
 MirrorKey = tuple[str, str, str, str]  # namespace, resource, source alias, target alias
 
 
+#: Per-partition lag series exported per mirror: the most lagging ones (ties: topic, partition).
+MAX_LAG_SERIES_PER_MIRROR = 20
+
+
 class _MirrorLag:
+    """One mirror's latest measurement as exported: its top partitions, and totals over all of them."""
+
     def __init__(self, partitions: list[tuple[str, int, int]] | None, measured_at: float | None) -> None:
-        self.partitions = partitions
         self.measured_at = measured_at
+        self.partitions: list[tuple[str, int, int]] | None = None
+        self.total = self.max = self.count = 0
+        if partitions is not None:
+            self.partitions = heapq.nsmallest(MAX_LAG_SERIES_PER_MIRROR, partitions, key=lambda p: (-p[2], p[0], p[1]))
+            self.total = sum(p[2] for p in partitions)
+            self.max = max((p[2] for p in partitions), default=0)
+            self.count = len(partitions)
 
 
 _mirror_lags: dict[MirrorKey, _MirrorLag] = {}
@@ -221,17 +238,23 @@ class _MirrorLags(Collector):
             "1 when the latest replication lag measurement failed (the lag series are then absent).",
             labels=labels,
         )
+        count = GaugeMetricFamily(
+            "connect_offsets_mm2_mirror_partitions",
+            "Source partitions measured (connect_offsets_mm2_replication_lag shows the most lagging of them).",
+            labels=labels,
+        )
         for key, sample in sorted(_mirror_lags.items()):
             values = list(key)
             if sample.partitions is not None:
                 for topic, partition, lag in sample.partitions:
                     per_partition.add_metric([*values, topic, str(partition)], lag)
-                total.add_metric(values, sum(p[2] for p in sample.partitions))
-                worst.add_metric(values, max((p[2] for p in sample.partitions), default=0))
+                total.add_metric(values, sample.total)
+                worst.add_metric(values, sample.max)
+                count.add_metric(values, sample.count)
             if sample.measured_at is not None:
                 stamp.add_metric(values, sample.measured_at)
             stale.add_metric(values, 0 if sample.partitions is not None else 1)
-        yield from (per_partition, total, worst, stamp, stale)
+        yield from (per_partition, total, worst, count, stamp, stale)
 
 
 REGISTRY.register(_MirrorLags())

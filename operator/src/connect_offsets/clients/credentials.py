@@ -5,15 +5,22 @@ Why this module exists: whoever can create a ConnectCluster or a KafkaMirrorMake
 its own Secret read permission. Without these rules a tenant who may not read a Secret could point
 ``spec.url`` at their own server and receive the Secret as an ``Authorization`` header. So:
 
-* **The Secret's owner opts in.** A Secret is used only if it carries the label
-  ``connect-offsets.io/credentials=true`` (the same idea as Argo CD's
-  ``argocd.argoproj.io/secret-type`` label). The check lives where Secrets are read
-  (``KubernetesApi.get_secret_data``), so no reader can forget it.
-* **Credentials travel over TLS only**: an ``https://`` Connect URL, Kafka ``security.protocol``
-  ``SSL`` or ``SASL_SSL``, unless the operator runs with
-  ``CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS=true`` (a platform decision, off by default).
+* **The Secret's owner opts in, and says where it may go.** A Secret is used only if it carries the
+  label ``connect-offsets.io/credentials=true`` (the same idea as Argo CD's
+  ``argocd.argoproj.io/secret-type`` label); with the annotation
+  ``connect-offsets.io/allowed-hosts`` its values go only to those hosts (:func:`check_secret_use`).
+  The check lives where Secrets are read (``KubernetesApi.get_secret_data``, whose caller must
+  say where the values will be sent), so no reader can forget it.
+* **Credentials travel over verified TLS only**: an ``https://`` Connect URL without
+  ``insecureSkipVerify``, Kafka ``security.protocol`` ``SSL`` or ``SASL_SSL`` with hostname
+  verification, unless the operator runs with ``CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS=true``
+  (a platform decision, off by default).
 * **An optional allow-list of hosts** (``CONNECT_OFFSETS_ALLOWED_HOSTS``): a Connect URL or a
   bootstrap server outside it is refused before any connection is made.
+* **A connector's final config is checked as a whole** (:meth:`CredentialsPolicy.check_connector_config`),
+  whatever part of a resource each key came from: where and how Connect's own Kafka clients connect
+  is not a tenant's to set (the reserved keys, :func:`reserved_key`), every other Kafka address in it
+  is held to the allow-list, and the clients that carry secretConfig values to verified TLS.
 * **Reflected text is capped and redacted** (:func:`reflect`): whatever a Connect URL answers
   (error bodies, server info) goes into status and Events at most 1 KiB long, with every credential
   the operator holds for that cluster replaced by ``***`` and URL user info removed.
@@ -41,17 +48,29 @@ __all__ = [
     "ALLOW_PLAINTEXT_ENV",
     "CREDENTIALS_LABEL",
     "MAX_REFLECTED_BYTES",
+    "OVERRIDE_PREFIXES",
+    "SECRET_HOSTS_ANNOTATION",
+    "CredentialKey",
     "CredentialsPolicy",
     "CredentialsRefused",
+    "Destination",
     "HostPattern",
+    "check_secret_use",
+    "kafka_destinations",
     "kafka_hosts",
     "parse_allowed_hosts",
     "reflect",
+    "reserved_key",
+    "secret_parts",
     "strip_userinfo",
+    "url_destination",
 ]
 
 #: The label a Secret carries to let the operator use it as credentials (value ``true``).
 CREDENTIALS_LABEL: Final = f"{API_GROUP}/credentials"
+#: The annotation a Secret's owner sets to say where its values may be sent: ``host[:port]`` or
+#: ``*.suffix[:port]``, comma-separated (the syntax of ``CONNECT_OFFSETS_ALLOWED_HOSTS``).
+SECRET_HOSTS_ANNOTATION: Final = f"{API_GROUP}/allowed-hosts"
 ALLOW_PLAINTEXT_ENV: Final = "CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS"
 ALLOWED_HOSTS_ENV: Final = "CONNECT_OFFSETS_ALLOWED_HOSTS"
 #: Text a Connect URL sends back is cut to this many UTF-8 bytes before it reaches status or Events.
@@ -61,6 +80,18 @@ MASK: Final = "***"
 MIN_SECRET_LEN: Final = 4
 #: Kafka protocols that encrypt: only these may carry secretConfig values.
 TLS_KAFKA_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
+
+#: Prefixes under which Connect builds a connector's Kafka clients from the *worker's* own client
+#: settings, credentials included (KIP-458): what a connector sets there changes where the worker's
+#: credentials go.
+OVERRIDE_PREFIXES: Final = ("producer.override.", "consumer.override.", "admin.override.")
+#: Kafka client settings that say where a client connects and how it authenticates and encrypts.
+_CONNECTION_SETTINGS: Final = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.")
+#: The prefixes of a MirrorMaker 2 connector's two clusters: the operator writes them from
+#: ``spec.clusters`` (where the policy checks them), so a connector's config may not.
+_MIRROR_CLUSTER_PREFIXES: Final = ("source.cluster.", "target.cluster.")
+#: A config provider reference, ``${provider:[path:]key}`` (Kafka's ConfigTransformer syntax).
+_REFERENCE: Final = re.compile(r"\$\{([^}:]{1,255}):")
 
 #: ``scheme://userinfo@``: the scheme and the user info are bounded, so the scan stays linear
 #: whatever a hostile body holds.
@@ -143,6 +174,115 @@ def kafka_hosts(bootstrap_servers: str) -> list[tuple[str, int | None]]:
     return hosts
 
 
+def _is_connection_setting(key: str) -> bool:
+    """Whether the last part of ``key``, after any prefix, is a connection setting."""
+    segments = key.split(".")
+    return any(".".join(segments[start:]).startswith(_CONNECTION_SETTINGS) for start in range(len(segments)))
+
+
+def reserved_key(key: str, *, mirror: bool) -> str | None:
+    """Why a tenant may not write ``key`` in a connector's config, or None when it may.
+
+    The rule: where and how a connector's Kafka clients connect (``bootstrap.servers``,
+    ``security.protocol``, ``sasl.*``, ``ssl.*``) may not be set under the override prefixes, whose
+    clients carry the Connect worker's credentials, nor anywhere in a MirrorMaker 2 connector's
+    config, whose clients carry ``spec.clusters``' secretConfig (``source.cluster.*`` and
+    ``target.cluster.*`` are written by the operator from ``spec.clusters``).
+    """
+    for prefix in OVERRIDE_PREFIXES:
+        if key.startswith(prefix) and key[len(prefix) :].startswith(_CONNECTION_SETTINGS):
+            return f"its clients use the Connect worker's own credentials ({prefix}* overrides the worker's settings)"
+    if not mirror:
+        return None
+    if key.startswith(_MIRROR_CLUSTER_PREFIXES):
+        return "the operator writes the clusters' settings from spec.clusters; set them there"
+    if _is_connection_setting(key):
+        return "MirrorMaker 2's clients connect with spec.clusters' settings and credentials; set them there"
+    return None
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a credential would be sent: a host (and port), and what sends it there (for messages)."""
+
+    what: str
+    host: str
+    port: int | None
+
+    def __str__(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+
+def url_destination(what: str, url: str) -> Destination:
+    """The host and port an ``http(s)://`` URL connects to (the scheme's port when none is given)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return Destination(what, _normal_host(parts.hostname or ""), port)
+    except ValueError as error:
+        raise CredentialsRefused("InvalidURL", f"{what}: not a valid URL ({error})") from None
+
+
+def kafka_destinations(what: str, bootstrap_servers: str) -> list[Destination]:
+    """The brokers of a bootstrap list, as destinations (port 9092 when none is given, as Kafka)."""
+    return [
+        Destination(what, host, port if port is not None else 9092) for host, port in kafka_hosts(bootstrap_servers)
+    ]
+
+
+def check_secret_use(
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    sent_to: Iterable[Destination],
+) -> None:
+    """May Secret ``name`` be used as credentials, sent to each of ``sent_to``?
+
+    Its owner decides: the label ``connect-offsets.io/credentials=true`` (else ``SecretNotOptedIn``)
+    and, when present, the annotation ``connect-offsets.io/allowed-hosts`` listing the hosts its
+    values may go to (else ``SecretHostNotAllowed``). Both the label and the annotation can only be
+    set by whoever may edit the Secret, not by whoever merely names it in a resource.
+    """
+    if labels.get(CREDENTIALS_LABEL) != "true":
+        raise CredentialsRefused(
+            "SecretNotOptedIn",
+            f"Secret {name} is not marked for use as credentials: nothing was read or sent. If its owner "
+            f"agrees, add the label {CREDENTIALS_LABEL}=true "
+            f"(kubectl label secret {name} -n {namespace} {CREDENTIALS_LABEL}=true)",
+        )
+    raw = annotations.get(SECRET_HOSTS_ANNOTATION)
+    if raw is None:
+        return
+    try:
+        allowed = parse_allowed_hosts(raw[:4096])
+    except ValueError as error:
+        raise CredentialsRefused(
+            "SecretHostNotAllowed",
+            f"Secret {name}: annotation {SECRET_HOSTS_ANNOTATION} is not a list of host[:port] or "
+            f"*.suffix[:port] ({str(error).partition(': ')[2][:200]}); nothing was sent",
+        ) from None
+    for destination in sent_to:
+        if not any(p.matches(destination.host, destination.port) for p in allowed):
+            shown = ", ".join(str(p) for p in allowed) or "(none)"
+            raise CredentialsRefused(
+                "SecretHostNotAllowed",
+                f"{destination.what}: Secret {name} may only be sent to {shown[:512]} (its annotation "
+                f"{SECRET_HOSTS_ANNOTATION}), not to {str(destination)[:255]}; nothing was sent. Ask the "
+                "Secret's owner to add the host, or use another host",
+            )
+
+
+@dataclass(frozen=True)
+class CredentialKey:
+    """A connector config key whose value comes from a Secret: the prefix of the Kafka client
+    settings it belongs to (``source.cluster.``, ``producer.override.``), and the Secret."""
+
+    key: str
+    client: str
+    secret: str
+
+
 @dataclass(frozen=True)
 class CredentialsPolicy:
     """The operator-wide rules, read once at start-up from the environment (the chart sets it)."""
@@ -171,8 +311,10 @@ class CredentialsPolicy:
             "nothing was sent. Use an allowed host or ask the platform team to allow it",
         )
 
-    def check_connect_url(self, url: str, *, credentials: bool, what: str = "spec.url") -> None:
-        """The Connect URL may be used (allow-list), and with ``credentials`` only over https."""
+    def check_connect_url(
+        self, url: str, *, credentials: bool, what: str = "spec.url", insecure_skip_verify: bool = False
+    ) -> None:
+        """The Connect URL may be used (allow-list), and with ``credentials`` only over verified https."""
         try:
             parts = urlsplit(url)
             host, port = parts.hostname or "", parts.port
@@ -191,6 +333,15 @@ class CredentialsPolicy:
                 f"{what} is {parts.scheme}://: credentials are only sent over https (the operator runs without "
                 f"{ALLOW_PLAINTEXT_ENV}=true); nothing was sent. Use an https:// URL",
             )
+        if credentials and insecure_skip_verify and not self.allow_plaintext:
+            # Without verification anyone on the path can pose as the server and read the
+            # credentials: no better than plain http, so the same platform setting decides.
+            raise CredentialsRefused(
+                "InsecureCredentials",
+                f"{what} with spec.tls.insecureSkipVerify: credentials are only sent to a server whose "
+                f"certificate is verified (the operator runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was "
+                "sent. Give spec.tls.ca instead",
+            )
 
     def check_kafka(
         self, what: str, bootstrap_servers: str, config: Mapping[str, object], *, credentials: bool
@@ -198,13 +349,103 @@ class CredentialsPolicy:
         """The bootstrap servers may be used (allow-list), and with ``credentials`` only over SSL/SASL_SSL."""
         for host, port in kafka_hosts(bootstrap_servers):
             self.check_host(f"{what} bootstrapServers", host, port if port is not None else 9092)
-        protocol = str(config.get("security.protocol") or "PLAINTEXT").strip().upper()
-        if credentials and protocol not in TLS_KAFKA_PROTOCOLS and not self.allow_plaintext:
+        if credentials:
+            self._check_kafka_transport(what, config, "")
+
+    def _check_kafka_transport(self, what: str, config: Mapping[str, object], prefix: str) -> None:
+        """Credentials over Kafka only with TLS (``SSL``/``SASL_SSL``) and hostname verification."""
+        if self.allow_plaintext:
+            return
+        protocol = str(config.get(f"{prefix}security.protocol") or "PLAINTEXT").strip().upper()
+        if protocol not in TLS_KAFKA_PROTOCOLS:
             raise CredentialsRefused(
                 "PlaintextCredentials",
                 f"{what}: security.protocol is {protocol[:40]}: secretConfig values are only sent over SSL or "
                 f"SASL_SSL (the operator runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
             )
+        verification = config.get(f"{prefix}ssl.endpoint.identification.algorithm")
+        if verification is not None and not str(verification).strip():
+            raise CredentialsRefused(
+                "InsecureCredentials",
+                f"{what}: ssl.endpoint.identification.algorithm is empty, so the broker's certificate is not "
+                f"checked against its name: secretConfig values are only sent to verified brokers (the operator "
+                f"runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
+            )
+
+    def check_connector_config(
+        self,
+        config: Mapping[str, str],
+        *,
+        field: str,
+        tenant_keys: Iterable[str],
+        mirror: bool,
+        credential_keys: Iterable[CredentialKey] = (),
+        provider: str | None = None,
+    ) -> dict[str, list[Destination]]:
+        """The one check of a connector's final config (cluster settings, the resource's config and
+        every override merged, as Connect will receive it), before any connection and before the
+        config is sent to Connect. Raises CredentialsRefused with the first problem:
+
+        * ``ReservedConfigKey``: a key of ``tenant_keys`` (what the resource's ``config`` wrote, at
+          ``field``) that :func:`reserved_key` reserves;
+        * ``HostNotAllowed``: any key ending in ``bootstrap.servers`` names a host outside the
+          allow-list (whoever wrote it: a Debezium schema history, a mirror's cluster);
+        * ``PlaintextCredentials`` / ``InsecureCredentials``: a client that carries a Secret's value
+          (``credential_keys``) without verified TLS;
+        * ``ConfigProviderReference``: a value the operator did not write refers to ``provider``,
+          the config provider the operator uses for Secrets (through it a tenant would read any
+          Secret the Connect workers can).
+
+        Returns, per Secret, where its values go (the brokers of the clients that carry them), for
+        the Secret's own ``allowed-hosts`` check when it is read.
+        """
+        for key in sorted(tenant_keys):
+            why = reserved_key(key, mirror=mirror)
+            if why is not None:
+                raise CredentialsRefused(
+                    "ReservedConfigKey",
+                    f"{field}.{key[:200]}: where and how a connector's Kafka clients connect is not set in its "
+                    f"config: {why}. Nothing was sent to Connect",
+                )
+        for key, value in sorted(config.items()):
+            if key == "bootstrap.servers" or key.endswith(".bootstrap.servers"):
+                for host, port in kafka_hosts(value):
+                    self.check_host(f"{field} ({key[:200]})", host, port if port is not None else 9092)
+        sent: dict[str, list[Destination]] = {}
+        written = set()
+        for use in credential_keys:
+            written.add(use.key)
+            what = f"{field} ({use.key[:200]} from Secret {use.secret})"
+            self._check_kafka_transport(what, config, use.client)
+            sent.setdefault(use.secret, []).extend(
+                kafka_destinations(what, config.get(f"{use.client}bootstrap.servers", ""))
+            )
+        if provider is not None:
+            for key, value in sorted(config.items()):
+                found = _REFERENCE.search(value)
+                if key not in written and found is not None and found.group(1).strip() == provider:
+                    raise CredentialsRefused(
+                        "ConfigProviderReference",
+                        f"{field} ({key[:200]}): refers to config provider {provider!r}, which the operator uses "
+                        "for secretConfig: through it a connector could read any Secret the Connect workers "
+                        "can. Use secretConfig instead; nothing was sent to Connect",
+                    )
+        return sent
+
+
+#: The password of a JAAS config (``password="..."``): masked on its own too, since an answer may
+#: quote it without the rest of the config.
+_JAAS_SECRET: Final = re.compile(r'password\s*=\s*"([^"]{1,1024})"')
+
+
+def secret_parts(values: Iterable[str]) -> list[str]:
+    """Every credential value, plus the passwords inside JAAS configs among them: what ``reflect``
+    masks in text that may quote them."""
+    parts: list[str] = []
+    for value in values:
+        parts.append(value)
+        parts += _JAAS_SECRET.findall(value[:65536])
+    return parts
 
 
 def strip_userinfo(text: str) -> str:

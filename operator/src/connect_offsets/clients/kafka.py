@@ -1,10 +1,14 @@
 """Direct Kafka access, used only where Connect's REST API cannot help.
 
 Today that is MirrorMaker 2's full reset (its ``mm2-offset-syncs.<alias>.internal`` topic lives
-in Kafka, not behind Connect) and its replication lag (the source cluster's log end offsets, which
-Connect does not know). confluent-kafka's AdminClient is synchronous (futures), so calls run
-in a thread. Java client settings from a resource are mapped to librdkafka's names; settings
-librdkafka does not know are dropped rather than passed (it rejects unknown keys).
+in Kafka, not behind Connect), its replication lag (the source cluster's log end offsets, which
+Connect does not know), which clusters a mirror reads and writes (their ids) and a sink's seek to a
+time. confluent-kafka's AdminClient is synchronous (futures), so calls run in a thread, and since
+the brokers are ones a tenant chose, in the tenant pool with its per-namespace limit and remembered
+failures (``clients.tenant_io``). Every client reads answers of at most ``MAX_KAFKA_RESPONSE_BYTES``
+(a hostile "broker" may claim any size). Java client settings from a resource are mapped to
+librdkafka's names; settings librdkafka does not know are dropped rather than passed (it rejects
+unknown keys).
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from connect_offsets.clients.tenant_io import address_key, tenant_network
 from connect_offsets.errors import TransientError
 
 __all__ = [
+    "MAX_KAFKA_RESPONSE_BYTES",
     "ClusterIdCache",
     "KafkaAdminError",
     "LogOffsets",
@@ -38,6 +43,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The largest answer a Kafka client of the operator reads (librdkafka's
+#: ``receive.message.max.bytes``; its default is 100 MB). Metadata of 100,000 partitions is a few
+#: MiB; a "broker" claiming more is cut off at the size field, before anything is allocated.
+MAX_KAFKA_RESPONSE_BYTES: Final = 16 * 1024 * 1024
 
 #: Java client settings with the same meaning (and name) in librdkafka.
 _SAME = {
@@ -73,25 +84,55 @@ def librdkafka_config(bootstrap_servers: str, java_config: dict[str, str]) -> di
     return config
 
 
-#: Cluster-id probes go to addresses tenants write (a mirror's bootstrapServers). An unreachable one
-#: holds a thread for the whole timeout, so they get their own few threads: a tenant with many
-#: unreachable mirrors waits on its own probes instead of starving asyncio's default pool, which the
-#: rest of the operator uses for CPU-heavy work.
-_PROBES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafka-cluster-id")
+def _client_settings(config: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """An admin client's settings for a tenant's brokers: short timeouts, answers capped, and no
+    reconnect within one call (a broker that never answers costs one connection per attempt)."""
+    millis = int(timeout * 1000)
+    return {
+        **config,
+        "socket.timeout.ms": millis,
+        "socket.connection.setup.timeout.ms": millis,
+        "reconnect.backoff.ms": millis,
+        "reconnect.backoff.max.ms": millis,
+        "receive.message.max.bytes": MAX_KAFKA_RESPONSE_BYTES,
+        # librdkafka would print every failed connection attempt to stderr; the caller reports
+        # the failure once, with the cluster it was about.
+        "logger": log,
+    }
 
 
-async def cluster_id(config: dict[str, Any], *, timeout: float = 10.0) -> str:
+def _admin(settings: dict[str, Any]) -> AdminClient:
+    """An admin client; settings librdkafka refuses (a tenant's SASL mechanism it was not built
+    with, say) are a KafkaAdminError like any other failure, not an unexpected exception."""
+    try:
+        return AdminClient(settings)
+    except KafkaException as error:
+        where = f"cluster {settings.get('bootstrap.servers', '?')}"
+        raise KafkaAdminError(f"client settings for {where}: {_kafka_text(error)}") from error
+
+
+def _remembered(error: TransientError, backoff: float) -> TransientError:
+    return KafkaAdminError(f"{error} (not asked again for {backoff:.0f} s)")
+
+
+async def _tenant_call(namespace: str, config: dict[str, Any], call: Callable[[], T]) -> T:
+    """``call`` against the brokers of ``config`` through the tenant pool (``clients.tenant_io``)."""
+    address = address_key(str(config.get("bootstrap.servers", "")))
+    return await tenant_network().run(namespace, address, call, _remembered)
+
+
+async def cluster_id(config: dict[str, Any], *, namespace: str, timeout: float = 10.0) -> str:
     """The id of the Kafka cluster at ``config``'s bootstrap servers (one DescribeCluster request).
 
-    Raises ``KafkaAdminError`` within about ``timeout`` seconds when the cluster does not answer.
+    Raises ``KafkaAdminError`` within about ``timeout`` seconds when the cluster does not answer,
+    or at once while an earlier failure of that address is remembered for ``namespace``.
     """
 
-    millis = int(timeout * 1000)
-    settings = {**config, "socket.connection.setup.timeout.ms": millis, "logger": log}
+    settings = _client_settings(config, timeout)
     where = f"cluster {config.get('bootstrap.servers', '?')}"
 
     def run() -> str:
-        admin = AdminClient(settings)
+        admin = _admin(settings)
         try:
             described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
         except KafkaException as error:
@@ -105,45 +146,65 @@ async def cluster_id(config: dict[str, Any], *, timeout: float = 10.0) -> str:
             raise KafkaAdminError(f"describe {where}: the cluster reported no id")
         return found
 
-    return await asyncio.get_running_loop().run_in_executor(_PROBES, run)
+    return await _tenant_call(namespace, config, run)
 
 
 class ClusterIdCache:
     """Kafka cluster ids by client settings, kept for ``ttl`` seconds.
 
     A mirror's clusters are checked on every reconcile pass; their ids change only when an address
-    is re-pointed at another cluster, which ``ttl`` bounds. Failures are not kept: the next pass
-    asks again (with the caller's back-off).
+    is re-pointed at another cluster, which ``ttl`` bounds. Failures are remembered by the tenant
+    pool (``clients.tenant_io``), per namespace and address, for their back-off. Concurrent asks
+    for the same settings (a resource's mirrors share clusters) wait for one probe.
     """
 
     def __init__(
         self,
         ttl: float = 300.0,
-        probe: Callable[[dict[str, Any]], Awaitable[str]] | None = None,
+        probe: Callable[[dict[str, Any], str], Awaitable[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl = ttl
-        self._probe = probe or cluster_id
+        self._probe = probe or (lambda config, namespace: cluster_id(config, namespace=namespace))
         self._clock = clock
         self._found: dict[str, tuple[float, str]] = {}
+        self._asking: dict[tuple[str, str], asyncio.Future[str]] = {}
 
-    async def get(self, config: dict[str, Any]) -> str:
+    async def get(self, config: dict[str, Any], *, namespace: str) -> str:
         key = hashlib.sha256(json.dumps(sorted(config.items()), default=str).encode()).hexdigest()
         now = self._clock()
         cached = self._found.get(key)
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
-        found = await self._probe(config)
+        asking = self._asking.get((namespace, key))
+        if asking is not None:
+            return await asyncio.shield(asking)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._asking[(namespace, key)] = future
+        try:
+            found = await self._probe(config, namespace)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._asking.pop((namespace, key), None)
+        future.set_result(found)
         self._found = {k: v for k, v in self._found.items() if now - v[0] < self.ttl}
         self._found[key] = (now, found)
         return found
 
 
-async def delete_topic(config: dict[str, Any], topic: str, *, timeout: float = 30.0) -> bool:
+async def delete_topic(config: dict[str, Any], topic: str, *, namespace: str, timeout: float = 30.0) -> bool:
     """Delete a topic. Returns False if it did not exist (nothing to do), True if deleted."""
 
+    settings = _client_settings(config, timeout)
+
     def run() -> bool:
-        admin = AdminClient(config)
+        admin = _admin(settings)
         futures = admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
         try:
             futures[topic].result(timeout=timeout + 5)
@@ -156,7 +217,7 @@ async def delete_topic(config: dict[str, Any], topic: str, *, timeout: float = 3
             raise KafkaAdminError(f"delete topic {topic}: {type(error).__name__}: {error}") from error
         return True
 
-    return await asyncio.to_thread(run)
+    return await _tenant_call(namespace, config, run)
 
 
 @dataclass(frozen=True)
@@ -173,6 +234,7 @@ async def log_offsets(
     select_topic: Callable[[str], bool],
     with_position: Collection[tuple[str, int]],
     *,
+    namespace: str,
     timeout: float = 10.0,
 ) -> LogOffsets:
     """End offsets of every partition of the topics ``select_topic`` accepts, in one batched ListOffsets.
@@ -192,7 +254,7 @@ async def log_offsets(
         starts = _list(admin, fresh, earliest, timeout, f"start offsets on {where}")
         return LogOffsets(ends, starts, 1 + (1 if partitions else 0) + (1 if fresh else 0))
 
-    return await asyncio.to_thread(run)
+    return await _tenant_call(namespace, config, run)
 
 
 def _selected_partitions(
@@ -200,16 +262,7 @@ def _selected_partitions(
 ) -> tuple[AdminClient, str, list[tuple[str, int]]]:
     """An admin client with short timeouts, the cluster's name for messages, and the sorted
     partitions of the topics ``select_topic`` accepts (one metadata request)."""
-    millis = int(timeout * 1000)
-    settings: dict[str, Any] = {
-        **config,
-        "socket.timeout.ms": millis,
-        "socket.connection.setup.timeout.ms": millis,
-        # librdkafka would print every failed connection attempt to stderr; the caller
-        # reports the failure once, with the cluster it was about.
-        "logger": log,
-    }
-    admin = AdminClient(settings)
+    admin = _admin(_client_settings(config, timeout))
     where = f"cluster {config.get('bootstrap.servers', '?')}"
     try:
         metadata = admin.list_topics(timeout=timeout)
@@ -254,7 +307,12 @@ class TimestampOffsets:
 
 
 async def offsets_for_timestamp(
-    config: dict[str, Any], select_topic: Callable[[str], bool], timestamp_ms: int, *, timeout: float = 10.0
+    config: dict[str, Any],
+    select_topic: Callable[[str], bool],
+    timestamp_ms: int,
+    *,
+    namespace: str,
+    timeout: float = 10.0,
 ) -> TimestampOffsets:
     """ListOffsets by timestamp for every partition of the selected topics (one batched request), and
     the end offsets of partitions that have no such record (Kafka answers -1 for them)."""
@@ -268,4 +326,4 @@ async def offsets_for_timestamp(
         ends = _list(admin, missing, latest, timeout, f"end offsets on {where}")
         return TimestampOffsets({**found, **ends}, missing)
 
-    return await asyncio.to_thread(run)
+    return await _tenant_call(namespace, config, run)

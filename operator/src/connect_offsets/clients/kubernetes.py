@@ -1,7 +1,8 @@
 """The Kubernetes API, as the operator uses it: ConfigMaps, Secrets, our resources, Events.
 
 Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
-event loop, so each call goes through ``asyncio.to_thread`` here and nowhere else. Errors are
+event loop, so each call goes through a thread of this module's own pool (``KUBE_THREADS``) here and
+nowhere else. Errors are
 mapped to two classes that say whether retrying can help. Secret values are returned to the caller
 and never logged or put into exception text.
 
@@ -16,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -28,7 +32,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.annotations_patch import annotations_patch, send_json_patch
-from connect_offsets.clients.credentials import CREDENTIALS_LABEL, CredentialsRefused
+from connect_offsets.clients.credentials import CredentialsRefused, Destination, check_secret_use
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.vocabulary import (
@@ -55,6 +59,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+
+#: Kubernetes calls get threads of their own (the client is synchronous): a tenant's Kafka calls
+#: (clients/tenant_io.py) or a large plan never make them queue. As many as the client's urllib3
+#: pool has connections by default (cpu count x 5) would wait on connections, not on the API server.
+KUBE_THREADS = 8
+_KUBE_POOL = ThreadPoolExecutor(max_workers=KUBE_THREADS, thread_name_prefix="kube")
 
 #: Kubernetes refuses a label value longer than this (a resource name may be up to 253).
 LABEL_VALUE_MAX = 63
@@ -185,7 +195,8 @@ class KubernetesApi:
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
-            return await asyncio.to_thread(func, *args, **kwargs)
+            call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(_KUBE_POOL, call)
         except ApiException as error:
             message = f"{what}: {error.status} {_describe(error)}"
             if error.status in (409, 429) or (error.status or 0) >= 500:
@@ -359,27 +370,26 @@ class KubernetesApi:
 
     # --- Secrets ----------------------------------------------------------------------
 
-    async def get_secret_data(self, namespace: str, name: str, keys: Iterable[str]) -> dict[str, str]:
-        """The wanted ``keys`` of a Secret that opted in to be used as credentials, decoded as UTF-8.
+    async def get_secret_data(
+        self, namespace: str, name: str, keys: Iterable[str], *, sent_to: Iterable[Destination]
+    ) -> dict[str, str]:
+        """The wanted ``keys`` of a Secret whose owner lets them go to ``sent_to``, decoded as UTF-8.
 
-        Only Secrets labelled ``connect-offsets.io/credentials=true`` are used: the label is how the
-        Secret's owner says the operator may send it (whoever names it in a resource may not be
-        allowed to read it). Only the keys asked for are decoded, so a Secret that also holds binary
-        data (a Strimzi KafkaUser Secret has ``user.p12``) works. A wanted key the Secret lacks is
-        absent from the result (the caller says which setting needed it).
+        Only Secrets labelled ``connect-offsets.io/credentials=true`` are used, and only towards the
+        hosts of their ``connect-offsets.io/allowed-hosts`` annotation when they have one
+        (``credentials.check_secret_use``): the label and the annotation are how the Secret's owner
+        says the operator may send it, and where (whoever names it in a resource may not be allowed
+        to read it). Every caller says where the values will go, so no reader can skip the check.
+        Only the keys asked for are decoded, so a Secret that also holds binary data (a Strimzi
+        KafkaUser Secret has ``user.p12``) works. A wanted key the Secret lacks is absent from the
+        result (the caller says which setting needed it).
 
         Raises KubernetesRejected(404) if the Secret is missing, CredentialsRefused (reason
-        ``SecretNotOptedIn`` or ``SecretKeyNotText``) otherwise.
+        ``SecretNotOptedIn``, ``SecretHostNotAllowed`` or ``SecretKeyNotText``) otherwise.
         """
         obj = await self._call(f"get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
-        labels = (obj.metadata.labels if obj.metadata is not None else None) or {}
-        if labels.get(CREDENTIALS_LABEL) != "true":
-            raise CredentialsRefused(
-                "SecretNotOptedIn",
-                f"Secret {name} is not marked for use as credentials: nothing was read or sent. If its owner "
-                f"agrees, add the label {CREDENTIALS_LABEL}=true "
-                f"(kubectl label secret {name} -n {namespace} {CREDENTIALS_LABEL}=true)",
-            )
+        meta = obj.metadata if obj.metadata is not None else client.V1ObjectMeta()
+        check_secret_use(namespace, name, meta.labels or {}, meta.annotations or {}, sent_to)
         data = obj.data or {}
         values: dict[str, str] = {}
         for key in dict.fromkeys(keys):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,11 +15,10 @@ import kopf
 from connect_offsets import (
     metrics,
 )
-from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
-from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, resolve_cluster
+from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
@@ -26,6 +27,10 @@ from connect_offsets.vocabulary import (
 )
 
 __all__ = ["OperatorState", "Waker", "state_of"]
+
+#: Threads for planning and other CPU work: Python holds the GIL for most of it, so more would
+#: only queue there.
+PLANNING_THREADS = 4
 
 
 def _env_float(name: str, default: float) -> float:
@@ -113,10 +118,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     clusters = ClusterRegistry(kube, policy, drift_interval=drift_interval, on_change=connectors_changed)
 
-    async def connect_for(namespace: str, labels: dict[str, str]) -> ConnectClient:
-        client, _ = await resolve_cluster(clusters, namespace, labels)
-        return client
-
+    # Planning and other CPU work (asyncio.to_thread) get the loop's default pool, bounded and of
+    # their own: Kubernetes calls and tenants' Kafka calls have theirs (clients/kubernetes.py,
+    # clients/tenant_io.py), so none of the three waits behind another.
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=PLANNING_THREADS, thread_name_prefix="planning")
+    )
     # The lag monitor measures, the MM2 service reports: one registry between them.
     lag = LagRegistry()
     # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
@@ -127,7 +134,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         connectors=ConnectorService(kube, clusters),
         cluster_service=ClusterService(kube, clusters),
         mirrors=MirrorMaker2Service(kube, clusters, lag, mirror_secrets),
-        lag=LagMonitor(kube, lag, connect_for, policy, mirror_secrets),
+        lag=LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets),
         drift_interval=drift_interval,
         wakers=wakers,
     )

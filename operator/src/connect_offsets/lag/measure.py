@@ -154,10 +154,13 @@ async def measure_mirror(
     previous: MirrorLag | None,
     threshold: int | None,
     *,
+    namespace: str,
     timeout: float = 10.0,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> MirrorLag:
-    """One measurement of one mirror. Never raises for Connect or Kafka trouble: the result says it."""
+    """One measurement of one mirror, for a resource of ``namespace`` (whose limit and remembered
+    failures its Kafka calls count against). Never raises for Connect or Kafka trouble: the result
+    says it."""
     source = target.config["source.cluster.alias"]
     target_alias = target.config["target.cluster.alias"]
     base = previous or MirrorLag(target.name, source, target_alias)
@@ -180,7 +183,9 @@ async def measure_mirror(
             topics = {topic for topic, _ in replicated}
             select = topics.__contains__
         try:
-            offsets = await log_offsets(source_kafka_config(target), select, replicated.keys(), timeout=timeout)
+            offsets = await log_offsets(
+                source_kafka_config(target), select, replicated.keys(), namespace=namespace, timeout=timeout
+            )
         except KafkaAdminError as error:
             raise _MeasureFailed(f"source cluster {source}: {error}") from error
         requests += offsets.requests

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,15 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets import metrics
-from connect_offsets.clients.connect import ConnectClient
+from connect_offsets.clients.connect import ConnectClient, ConnectError
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.lag.measure import MirrorLag, measure_mirror
 from connect_offsets.lag.report import LagRegistry, declared_mirrors
 from connect_offsets.lag.secrets import MirrorSecrets
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource, ReplicationLagSpec
-from connect_offsets.planning import mirror_targets
-from connect_offsets.vocabulary import MIRROR_CLASSES
+from connect_offsets.planning import ConnectorTarget, mirror_targets
+from connect_offsets.vocabulary import MIRROR_CLASSES, OWNER_CONFIG_KEY
 
 # The package's name, as before the split into modules: log lines keep the logger name they had.
 log = logging.getLogger("connect_offsets.lag")
@@ -33,8 +33,12 @@ log = logging.getLogger("connect_offsets.lag")
 SOURCE_CLASS = MIRROR_CLASSES["MirrorSourceConnector"]
 
 
-#: Resolves a resource's ConnectCluster label into a Connect client (the service's ClusterRegistry).
-ConnectResolver = Callable[[str, dict[str, str]], Awaitable[ConnectClient]]
+#: Reads a connector's config in the resolved Connect cluster (None: no such connector).
+ConfigReader = Callable[[str], Awaitable[Mapping[str, str] | None]]
+#: Resolves a resource's ConnectCluster labels into a Connect client and a config reader, once the
+#: cluster's binding allows the resource's namespace and connector names (the reconcile's own
+#: checks, ``reconcile.clusters.resolve_cluster``); raises when it does not.
+ConnectResolver = Callable[[str, dict[str, str], Sequence[str]], Awaitable[tuple[ConnectClient, ConfigReader]]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,23 @@ class LagTick:
 
     delay: float
     changed: bool
+
+
+#: Per Kafka request; an unreachable cluster fails at connection set-up already.
+KAFKA_TIMEOUT_S = 10.0
+
+
+def _failed(previous: MirrorLag | None, target: ConnectorTarget, why: str) -> MirrorLag:
+    """A round that could not measure: the last good numbers stay (stale), with the reason."""
+    source, dest = target.config["source.cluster.alias"], target.config["target.cluster.alias"]
+    base = previous or MirrorLag(target.name, source, dest)
+    return replace(base, attempted_at=datetime.now(UTC), error=why[:512], requests=0, seconds=0.0)
+
+
+def _refused(target: ConnectorTarget, why: str) -> MirrorLag:
+    """A mirror whose connector is not this resource's: no numbers (not even earlier ones), the reason."""
+    source, dest = target.config["source.cluster.alias"], target.config["target.cluster.alias"]
+    return MirrorLag(target.name, source, dest, attempted_at=datetime.now(UTC), error=why[:512])
 
 
 class LagMonitor:
@@ -89,26 +110,44 @@ class LagMonitor:
     async def _measure(
         self, resource: KafkaMirrorMaker2Resource, namespace: str, name: str, spec: ReplicationLagSpec
     ) -> list[MirrorLag]:
+        """The reconcile's checks first, in its order: the cluster's binding (namespace, connector
+        names), the connector config policy (in ``MirrorSecrets.read``), then per mirror the owner
+        key of its connector. A refused resource or connector gets nothing read for it."""
+        names = [t.name for t in mirror_targets(resource, {}).targets]
+        try:
+            client, config_of = await self.connect_for(namespace, resource.metadata.labels, names)
+        except Exception as error:  # the resolver's own errors (binding refused, cluster missing, unreachable)
+            return self._failed_all(resource, namespace, name, f"Connect cluster: {error}")
         try:
             secrets = await self.secrets.read(resource)
-        except (KubernetesError, LookupError, CredentialsRefused) as error:
+        except CredentialsRefused as error:
+            return self._failed_all(resource, namespace, name, str(error))
+        except (KubernetesError, LookupError) as error:
             return self._failed_all(resource, namespace, name, f"secretConfig: {error}")
         targets = [t for t in mirror_targets(resource, secrets).targets if t.class_name == SOURCE_CLASS]
-        try:
-            client = await self.connect_for(namespace, resource.metadata.labels)
-        except Exception as error:  # the resolver's own errors (cluster missing, unreachable)
-            return self._failed_all(resource, namespace, name, f"Connect cluster: {error}")
-        timeout = 10.0  # per Kafka request; an unreachable cluster fails at connection set-up already
-        return list(
-            await asyncio.gather(
-                *(
-                    measure_mirror(
-                        client, t, self.registry.get(namespace, name, t.name), spec.threshold, timeout=timeout
-                    )
-                    for t in targets
+        owner = f"{namespace}/{name}"
+
+        async def one(target: ConnectorTarget) -> MirrorLag:
+            # Only the resource that owns the connector (the owner key the operator writes into
+            # every config it creates, the reconcile's ConnectorOwnedElsewhere) reads its offsets.
+            previous = self.registry.get(namespace, name, target.name)
+            try:
+                config = await config_of(target.name)
+            except ConnectError as error:
+                return _failed(previous, target, f"Connect: {error}")
+            if config is None:
+                return _failed(previous, target, f"connector {target.name} does not exist in Connect (yet)")
+            found = config.get(OWNER_CONFIG_KEY)
+            if found != owner:
+                who = f"resource {found[:300]}" if found else "no resource of the operator"
+                return _refused(
+                    target, f"connector {target.name} belongs to {who}: its offsets are not read for {owner}"
                 )
+            return await measure_mirror(
+                client, target, previous, spec.threshold, timeout=KAFKA_TIMEOUT_S, namespace=namespace
             )
-        )
+
+        return list(await asyncio.gather(*(one(t) for t in targets)))
 
     def _failed_all(
         self, resource: KafkaMirrorMaker2Resource, namespace: str, name: str, error: str

@@ -10,17 +10,56 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from connect_offsets.clients.credentials import CredentialsPolicy
+from connect_offsets.clients.credentials import (
+    CredentialKey,
+    CredentialsPolicy,
+    Destination,
+    kafka_destinations,
+    url_destination,
+)
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource
+from connect_offsets.planning import mirror_targets
+
+
+def check_mirror_configs(
+    resource: KafkaMirrorMaker2Resource, policy: CredentialsPolicy, provider: str | None = None
+) -> dict[str, list[Destination]]:
+    """Every connector config the resource declares, as Connect would receive it, through the one
+    connector config policy (``CredentialsPolicy.check_connector_config``); no Secret is needed for
+    that (the keys and addresses are what is checked). Returns, per Secret, the brokers its values
+    go to. Raises CredentialsRefused."""
+    sent: dict[str, list[Destination]] = {}
+    for target in mirror_targets(resource, {}).targets:
+        found = policy.check_connector_config(
+            target.config,
+            field=f"{target.spec_path}.config",
+            tenant_keys=target.tenant_keys,
+            mirror=True,
+            credential_keys=[CredentialKey(*key) for key in target.secret_keys],
+            provider=provider,
+        )
+        for secret, destinations in found.items():
+            sent.setdefault(secret, []).extend(destinations)
+    return sent
 
 
 async def mirror_secrets(
-    kube: KubernetesApi, resource: KafkaMirrorMaker2Resource, policy: CredentialsPolicy
+    kube: KubernetesApi,
+    resource: KafkaMirrorMaker2Resource,
+    policy: CredentialsPolicy,
+    *,
+    connect_url: str | None = None,
+    provider: str | None = None,
 ) -> dict[tuple[str, str], str]:
     """The ``secretConfig`` values of every cluster, keyed by (Secret name, key), once the policy
-    allows each cluster: bootstrap servers in the allow-list, and a cluster with ``secretConfig``
-    on SSL or SASL_SSL. Every cluster is checked before any Secret is read.
+    allows each cluster and every connector config: bootstrap servers in the allow-list, a cluster
+    with ``secretConfig`` on verified SSL or SASL_SSL, no reserved key in a connector's config. All of
+    it is checked before any Secret is read; each Secret's own ``allowed-hosts`` when it is read.
+
+    ``connect_url``: set when the values go into the connectors' config sent to that Connect REST
+    API (no config provider), whose host each Secret must then allow too. ``provider``: the config
+    provider the ConnectCluster names (references to it in the resource's own config are refused).
 
     The one reader for the MM2 service (which sends the values to Connect) and the lag monitor
     (which connects to the source cluster with them). Raises CredentialsRefused, LookupError (a key
@@ -33,10 +72,20 @@ async def mirror_secrets(
             cluster.config,
             credentials=bool(cluster.secret_config),
         )
+    sent = check_mirror_configs(resource, policy, provider)
+    connect: list[Destination] = []
+    if connect_url is not None:
+        connect = [
+            url_destination(
+                "the ConnectCluster's spec.url (secretConfig values go into connector configs)", connect_url
+            )
+        ]
     values: dict[tuple[str, str], str] = {}
     for cluster in resource.spec.clusters:
+        brokers = kafka_destinations(f"clusters[{cluster.alias}]", cluster.bootstrap_servers)
         for key, ref in cluster.secret_config.items():
-            data = await kube.get_secret_data(resource.metadata.namespace, ref.name, [ref.key])
+            sent_to = [*brokers, *sent.get(ref.name, []), *connect]
+            data = await kube.get_secret_data(resource.metadata.namespace, ref.name, [ref.key], sent_to=sent_to)
             if ref.key not in data:
                 raise LookupError(
                     f"clusters[{cluster.alias}].secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
@@ -56,10 +105,12 @@ class MirrorSecrets:
     """``mirror_secrets`` with the values reused for ``SECRETS_REUSE_S`` per mirror and spec.
 
     One instance is shared by the MM2 reconcile and the lag monitor, so a round of both costs one
-    read of each Secret per minute at most. Keyed by the resource's uid and ``metadata.generation``:
-    a spec change (another Secret, another key, another cluster) reads again at once, and a mirror
-    deleted and re-created under the same name never sees the old values. Only successful reads are
-    kept: a missing key or an unreadable Secret is asked again on the next pass.
+    read of each Secret per minute at most (the lag monitor reuses the reconcile's). A change of a
+    Secret's ``allowed-hosts`` annotation, like a rotated value, is seen within that minute. Keyed
+    by the resource's uid and ``metadata.generation``: a spec change (another Secret, another key,
+    another cluster) reads again at once, and a mirror deleted and re-created under the same name
+    never sees the old values. Only successful reads are kept: a missing key or an unreadable Secret
+    is asked again on the next pass.
     """
 
     def __init__(
@@ -73,22 +124,38 @@ class MirrorSecrets:
         self.policy = policy
         self.reuse_s = reuse_s
         self._clock = clock
-        self._kept: dict[tuple[str, str], tuple[str, int, float, dict[tuple[str, str], str]]] = {}
+        self._kept: dict[
+            tuple[str, str, str | None, str | None], tuple[str, int, float, dict[tuple[str, str], str]]
+        ] = {}
 
-    async def read(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
-        """The values by (Secret name, key); raises as ``mirror_secrets`` does."""
+    async def read(
+        self, resource: KafkaMirrorMaker2Resource, *, connect_url: str | None = None, provider: str | None = None
+    ) -> dict[tuple[str, str], str]:
+        """The values by (Secret name, key); raises as ``mirror_secrets`` does. Kept per destination
+        (``connect_url``, ``provider``): values checked for the Kafka brokers alone are not reused
+        for a config sent to Connect, while the lag monitor (brokers only, no ``connect_url``) reuses
+        what the reconcile read, whose checks covered more."""
         meta = resource.metadata
-        key = (meta.namespace, meta.name)
-        kept = self._kept.get(key)
+        key = (meta.namespace, meta.name, connect_url, provider)
         now = self._clock()
-        if kept is not None and kept[:2] == (meta.uid, meta.generation) and now - kept[2] < self.reuse_s:
-            return dict(kept[3])
+
+        def fresh(entry: tuple[str, int, float, dict[tuple[str, str], str]] | None) -> bool:
+            return entry is not None and entry[:2] == (meta.uid, meta.generation) and now - entry[2] < self.reuse_s
+
+        candidates = [key]
+        if connect_url is None and provider is None:
+            candidates += [k for k in self._kept if k[:2] == key[:2] and k != key]
+        for candidate in candidates:
+            kept = self._kept.get(candidate)
+            if kept is not None and fresh(kept):
+                return dict(kept[3])
         self._kept.pop(key, None)
-        values = await mirror_secrets(self.kube, resource, self.policy)
+        values = await mirror_secrets(self.kube, resource, self.policy, connect_url=connect_url, provider=provider)
         if any(c.secret_config for c in resource.spec.clusters):  # nothing read, nothing to keep
             self._kept[key] = (meta.uid, meta.generation, now, values)
         return dict(values)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop a deleted mirror's values (they are credentials: kept no longer than needed)."""
-        self._kept.pop((namespace, name), None)
+        for key in [k for k in self._kept if k[:2] == (namespace, name)]:
+            del self._kept[key]

@@ -153,6 +153,21 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
             settings[f"{prefix}.{key}"] = secrets.get((ref.name, ref.key), "")
         return settings
 
+    def secret_keys(mirror: MirrorSpec) -> tuple[tuple[str, str, str], ...]:
+        """(config key, client prefix, Secret) of every secretConfig value a mirror's connectors carry."""
+        keys = [
+            (f"{prefix}.{key}", f"{prefix}.", ref.name)
+            for prefix, alias in (("source.cluster", mirror.source_cluster), ("target.cluster", mirror.target_cluster))
+            for key, ref in clusters[alias].secret_config.items()
+        ]
+        if mirror.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
+            keys += [
+                (f"producer.override.{key}", "producer.override.", ref.name)
+                for key, ref in clusters[mirror.target_cluster].secret_config.items()
+                if key.startswith(_PRODUCER_CONNECTION_PREFIXES)
+            ]
+        return tuple(keys)
+
     for index, mirror in enumerate(spec.mirrors):
         blocks = {
             "MirrorSourceConnector": ("sourceConnector", mirror.source_connector),
@@ -227,6 +242,8 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     chunk_progress=status.offsets_progress if status else None,
                     resource_version=meta.resource_version,
                     handled_marker=annotations.get(ANNOTATION_HANDLED_REQUEST),
+                    tenant_keys=frozenset(block.config),
+                    secret_keys=secret_keys(mirror),
                 )
             )
 

@@ -78,6 +78,12 @@ class ConnectorTarget:
     #: The resource's connect-offsets.io/handled-request annotation: the instance of the last request
     #: whose annotations the operator removed.
     handled_marker: str | None = None
+    #: The keys the resource's own ``config`` wrote (a KafkaConnector's ``spec.config``, a mirror
+    #: connector's ``config``): the ones the connector config policy may refuse as reserved.
+    tenant_keys: frozenset[str] = frozenset()
+    #: Config keys whose values come from Secrets (MirrorMaker 2 ``secretConfig``): (key, prefix of
+    #: the Kafka client settings it belongs to, Secret name).
+    secret_keys: tuple[tuple[str, str, str], ...] = ()
 
     def seek_to(self) -> str | None:
         """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
@@ -155,6 +161,7 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         initial_status=resource.status.initial_offsets,
         resource_version=resource.metadata.resource_version,
         handled_marker=resource.metadata.annotations.get(ANNOTATION_HANDLED_REQUEST),
+        tenant_keys=frozenset(spec.config),
     )
 
 

@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,13 @@ from connect_offsets.clients.connect import (
     ConnectError,
     ConnectHTTPError,
 )
-from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused, reflect
+from connect_offsets.clients.credentials import (
+    CredentialsPolicy,
+    CredentialsRefused,
+    kafka_destinations,
+    reflect,
+    url_destination,
+)
 from connect_offsets.clients.kafka import (
     librdkafka_config,
 )
@@ -33,6 +39,7 @@ from connect_offsets.clients.kubernetes import (
 from connect_offsets.errors import TransientError, UserError
 from connect_offsets.models.connect import ServerInfo, offsets_api_refusal
 from connect_offsets.models.crds import (
+    ConfigProviderSpec,
     ConnectClusterResource,
     ConnectClusterSpec,
     ConnectClusterStatus,
@@ -40,6 +47,7 @@ from connect_offsets.models.crds import (
 from connect_offsets.planning import (
     BindingRefusal,
     ConditionSpec,
+    ConnectorTarget,
     check_binding,
 )
 from connect_offsets.reconcile.settings import RETIRE_AFTER_S, Outcome, now_utc
@@ -126,6 +134,7 @@ class _Entry:
     connection: _Connection
     cluster_version: int | None = None  # the ConnectCluster's generation the endpoint was built from
     endpoint_at: float = 0.0
+    provider: ConfigProviderSpec | None = None  # spec.configProvider, as of cluster_version
 
     @property
     def client(self) -> ConnectClient:
@@ -156,12 +165,17 @@ class ClusterRegistry:
         """The endpoint to reach, once the policy allows it: refused before any Secret is read or
         anything is sent (ClusterUnusable with the policy's reason)."""
         auth: ConnectAuth | None = None
+        insecure = spec.tls is not None and spec.tls.insecure_skip_verify
         try:
-            self.policy.check_connect_url(spec.url, credentials=spec.authentication is not None)
+            client_key = spec.tls is not None and spec.tls.client_certificate is not None
+            self.policy.check_connect_url(
+                spec.url, credentials=spec.authentication is not None or client_key, insecure_skip_verify=insecure
+            )
+            connect = [url_destination("spec.url", spec.url)]
             if spec.authentication is not None:
                 a = spec.authentication
                 wanted = [a.username_key, a.password_key] if a.type == "basic" else [a.token_key]
-                data = await self._kube.get_secret_data(namespace, a.secret_name, wanted)
+                data = await self._kube.get_secret_data(namespace, a.secret_name, wanted, sent_to=connect)
                 missing = [k for k in wanted if k not in data]
                 if missing:
                     raise ClusterUnusable(f"Secret {a.secret_name} has no key(s) {', '.join(missing)}")
@@ -177,7 +191,9 @@ class ClusterRegistry:
                     ca_pem = await self._read_key_ref(namespace, spec.tls.ca.secret, spec.tls.ca.config_map)
                 if spec.tls.client_certificate is not None:
                     cc = spec.tls.client_certificate
-                    data = await self._kube.get_secret_data(namespace, cc.secret_name, [cc.cert_key, cc.key_key])
+                    data = await self._kube.get_secret_data(
+                        namespace, cc.secret_name, [cc.cert_key, cc.key_key], sent_to=connect
+                    )
                     if cc.cert_key not in data or cc.key_key not in data:
                         raise ClusterUnusable(f"Secret {cc.secret_name} needs keys {cc.cert_key} and {cc.key_key}")
                     cert_pem, key_pem = data[cc.cert_key], data[cc.key_key]
@@ -197,7 +213,8 @@ class ClusterRegistry:
 
     async def _read_key_ref(self, namespace: str, secret: Any, config_map: Any) -> str:
         if secret is not None:
-            data = await self._kube.get_secret_data(namespace, secret.name, [secret.key])
+            # A CA bundle is trust, not a credential: it is never sent anywhere.
+            data = await self._kube.get_secret_data(namespace, secret.name, [secret.key], sent_to=())
             ref = secret
         else:
             cm = await self._kube.get_configmap(namespace, config_map.name)
@@ -247,6 +264,11 @@ class ClusterRegistry:
         body_generation = self._kube.cache.generation(CLUSTERS, namespace, name)
         return entry.cluster_version == body_generation and time.monotonic() - entry.endpoint_at <= ENDPOINT_TTL_S
 
+    def config_provider(self, namespace: str, name: str) -> ConfigProviderSpec | None:
+        """``spec.configProvider`` of a ConnectCluster whose client was resolved (``client_for``)."""
+        entry = self._entries.get((namespace, name))
+        return None if entry is None else entry.provider
+
     def snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
         """The connector snapshot of a ConnectCluster whose client was resolved (``client_for``)."""
         entry = self._entries.get((namespace, name))
@@ -293,6 +315,7 @@ class ClusterRegistry:
             or time.monotonic() - entry.endpoint_at > ENDPOINT_TTL_S
         ):
             entry = await self._build(namespace, name, cluster.spec, version)
+        entry.provider = cluster.spec.config_provider
         connection = entry.connection
         if connection.info is None:
             connection.info = await connection.client.server_info()
@@ -324,8 +347,9 @@ class ClusterRegistry:
                 java,
                 credentials=bool(kafka.secret_config),
             )
+            brokers = kafka_destinations(f"ConnectCluster {name} spec.kafka", kafka.bootstrap_servers)
             for key, ref in kafka.secret_config.items():
-                data = await self._kube.get_secret_data(namespace, ref.name, [ref.key])
+                data = await self._kube.get_secret_data(namespace, ref.name, [ref.key], sent_to=brokers)
                 if ref.key not in data:
                     raise ClusterUnusable(
                         f"ConnectCluster {name} spec.kafka.secretConfig.{key}: Secret {ref.name} has no key {ref.key}"
@@ -414,6 +438,41 @@ async def resolve_cluster(
     if refusal is not None:
         raise ClusterUnusable(f"ConnectCluster {cluster_name}: {refusal}", CONNECT_TOO_OLD)
     return client, info
+
+
+def check_connector_config(clusters: ClusterRegistry, cluster: tuple[str, str], target: ConnectorTarget) -> None:
+    """A KafkaConnector's final config through the connector config policy
+    (``CredentialsPolicy.check_connector_config``) before anything is sent to Connect: reserved
+    keys, Kafka addresses outside the allow-list, references to the cluster's config provider.
+    ClusterUnusable with the policy's reason."""
+    provider = clusters.config_provider(*cluster)
+    try:
+        clusters.policy.check_connector_config(
+            target.config,
+            field="spec.config",
+            tenant_keys=target.tenant_keys,
+            mirror=False,
+            provider=provider.name if provider is not None else None,
+        )
+    except CredentialsRefused as error:
+        raise ClusterUnusable(str(error), error.reason) from error
+
+
+async def mirror_connect(
+    clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str]
+) -> tuple[ConnectClient, Callable[[str], Awaitable[dict[str, str] | None]]]:
+    """For the lag monitor: the Connect client of a resource's cluster, through the same binding
+    checks as its reconcile (``resolve_cluster``: namespace, connector names), and a reader of a
+    connector's config (for its owner key) from the cluster's snapshot."""
+    client, _ = await resolve_cluster(clusters, namespace, labels, connector_names)
+    snapshot = clusters.snapshot(*cluster_ref(namespace, labels))
+
+    async def config_of(name: str) -> dict[str, str] | None:
+        if snapshot is None:
+            return await client.get_connector_config(name)
+        return (await snapshot.read(name)).config
+
+    return client, config_of
 
 
 class ClusterUnreachable(TransientError):

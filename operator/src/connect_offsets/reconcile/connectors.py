@@ -32,6 +32,7 @@ from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
     ClusterUnusable,
+    check_connector_config,
     cluster_display,
     cluster_ref,
     resolve_cluster,
@@ -127,6 +128,7 @@ class ConnectorService:
         shown_cluster = KafkaConnectorStatus(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
+            check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), target)
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))

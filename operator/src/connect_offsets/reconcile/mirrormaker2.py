@@ -16,7 +16,7 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectError,
 )
-from connect_offsets.clients.credentials import CredentialsRefused
+from connect_offsets.clients.credentials import CredentialsRefused, secret_parts
 from connect_offsets.clients.kafka import (
     ClusterIdCache,
     KafkaAdminError,
@@ -30,6 +30,7 @@ from connect_offsets.clients.kubernetes import (
 from connect_offsets.lag import LagRegistry, MirrorSecrets, mirror_kafka_config
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import (
+    ConfigProviderSpec,
     KafkaConnectorStatus,
     KafkaMirrorMaker2Resource,
     KafkaMirrorMaker2Status,
@@ -98,9 +99,11 @@ class MirrorMaker2Service:
         #: Connect's validation of producer-override configs: (when, problems) by (Connect, config).
         self._validated: dict[str, tuple[float, list[str]]] = {}
 
-    async def _secrets(self, resource: KafkaMirrorMaker2Resource) -> dict[tuple[str, str], str]:
+    async def _secrets(
+        self, resource: KafkaMirrorMaker2Resource, connect_url: str | None, provider: str | None
+    ) -> dict[tuple[str, str], str]:
         try:
-            return await self.secrets.read(resource)
+            return await self.secrets.read(resource, connect_url=connect_url, provider=provider)
         except CredentialsRefused as error:
             raise ClusterUnusable(str(error), error.reason) from error
         except LookupError as error:
@@ -121,23 +124,34 @@ class MirrorMaker2Service:
         outcome = Outcome(seen=accounted_view(body))
         shown_cluster = KafkaMirrorMaker2Status(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
-            secrets = await self._secrets(resource)
-            mirror = mirror_targets(resource, secrets)
+            # The connectors' names do not depend on the Secrets: the binding is checked before any is read.
+            declared = mirror_targets(resource, {})
             outcome.referenced_configmaps = {
-                name for t in mirror.targets for name in (t.alter_configmap, t.dry_run_source()) if name
+                name for t in declared.targets for name in (t.alter_configmap, t.dry_run_source()) if name
             }
             client, info = await resolve_cluster(
-                self.clusters, namespace, resource.metadata.labels, [t.name for t in mirror.targets]
+                self.clusters, namespace, resource.metadata.labels, [t.name for t in declared.targets]
             )
-            if secrets:
-                # The values go to Connect inside the connectors' config: over https only, too.
+            provider = self.clusters.config_provider(*cluster_ref(namespace, resource.metadata.labels))
+            # Without a config provider the values go to Connect inside the connectors' config, so
+            # each Secret must allow Connect's host too, and the URL must be verified https.
+            secrets = await self._secrets(
+                resource, None if provider else client.endpoint.url, provider.name if provider else None
+            )
+            kafka = mirror_targets(resource, secrets)  # for the operator's own Kafka clients
+            if secrets and provider is None:
                 try:
                     self.clusters.policy.check_connect_url(
-                        client.endpoint.url, credentials=True, what="the ConnectCluster's spec.url"
+                        client.endpoint.url,
+                        credentials=True,
+                        what="the ConnectCluster's spec.url",
+                        insecure_skip_verify=client.endpoint.insecure_skip_verify,
                     )
                 except CredentialsRefused as error:
                     raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
-                client.also_redact(secrets.values())
+            # Connect may echo resolved values in its errors either way.
+            client.also_redact(secret_parts(secrets.values()))
+            mirror = kafka if provider is None else mirror_targets(resource, references(resource, provider))
         except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
             if isinstance(error, KubernetesRejected):
                 reason = "SecretUnreadable"
@@ -156,7 +170,7 @@ class MirrorMaker2Service:
 
         outcome.connectors = {t.name for t in mirror.targets}
         snapshot = self.clusters.snapshot(*cluster_ref(namespace, resource.metadata.labels))
-        held, gate_error = await self._gate(body, resource, mirror, client, info)
+        held, gate_error = await self._gate(body, resource, mirror, kafka, client, info)
         if gate_error is not None:
             outcome.transient_error = gate_error
         entries: list[MirrorConnectorStatus] = []
@@ -175,7 +189,7 @@ class MirrorMaker2Service:
                 entries.append(_kept_entry_fields(held_entry, previous.get(target.name)))
                 not_ready.append(refusal)
                 continue
-            hook = self._offset_syncs_hook(resource, mirror, target, body) if mirror.offset_syncs_reset else None
+            hook = self._offset_syncs_hook(resource, kafka, target.name, body) if kafka.offset_syncs_reset else None
             result = await self.runner.run(
                 target,
                 body,
@@ -238,6 +252,9 @@ class MirrorMaker2Service:
         replication_lag, lag_conditions = self.lag.report(resource, now)
         update = update.updated(KafkaMirrorMaker2Status(replication_lag=replication_lag))
         conditions += lag_conditions
+        stored = secrets_condition(resource, mirror, provider, cluster_ref(namespace, resource.metadata.labels))
+        if stored is not None:
+            conditions.append(stored)
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
         try:
             outcome.seen = await self.runner.finish_requests(results, body, MIRRORS)
@@ -250,17 +267,22 @@ class MirrorMaker2Service:
         body: dict[str, Any],
         resource: KafkaMirrorMaker2Resource,
         mirror: MirrorPlan,
+        kafka: MirrorPlan,
         client: ConnectClient,
         info: ServerInfo,
     ) -> tuple[dict[str, ConditionSpec], str | None]:
         """The declared connectors that must not be created or changed this pass, with the reason;
         and a transient error when a cluster could not be asked (the pass is retried with back-off).
+        ``mirror`` is what Connect receives, ``kafka`` the same with the secretConfig values (they
+        differ when the ConnectCluster names a config provider): the operator's own Kafka clients
+        need the values.
 
         Checked on every pass, not once: a ConnectCluster can be re-pointed and a mirror's clusters
         edited, and a mirror writing into the wrong cluster floods it within minutes. Running
         connectors of a refused mirror are stopped, not deleted (their offsets stay).
         """
         declared = {t.name: t for t in mirror.targets}
+        with_values = {t.name: t for t in kafka.targets}
         held: dict[str, ConditionSpec] = {}
         transient: str | None = None
         for index, spec in enumerate(resource.spec.mirrors):
@@ -271,11 +293,12 @@ class MirrorMaker2Service:
             ]
             if not names:
                 continue
-            sample = declared[names[0]]
+            sample = with_values[names[0]]
+            namespace = resource.metadata.namespace
             try:
                 source_id, target_id = await asyncio.gather(
-                    self.cluster_ids.get(mirror_kafka_config(sample, "source")),
-                    self.cluster_ids.get(mirror_kafka_config(sample, "target")),
+                    self.cluster_ids.get(mirror_kafka_config(sample, "source"), namespace=namespace),
+                    self.cluster_ids.get(mirror_kafka_config(sample, "target"), namespace=namespace),
                 )
                 found = MirrorClusterIds(source_id, target_id)
             except KafkaAdminError as error:
@@ -360,11 +383,13 @@ class MirrorMaker2Service:
         return checkpoint
 
     def _offset_syncs_hook(
-        self, resource: KafkaMirrorMaker2Resource, mirror: MirrorPlan, target: ConnectorTarget, body: dict[str, Any]
+        self, resource: KafkaMirrorMaker2Resource, kafka: MirrorPlan, name: str, body: dict[str, Any]
     ) -> BeforeOffsets | None:
-        assert mirror.offset_syncs_reset is not None
-        connector, topic, alias = mirror.offset_syncs_reset
-        if target.name != connector:
+        """The full reset's deletion of the offset-syncs topic; ``kafka`` holds the secretConfig values."""
+        assert kafka.offset_syncs_reset is not None
+        connector, topic, alias = kafka.offset_syncs_reset
+        target = next((t for t in kafka.targets if t.name == name), None)
+        if name != connector or target is None:
             return None
         clusters = {c.alias: c for c in resource.spec.clusters}
         if alias not in clusters:  # the spec validator makes this impossible; stay safe anyway
@@ -387,7 +412,9 @@ class MirrorMaker2Service:
                 }
             )
             try:
-                deleted = await delete_topic(librdkafka_config(cluster.bootstrap_servers, java), topic)
+                deleted = await delete_topic(
+                    librdkafka_config(cluster.bootstrap_servers, java), topic, namespace=resource.metadata.namespace
+                )
             except KafkaAdminError as error:
                 # Kafka may answer later: the pass ends like a Connect outage and is retried.
                 raise StepUnavailable(f"offset-syncs reset on cluster {alias}: {error}") from error
@@ -426,6 +453,51 @@ class MirrorMaker2Service:
             return "resource invalid; nothing to delete in Connect"
         names = [t.name for t in mirror_targets(resource, {}).targets]
         return await delete_owned(self.clusters, self.kube, body, resource.metadata.labels, names, give_up=give_up)
+
+
+def references(resource: KafkaMirrorMaker2Resource, provider: ConfigProviderSpec) -> dict[tuple[str, str], str]:
+    """Every secretConfig entry as the reference the workers' config provider resolves."""
+    namespace = resource.metadata.namespace
+    return {
+        (ref.name, ref.key): provider.reference(namespace, ref.name, ref.key)
+        for cluster in resource.spec.clusters
+        for ref in cluster.secret_config.values()
+    }
+
+
+#: The condition that says whether secretConfig values are stored in Connect in clear.
+SECRETS_CONDITION = "SecretsInConnectorConfig"
+
+
+def secrets_condition(
+    resource: KafkaMirrorMaker2Resource,
+    mirror: MirrorPlan,
+    provider: ConfigProviderSpec | None,
+    cluster: tuple[str, str],
+) -> ConditionSpec | None:
+    """Whether this resource's connectors carry secretConfig values in clear (None: they carry none)."""
+    secrets = sorted({secret for target in mirror.targets for _, _, secret in target.secret_keys})
+    if not secrets:
+        return None
+    where = f"ConnectCluster {cluster[0]}/{cluster[1]}"
+    if provider is not None:
+        return ConditionSpec(
+            SECRETS_CONDITION,
+            "False",
+            "ConfigProviderReferences",
+            f"secretConfig values ({', '.join(secrets)}) reach Connect as references to config provider "
+            f"{provider.name!r} of {where}; the workers resolve them",
+        )
+    aliases = sorted({c.alias for c in resource.spec.clusters if c.secret_config})
+    return ConditionSpec(
+        SECRETS_CONDITION,
+        "True",
+        "StoredInClear",
+        f"secretConfig values of cluster(s) {', '.join(aliases)} (Secrets {', '.join(secrets)}) are written into "
+        "the connectors' config in clear: Connect stores them in its config topic and shows them to anyone with "
+        f"access to its REST API (GET /connectors/<name>/config). Name the workers' config provider in {where} "
+        "spec.configProvider to send references instead",
+    )
 
 
 #: How long Connect's answer to a producer-override config is trusted (its policy changes only with

@@ -112,7 +112,7 @@ async def _seek(p: Pass, config: dict[str, str], when: str) -> SeekOffsets:
         return topic in topics or (pattern is not None and pattern.full_match(topic))
 
     try:
-        found = await offsets_for_timestamp(settings, consumed, int(moment.timestamp() * 1000))
+        found = await offsets_for_timestamp(settings, consumed, int(moment.timestamp() * 1000), namespace=p.namespace)
     except KafkaAdminError as error:
         return SeekOffsets(error=f"Kafka: {error}", transient=True)
     if not found.offsets:

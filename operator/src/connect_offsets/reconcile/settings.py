@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from connect_offsets.offsets.chunking import (
@@ -26,6 +27,26 @@ DEFAULT_BACKUP_RETENTION = 5
 
 #: Namespaces the operator watches (set by the entry point); None: the whole cluster.
 WATCHED_NAMESPACES: tuple[str, ...] | None = None
+
+
+#: Where the owner records of connector names are kept (``reconcile.owners``): a namespace only the
+#: operator writes to. The chart sets it to its release namespace.
+OWNER_RECORDS_NAMESPACE_ENV = "CONNECT_OFFSETS_OWNER_RECORDS_NAMESPACE"
+#: Where a Pod finds its own namespace (the fallback when the variable is not set).
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def owner_records_namespace() -> str | None:
+    """``CONNECT_OFFSETS_OWNER_RECORDS_NAMESPACE``, else the operator's own Pod's namespace, else None
+    (run outside a cluster without the variable: each resource's own namespace, as before, where
+    its tenant can write records too)."""
+    configured = os.environ.get(OWNER_RECORDS_NAMESPACE_ENV, "").strip()
+    if configured:
+        return configured
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def patch_limits() -> ChunkLimits:

@@ -201,6 +201,8 @@ class ConnectClient:
 
         Empty when Connect accepts the config. Used before creating a connector whose creation has
         further steps (initial offsets), so a config error never leaves a half-created connector.
+        Each message is redacted and capped like every other answer (``_scrub``): a plugin's
+        validator may quote the values it refuses, credentials included.
         """
         plugin = quote(config.get("connector.class", ""), safe="")
         response = await self._request("PUT", f"/connector-plugins/{plugin}/config/validate", json_body=config)
@@ -210,9 +212,9 @@ class ConnectClient:
         for item in body.get("configs") or []:
             value = item.get("value") if isinstance(item, dict) else None
             if isinstance(value, dict):
-                problems += [f"{value.get('name')}: {error}" for error in value.get("errors") or []]
+                problems += [self._scrub(f"{value.get('name')}: {error}") for error in value.get("errors") or []]
         if not problems and body.get("error_count"):
-            problems.append(f"Connect reports {body['error_count']} config error(s)")
+            problems.append(f"Connect reports {self._scrub(str(body['error_count']))} config error(s)")
         return problems
 
     async def list_connectors(self) -> list[str]:

@@ -3,9 +3,11 @@ its Kafka) and what it reports about the workers."""
 
 from __future__ import annotations
 
+import re
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from connect_offsets.models.crds.base import (
     CONDITIONS,
@@ -18,6 +20,7 @@ from connect_offsets.models.crds.base import (
     ObjectMeta,
     SecretKeyRef,
     StatusModel,
+    cel,
     object_name,
 )
 
@@ -60,6 +63,69 @@ class KafkaAccessSpec(Model):
     )
 
 
+class ConfigProviderType(StrEnum):
+    """How the workers' config provider finds a Secret's key (the reference the operator writes)."""
+
+    #: A Kubernetes Secret provider such as Strimzi's ``KubernetesSecretConfigProvider``:
+    #: ``${<name>:<namespace>/<secret>:<key>}``; the workers' ServiceAccount must be able to read it.
+    KUBERNETES_SECRET = "kubernetesSecret"
+    #: Kafka's ``DirectoryConfigProvider`` over Secrets mounted on the workers, one directory per
+    #: Secret holding a file per key: ``${<name>:<path>/<secret>:<key>}``.
+    DIRECTORY = "directory"
+
+
+#: What Kafka's ConfigTransformer cannot read inside a reference (``${provider:path:key}``).
+_NOT_IN_REFERENCE = re.compile(r"[:${}\s]")
+
+
+class ConfigProviderSpec(Model):
+    """A config provider the Connect workers have (``config.providers``), through which the operator
+    passes secretConfig values as references instead of writing the values into connector configs."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(("self.type != 'directory' || has(self.path)", "type directory needs path", ".path"))
+    )
+
+    name: Annotated[
+        str,
+        Field(
+            pattern=r"^[A-Za-z0-9_.-]+$",
+            max_length=63,
+            description="The provider's name in the workers' config.providers (e.g. secrets).",
+        ),
+    ]
+    type: ConfigProviderType = Field(
+        description=(
+            "kubernetesSecret: a Kubernetes Secret provider (Strimzi's KubernetesSecretConfigProvider), "
+            "references ${name:namespace/secret:key}. directory: Kafka's DirectoryConfigProvider over the "
+            "Secrets mounted on the workers, references ${name:path/secret:key}."
+        )
+    )
+    path: str | None = Field(
+        None,
+        max_length=500,
+        description=(
+            "directory: the directory on the workers holding one directory per Secret (its keys as files); "
+            "{namespace} is replaced by the resource's namespace, e.g. /mnt/secrets/{namespace}."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _path(self) -> ConfigProviderSpec:
+        if self.type is ConfigProviderType.DIRECTORY and not self.path:
+            raise ValueError("type directory needs path")
+        if self.path is not None and _NOT_IN_REFERENCE.search(self.path.replace("{namespace}", "")):
+            raise ValueError("path must not contain ':', '$', '{', '}' or whitespace (they end a reference)")
+        return self
+
+    def reference(self, namespace: str, secret: str, key: str) -> str:
+        """The reference the workers resolve to ``key`` of Secret ``secret`` in ``namespace``."""
+        if self.type is ConfigProviderType.KUBERNETES_SECRET:
+            return f"${{{self.name}:{namespace}/{secret}:{key}}}"
+        directory = (self.path or "").replace("{namespace}", namespace).rstrip("/")
+        return f"${{{self.name}:{directory}/{secret}:{key}}}"
+
+
 class ConnectClusterSpec(Model):
     """How to reach an existing Kafka Connect cluster: its REST URL, authentication and TLS, optional
     Kafka access (for seeking sink connectors to a time), and which namespaces and connector names may
@@ -91,6 +157,14 @@ class ConnectClusterSpec(Model):
             "Other namespaces whose KafkaConnectors and KafkaMirrorMaker2s may use this cluster (they "
             "reference it with the labels connect-offsets.io/cluster and connect-offsets.io/cluster-namespace). "
             "Empty or absent: only this namespace. The credentials stay here: resources elsewhere never read them."
+        ),
+    )
+    config_provider: ConfigProviderSpec | None = Field(
+        None,
+        description=(
+            "A config provider of the Connect workers: KafkaMirrorMaker2 secretConfig values reach Connect as "
+            "references to it instead of in clear (without one, the values are stored in Connect's config "
+            "topic and shown by GET /connectors/<name>/config)."
         ),
     )
     connector_name_prefix: Annotated[
