@@ -1,4 +1,4 @@
-"""When a resource is checked again (handlers/loop.next_check_delay), and what a check reads while
+"""When a resource is checked again (controller/core.next_check_delay), and what a check reads while
 its cluster's snapshot is being refreshed (reconcile/snapshots.py).
 
 Why these matter at scale: with 5,000 resources on one Connect, listing every connector takes
@@ -11,15 +11,13 @@ answered from the last snapshot while a refresh is in flight, within a bound, an
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from types import SimpleNamespace
 
 import httpx
 import pytest
 
-from connect_offsets.handlers.loop import MIN_DRIFT_GAP, next_check_delay, run_loop
-from connect_offsets.handlers.startup import Waker
+from connect_offsets.controller import next_check_delay
+from connect_offsets.controller.core import MIN_DRIFT_GAP
 from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
@@ -78,37 +76,3 @@ async def test_readers_use_the_last_snapshot_while_a_refresh_is_in_flight() -> N
     assert (await waiting).config == {"k": "v"}
     assert time.monotonic() - snapshot._taken.at < 1.0  # the new one
     await client.aclose()
-
-
-class Stopped:
-    """kopf.DaemonStopped as run_loop uses it: falsy until the daemon is asked to stop."""
-
-    def __init__(self) -> None:
-        self.flag = False
-
-    def __bool__(self) -> bool:
-        return self.flag
-
-
-async def test_the_loop_checks_on_its_timer_and_at_once_when_woken() -> None:
-    waker, stopped = Waker(), Stopped()
-    state = SimpleNamespace(drift_interval=3600.0)  # only a wake-up can bring the second check soon
-    checks: list[float] = []
-    second = asyncio.Event()
-
-    async def reconcile() -> Outcome:
-        checks.append(asyncio.get_running_loop().time())
-        if len(checks) == 2:
-            second.set()
-        if len(checks) == 3:
-            stopped.flag = True  # kopf asks the daemon to stop (and would cancel it 10 s later)
-            waker.event.set()  # the resource's deletion event: the loop sees the flag at once
-        return Outcome(requeue_after=0.01 if len(checks) == 2 else None)
-
-    task = asyncio.create_task(run_loop(state, waker, stopped, reconcile, logging.getLogger("t"), "KafkaConnector"))  # type: ignore[arg-type]
-    await asyncio.sleep(0.01)
-    assert len(checks) == 1
-    waker.event.set()  # a watch event or a snapshot change
-    await asyncio.wait_for(second.wait(), timeout=5)
-    await asyncio.wait_for(task, timeout=5)  # the third came from the 0.01 s timer, then it stopped
-    assert len(checks) == 3

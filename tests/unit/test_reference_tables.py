@@ -55,6 +55,7 @@ NOT_REASONS = {
     "Normal",
     "Warning",
     "BearerToken",  # the kubernetes client's auth setting (clients/annotations_patch.py)
+    "ReplicationLag",  # the work queue's metric label of lag measurements (controller/core.py)
 }
 
 

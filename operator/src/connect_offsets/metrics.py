@@ -37,7 +37,8 @@ import heapq
 import time
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -52,16 +53,22 @@ __all__ = [
     "MM2_LAG_SECONDS",
     "OPERATIONS",
     "OPERATION_SECONDS",
+    "QUEUE_ADDS",
+    "QUEUE_DEPTH",
+    "QUEUE_RETRIES",
+    "QUEUE_SECONDS",
     "RECONCILE_ERRORS",
     "REGISTRY",
     "RESOURCE_CHECKS",
     "RESOURCE_CHECKS_UNCHANGED",
+    "WORK_SECONDS",
     "forget_connector",
     "forget_mirror_lag",
     "measure_event_loop_lag",
     "serve",
     "set_connector_state",
     "set_mirror_lag",
+    "watch_queue",
 ]
 
 REGISTRY = CollectorRegistry()
@@ -108,6 +115,67 @@ EVENT_LOOP_LAG_PROBES = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
+# --- the work queue (client-go's workqueue metrics, by key kind) ----------------------------------
+
+QUEUE_DEPTH = Gauge(
+    "connect_offsets_workqueue_depth", "Keys ready and waiting for a worker.", ["kind"], registry=REGISTRY
+)
+QUEUE_SCHEDULED = Gauge(
+    "connect_offsets_workqueue_scheduled",
+    "Keys waiting for their timer (the drift interval, a requeue, a back-off).",
+    registry=REGISTRY,
+)
+QUEUE_IN_FLIGHT = Gauge("connect_offsets_workqueue_in_flight", "Keys a worker is processing.", registry=REGISTRY)
+QUEUE_ADDS = Counter("connect_offsets_workqueue_adds", "Keys added to the queue.", ["kind"], registry=REGISTRY)
+QUEUE_RETRIES = Counter(
+    "connect_offsets_workqueue_retries", "Keys added again after a transient failure.", ["kind"], registry=REGISTRY
+)
+_QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+QUEUE_SECONDS = Histogram(
+    "connect_offsets_workqueue_queue_duration_seconds",
+    "How long a key waited ready before a worker took it.",
+    ["kind"],
+    buckets=_QUEUE_BUCKETS,
+    registry=REGISTRY,
+)
+WORK_SECONDS = Histogram(
+    "connect_offsets_workqueue_work_duration_seconds",
+    "How long a worker took to process a key (one pass).",
+    ["kind"],
+    buckets=_QUEUE_BUCKETS,
+    registry=REGISTRY,
+)
+
+
+class _Queue(Protocol):
+    stats: Any
+
+    def depth(self) -> Tally[str]: ...
+
+    def scheduled(self) -> int: ...
+
+    def processing(self) -> int: ...
+
+
+async def watch_queue(queue: _Queue, kinds: Mapping[str, str], interval: float = 1.0) -> None:
+    """Run forever: copy the queue's counts into the metrics every ``interval`` seconds (the queue
+    itself stays free of metrics, and is not slowed by them)."""
+    reported: dict[tuple[str, str], float] = {}
+    while True:
+        depth = queue.depth()
+        for plural, kind in kinds.items():
+            QUEUE_DEPTH.labels(kind).set(depth.get(plural, 0))
+            for counter, name in ((QUEUE_ADDS, "adds"), (QUEUE_RETRIES, "retries")):
+                total = float(getattr(queue.stats, name).get(plural, 0))
+                delta = total - reported.get((name, plural), 0.0)
+                if delta > 0:
+                    counter.labels(kind).inc(delta)
+                reported[(name, plural)] = total
+        QUEUE_SCHEDULED.set(queue.scheduled())
+        QUEUE_IN_FLIGHT.set(queue.processing())
+        await asyncio.sleep(interval)
+
+
 #: A probe every quarter second; the gauge keeps the worst of the last ten seconds, so a scrape
 #: every 15-30 s still sees a stall that a single latest sample would usually miss.
 LAG_PROBE_INTERVAL_S = 0.25

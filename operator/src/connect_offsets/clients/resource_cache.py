@@ -95,6 +95,14 @@ class ResourceCache:
         body = self._bodies.get((plural, namespace, name))
         return None if body is None else request_view(body)
 
+    def labels(self, plural: str, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The cached body's labels without copying them (None: not cached); read only."""
+        body = self._bodies.get((plural, namespace, name))
+        if body is None:
+            return None
+        labels = (body.get("metadata") or {}).get("labels")
+        return labels if isinstance(labels, Mapping) else {}
+
     def generation(self, plural: str, namespace: str, name: str) -> int | None:
         body = self._bodies.get((plural, namespace, name))
         return None if body is None else (body.get("metadata") or {}).get("generation")

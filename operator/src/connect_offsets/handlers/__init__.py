@@ -5,12 +5,14 @@ the ``connect-offsets-operator`` entry point) runs the whole operator. Handlers 
 turn kopf's callbacks into calls of ``connect_offsets.reconcile`` and its outcomes into kopf's retry
 semantics.
 
-Why daemons rather than create/update handlers: a reconcile is level-based and may need to look
-again a few seconds later (Connect's status lags a stop), after a back-off (Connect down), or on
-the drift interval. One daemon per resource is that loop, serialised by construction; watch events
-on the resource or on a ConfigMap it references only wake it up.
+Why event handlers and a work queue rather than create/update handlers or a daemon per resource:
+a reconcile is level-based and may need to look again a few seconds later (Connect's status lags
+a stop), after a back-off (Connect down), or on the drift interval; and a daemon per resource
+cost memory and bounded nothing. Watch events only put a resource's key into the controller's work
+queue (``connect_offsets.controller``), whose bounded workers run the passes. kopf keeps what it is
+good at: the watch streams, the finalizers that run deletion once, and peering (``presence``).
 """
 
-from connect_offsets.handlers import clusters, connectors, mirrormaker2, startup
+from connect_offsets.handlers import clusters, connectors, mirrormaker2, presence, startup
 
-__all__ = ["clusters", "connectors", "mirrormaker2", "startup"]
+__all__ = ["clusters", "connectors", "mirrormaker2", "presence", "startup"]

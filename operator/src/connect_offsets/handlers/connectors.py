@@ -1,4 +1,5 @@
-"""kopf registrations for KafkaConnector (and the ConfigMaps they reference)."""
+"""kopf registrations for KafkaConnector (and the ConfigMaps they reference): watch events go to the
+controller's work queue; deletion runs through kopf's finalizer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 import kopf
 
 from connect_offsets.clients.connect import ConnectError
-from connect_offsets.handlers.loop import note_change, run_loop
 from connect_offsets.handlers.startup import OperatorState, state_of
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -23,38 +23,17 @@ PLURAL = CONNECTORS
 DELETE_RETRIES = 8
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=10.0)
-async def reconcile_connector(
-    namespace: str | None, name: str, stopped: kopf.DaemonStopped, memo: Any, logger: kopf.Logger, **_: Any
-) -> None:
-    state = state_of(memo)
-    namespace = namespace or ""
-    waker = state.waker(PLURAL, namespace, name)
-    await run_loop(
-        state,
-        waker,
-        stopped,
-        lambda: state.connectors.reconcile(namespace, name),
-        logger,
-        "KafkaConnector",
-        lambda: state.kube.cache.request_view(PLURAL, namespace, name),
-    )
-
-
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
 async def connector_changed(type: str, namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
-    note_change(state_of(memo), PLURAL, namespace or "", name, body, type)
+    state_of(memo).controller.observe(PLURAL, namespace or "", name, None if type == "DELETED" else body)
 
 
 @kopf.on.event("", "v1", "configmaps")
 async def configmap_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    """A referenced ConfigMap changed: wake the resources that read it (a failed alter may now work)."""
+    """A referenced ConfigMap changed: the resources that read it check again (a failed alter may now work)."""
     state = memo.get("state")
-    if not isinstance(state, OperatorState):
-        return
-    for (_plural, ns, _resource), waker in list(state.wakers.items()):
-        if ns == namespace and name in waker.configmaps:
-            waker.event.set()
+    if isinstance(state, OperatorState):
+        state.controller.configmap_changed(namespace or "", name)
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import random
 import sys
 import warnings
@@ -14,9 +15,34 @@ import urllib3
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
 from connect_offsets import metrics
+from connect_offsets.controller import DEFAULT_WORKERS, ControllerSettings, Shard
+from connect_offsets.handlers import presence, startup
 from connect_offsets.reconcile import settings
 
 __all__ = ["main"]
+
+
+#: The environment variable the chart fills from the pod's ``apps.kubernetes.io/pod-index`` label.
+POD_INDEX_ENV = "CONNECT_OFFSETS_POD_INDEX"
+
+
+def _positive(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {raw}")
+    return value
+
+
+def _shard_index(raw: str, count: int) -> int:
+    """``--shard-index``: a number, or ``auto`` (the pod index of a StatefulSet, modulo the count)."""
+    if raw == "auto":
+        pod_index = os.environ.get(POD_INDEX_ENV, "")
+        if not pod_index.isdigit():
+            raise ValueError(f"--shard-index auto needs ${POD_INDEX_ENV} (the pod's index), got {pod_index!r}")
+        return int(pod_index) % count
+    if not raw.isdigit():
+        raise ValueError(f"--shard-index must be a number or 'auto', got {raw!r}")
+    return int(raw)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,11 +60,44 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="kopf peering priority; default: random, since replicas of equal priority all pause",
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        default=DEFAULT_WORKERS,
+        help=f"workers running reconcile passes (default {DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
+        "--cluster-workers",
+        type=_positive,
+        default=None,
+        help="most workers one Connect cluster may hold at once (default: half the workers)",
+    )
+    parser.add_argument(
+        "--shard-count", type=_positive, default=1, help="replicas the ConnectClusters are spread over (default 1)"
+    )
+    parser.add_argument(
+        "--shard-index",
+        default="0",
+        help="this replica's shard, 0..shard-count-1, or 'auto': the StatefulSet pod index "
+        f"(${POD_INDEX_ENV}) modulo --shard-count; with --peering, the shard's own peering NAME-shard-INDEX",
+    )
     parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
     parser.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        shard = Shard(_shard_index(args.shard_index, args.shard_count), args.shard_count)
+    except ValueError as error:
+        parser.error(str(error))
+    peering = args.peering
+    if peering is not None and shard.count > 1:
+        peering = f"{peering}-shard-{shard.index}"  # replicas of one shard take over from each other
+    startup.CONTROLLER_SETTINGS = ControllerSettings(
+        workers=args.workers, cluster_workers=args.cluster_workers, shard=shard, peering=peering
+    )
+    if peering is not None:
+        presence.register(peering, clusterwide=not args.namespace)
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
@@ -56,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         kopf.operator(
             clusterwide=not args.namespace,
             namespaces=args.namespace,
-            standalone=args.peering is None,
-            peering_name=args.peering,
+            standalone=peering is None,
+            peering_name=peering,
             priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
             liveness_endpoint=args.liveness,
         )

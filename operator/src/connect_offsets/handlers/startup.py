@@ -6,8 +6,9 @@ import asyncio
 import functools
 import logging
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -17,16 +18,20 @@ from connect_offsets import (
 )
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
+from connect_offsets.controller import Controller, ControllerSettings, Presence
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
     API_GROUP,
+    CLUSTERS,
+    CONNECTORS,
+    MIRRORS,
     WATCH_LABEL,
 )
 
-__all__ = ["OperatorState", "Waker", "state_of"]
+__all__ = ["CONTROLLER_SETTINGS", "OperatorState", "state_of"]
 
 #: Threads for planning and other CPU work: Python holds the GIL for most of it, so more would
 #: only queue there.
@@ -47,16 +52,6 @@ def _env_float(name: str, default: float) -> float:
 
 
 @dataclass
-class Waker:
-    """Wakes one resource's daemon early; remembers what it last saw to ignore our own writes."""
-
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    seen: tuple[Any, ...] | None = None
-    configmaps: set[str] = field(default_factory=set)
-    connectors: set[str] = field(default_factory=set)  # its connectors in Connect (Outcome.connectors)
-
-
-@dataclass
 class OperatorState:
     kube: KubernetesApi
     clusters: ClusterRegistry
@@ -64,11 +59,12 @@ class OperatorState:
     cluster_service: ClusterService
     mirrors: MirrorMaker2Service
     lag: LagMonitor
-    drift_interval: float
-    wakers: dict[tuple[str, str, str], Waker] = field(default_factory=dict)
+    controller: Controller
 
-    def waker(self, plural: str, namespace: str, name: str) -> Waker:
-        return self.wakers.setdefault((plural, namespace, name), Waker())
+
+#: Set by the entry point (``handlers/main.py``) before kopf starts: the worker pool and this
+#: replica's shard and peering.
+CONTROLLER_SETTINGS = ControllerSettings()
 
 
 def state_of(memo: Any) -> OperatorState:
@@ -106,15 +102,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         raise kopf.PermanentError(str(error)) from error
     kube = KubernetesApi(load_api_client())
     drift_interval = _env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0)
-    wakers: dict[tuple[str, str, str], Waker] = {}
+    # The controller is made below; the snapshot's wake-ups need it, so they go through this cell.
+    controller_cell: list[Controller] = []
 
     def connectors_changed(names: set[str]) -> None:
-        # A cluster's snapshot found these connectors changed behind our back (deleted,
-        # reconfigured, paused, failed): wake the resources that declare them now rather than at
-        # their next drift pass, so a repair takes one snapshot interval at any scale.
-        for waker in list(wakers.values()):
-            if waker.connectors & names:
-                waker.event.set()
+        for controller in controller_cell:
+            controller.connectors_changed(names)
 
     clusters = ClusterRegistry(kube, policy, drift_interval=drift_interval, on_change=connectors_changed)
 
@@ -128,16 +121,38 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     lag = LagRegistry()
     # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
     mirror_secrets = MirrorSecrets(kube, policy)
+    connectors = ConnectorService(kube, clusters)
+    cluster_service = ClusterService(kube, clusters)
+    mirrors = MirrorMaker2Service(kube, clusters, lag, mirror_secrets)
+    monitor = LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets)
+
+    async def measure_lag(body: Mapping[str, Any]) -> tuple[float, bool]:
+        tick = await monitor.measure(body)
+        return tick.delay, tick.changed
+
+    chosen = CONTROLLER_SETTINGS
+    controller = Controller(
+        kube,
+        {CONNECTORS: connectors.reconcile, MIRRORS: mirrors.reconcile, CLUSTERS: cluster_service.reconcile},
+        drift_interval=drift_interval,
+        workers=chosen.workers,
+        cluster_workers=chosen.cluster_workers,
+        shard=chosen.shard,
+        presence=Presence(standalone=not chosen.peering),
+        measure_lag=measure_lag,
+        forget_lag=monitor.forget,
+    )
+    controller_cell.append(controller)
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,
-        connectors=ConnectorService(kube, clusters),
-        cluster_service=ClusterService(kube, clusters),
-        mirrors=MirrorMaker2Service(kube, clusters, lag, mirror_secrets),
-        lag=LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets),
-        drift_interval=drift_interval,
-        wakers=wakers,
+        connectors=connectors,
+        cluster_service=cluster_service,
+        mirrors=mirrors,
+        lag=monitor,
+        controller=controller,
     )
+    controller.start()
     # Kept in memo: a task only referenced by the loop may be garbage-collected mid-run.
     memo["event_loop_lag"] = asyncio.create_task(metrics.measure_event_loop_lag(), name="event-loop-lag")
 
@@ -149,4 +164,5 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         probe.cancel()
     state = memo.get("state")
     if isinstance(state, OperatorState):
+        await state.controller.stop()
         await state.clusters.aclose()

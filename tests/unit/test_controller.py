@@ -1,0 +1,352 @@
+"""The controller core (issue 35): the work queue and the workers that replaced a daemon per resource.
+
+Covers the queue (``controller/queue.py``): a key queued once however often it is added; never
+handed to two workers at once, and ready again once done if added meanwhile; the earliest timer
+wins; back-off 2, 4, 8 ... 60 s until forgotten; a removed key is gone; namespaces take turns (one
+namespace's backlog delays another's key by at most one turn); a Connect cluster at its cap holds
+no more workers. And the controller (``controller/core.py``) with a scripted reconcile and the real
+``ResourceCache``: a resource is checked on its timer and at once when woken; a request is never
+lost to a removal echo coalesced with the next identical request, nor to one that arrived during a
+pass (issue 30's deaf resource); a deleted resource's key is dropped; a paused peer does not work;
+another shard's keys are not taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from connect_offsets.clients.kubernetes import KubernetesApi
+from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.controller import Controller, Presence, Shard, WorkQueue
+from connect_offsets.controller.queue import MAX_DELAY_S
+from connect_offsets.reconcile.runner import accounted_view
+from connect_offsets.reconcile.settings import Outcome
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def key(namespace: str, name: str) -> tuple[str, str, str]:
+    return (CONNECTORS, namespace, name)
+
+
+async def take(queue: WorkQueue) -> tuple[str, str, str]:
+    found, _ = await asyncio.wait_for(queue.get(), timeout=1.0)
+    return found
+
+
+async def nothing_ready(queue: WorkQueue) -> bool:
+    try:
+        await asyncio.wait_for(queue.get(), timeout=0.05)
+    except TimeoutError:
+        return True
+    return False
+
+
+# --- the queue ---------------------------------------------------------------------------------------
+
+
+async def test_a_key_is_queued_once_and_never_processed_twice_at_once() -> None:
+    queue = WorkQueue()
+    for _ in range(3):
+        queue.add(key("a", "x"))
+    assert queue.depth()[CONNECTORS] == 1
+    assert await take(queue) == key("a", "x")
+    queue.add(key("a", "x"))  # added while processing: not handed to another worker
+    assert await nothing_ready(queue)
+    queue.done(key("a", "x"))  # ... but ready once the first pass ends
+    assert await take(queue) == key("a", "x")
+    queue.done(key("a", "x"))
+    assert await nothing_ready(queue)
+
+
+async def test_the_earliest_timer_wins_and_an_add_supersedes_it() -> None:
+    clock = Clock()
+    queue = WorkQueue(clock=clock)
+    queue.add_after(key("a", "x"), 30)
+    queue.add_after(key("a", "x"), 5)
+    queue.add_after(key("a", "x"), 60)  # later: the 5 s one stays
+    assert queue.scheduled() == 1
+    clock.now += 4.9
+    assert await nothing_ready(queue)
+    clock.now += 0.2
+    assert await take(queue) == key("a", "x")
+    queue.done(key("a", "x"))
+    queue.add_after(key("a", "y"), 30)
+    queue.add(key("a", "y"))  # a watch event: now, and the timer is superseded
+    assert await take(queue) == key("a", "y")
+    queue.done(key("a", "y"))
+    clock.now += 31
+    assert await nothing_ready(queue)
+
+
+async def test_back_off_doubles_to_a_minute_and_forget_starts_over() -> None:
+    queue = WorkQueue(clock=Clock())
+    delays = [queue.add_rate_limited(key("a", "x")) for _ in range(8)]
+    assert delays == [2.0, 4.0, 8.0, 16.0, 32.0, MAX_DELAY_S, MAX_DELAY_S, MAX_DELAY_S]
+    queue.forget(key("a", "x"))
+    assert queue.add_rate_limited(key("a", "x")) == 2.0
+    assert queue.stats.retries[CONNECTORS] == 9
+
+
+async def test_a_removed_key_is_gone_from_the_ready_queue_and_the_timers() -> None:
+    clock = Clock()
+    queue = WorkQueue(clock=clock)
+    queue.add(key("a", "x"))
+    queue.add_after(key("a", "y"), 1)
+    queue.remove(key("a", "x"))
+    queue.remove(key("a", "y"))
+    clock.now += 2
+    assert await nothing_ready(queue)
+    assert queue.depth()[CONNECTORS] == 0 and queue.scheduled() == 0
+
+
+async def test_namespaces_take_turns() -> None:
+    """Namespace A has 100 keys ready; B's one key, added last, is taken second."""
+    queue = WorkQueue()
+    for i in range(100):
+        queue.add(key("a", f"x{i}"))
+    queue.add(key("b", "y"))
+    first, second = await take(queue), await take(queue)
+    assert {first[1], second[1]} == {"a", "b"}
+    taken = [await take(queue) for _ in range(99)]
+    assert [k[1] for k in taken] == ["a"] * 99  # A's keys in their order
+    assert [k[2] for k in taken] == [f"x{i}" for i in range(1, 100)]
+
+
+async def test_a_cluster_at_its_cap_holds_no_more_workers() -> None:
+    """Two workers' share per cluster: a third key of the slow cluster waits, another cluster's runs."""
+    clusters = {key("a", f"slow{i}"): "slow" for i in range(3)} | {key("a", "fast"): "fast"}
+    queue = WorkQueue(cluster_of=lambda k: clusters.get(k), cluster_cap=2)
+    for name in ("slow0", "slow1", "slow2", "fast"):
+        queue.add(key("a", name))
+    assert [await take(queue) for _ in range(3)] == [key("a", "slow0"), key("a", "slow1"), key("a", "fast")]
+    assert await nothing_ready(queue)  # slow2 waits for a slot
+    queue.done(key("a", "slow0"))
+    assert await take(queue) == key("a", "slow2")
+
+
+async def test_a_shut_down_queue_releases_its_workers() -> None:
+    queue = WorkQueue()
+    waiting = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.shut_down()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(waiting, timeout=1.0)
+
+
+# --- the controller ----------------------------------------------------------------------------------
+
+NS, NAME = "team-a", "orders"
+#: Far beyond a test's patience: a second check that happens came from a wake-up, not the timer.
+DRIFT = 3600.0
+
+
+@dataclass
+class Kube:
+    """What the controller reads of ``KubernetesApi``: the watch cache."""
+
+    cache: ResourceCache = field(default_factory=ResourceCache)
+
+
+def body(version: int, request: str | None = None, cluster: str = "local") -> dict[str, Any]:
+    annotations = {ANNOTATION_OFFSETS: request} if request else {}
+    return {
+        "metadata": {
+            "name": NAME,
+            "namespace": NS,
+            "resourceVersion": str(version),
+            "annotations": annotations,
+            "labels": {CLUSTER_LABEL: cluster},
+        }
+    }
+
+
+def controller(
+    reconcile: Callable[[str, str], Awaitable[Outcome]], *, presence: Presence | None = None, shard: Shard | None = None
+) -> tuple[Controller, Kube]:
+    kube = Kube()
+    made = Controller(
+        cast(KubernetesApi, kube),
+        {CONNECTORS: reconcile},
+        drift_interval=DRIFT,
+        workers=2,
+        presence=presence,
+        shard=shard,
+    )
+    return made, kube
+
+
+async def until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
+
+
+async def test_a_resource_is_checked_on_its_timer_and_at_once_when_woken() -> None:
+    checks: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        checks.append(name)
+        return Outcome(requeue_after=0.05 if len(checks) == 2 else None)
+
+    made, _ = controller(reconcile)
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1))
+        assert await until(lambda: len(checks) == 1)
+        await asyncio.sleep(0.1)
+        assert len(checks) == 1  # the drift interval is an hour away
+        made.connectors_changed({"anything"})  # not its connector: nothing
+        made.observe(CONNECTORS, NS, NAME, body(2, "list"))  # what it asks for changed: at once
+        assert await until(lambda: len(checks) == 2)
+        assert await until(lambda: len(checks) == 3)  # the plan's 0.05 s requeue
+        made.observe(CONNECTORS, NS, NAME, body(4, "list"))  # only the version changed: no wake-up
+        await asyncio.sleep(0.1)
+        assert len(checks) == 3
+    finally:
+        await made.stop()
+
+
+async def test_a_removal_echo_coalesced_with_the_next_identical_request_still_wakes() -> None:
+    """Pass 1 handles `list` (version 1) and removes the annotation (version 2); the user annotates
+    `list` again (version 3); the watch delivers only version 3, whose view equals the one the
+    controller last saw. The resource is checked again at once."""
+    passes: list[str] = []
+    made, kube = controller(lambda ns, name: handle(ns, name))
+
+    async def handle(namespace: str, name: str) -> Outcome:
+        current = kube.cache.get(CONNECTORS, namespace, name)
+        assert current is not None
+        passes.append(current["metadata"]["resourceVersion"])
+        if len(passes) == 1:
+            kube.cache.observe(CONNECTORS, NS, NAME, body(2), watched=False)  # our removal's answer
+            made.observe(CONNECTORS, NS, NAME, copy.deepcopy(body(3, "list")))  # the one event for 2 and 3
+            return Outcome(seen=accounted_view(current, [ANNOTATION_OFFSETS]))
+        return Outcome(seen=accounted_view(current))
+
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1, "list"))
+        assert await until(lambda: len(passes) == 2)
+        assert passes == ["1", "3"]
+    finally:
+        await made.stop()
+
+
+async def test_a_request_arriving_during_a_pass_that_saw_none_is_checked_at_once() -> None:
+    """The pass planned from a body without a request; the request arrived in the cache before the
+    pass ended, in a way no event reported (the view the controller held matched it)."""
+    passes: list[str] = []
+    made, kube = controller(lambda ns, name: handle(ns, name))
+
+    async def handle(namespace: str, name: str) -> Outcome:
+        current = kube.cache.get(CONNECTORS, namespace, name)
+        assert current is not None
+        passes.append(current["metadata"]["resourceVersion"])
+        if len(passes) == 1:
+            kube.cache.observe(CONNECTORS, NS, NAME, body(2, "list"))
+        return Outcome(seen=accounted_view(current))
+
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1))
+        assert await until(lambda: len(passes) == 2)
+        assert passes == ["1", "2"]
+    finally:
+        await made.stop()
+
+
+async def test_an_idle_resource_waits_for_its_interval() -> None:
+    passes: list[str] = []
+    made, kube = controller(lambda ns, name: handle(ns, name))
+
+    async def handle(namespace: str, name: str) -> Outcome:
+        current = kube.cache.get(CONNECTORS, namespace, name)
+        assert current is not None
+        passes.append(name)
+        return Outcome(seen=accounted_view(current))
+
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1))
+        assert await until(lambda: len(passes) == 1)
+        await asyncio.sleep(0.2)
+        assert passes == [NAME]
+    finally:
+        await made.stop()
+
+
+async def test_a_transient_failure_backs_off_and_a_deleted_resource_is_dropped() -> None:
+    checks: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        checks.append(name)
+        return Outcome(transient_error="Connect unreachable")
+
+    made, _ = controller(reconcile)
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1))
+        assert await until(lambda: len(checks) == 1)
+        assert made.queue.failures(key(NS, NAME)) == 1 and made.queue.scheduled() == 1  # 2 s back-off
+        made.observe(CONNECTORS, NS, NAME, None)  # deleted
+        assert made.queue.scheduled() == 0 and made.queue.failures(key(NS, NAME)) == 0
+    finally:
+        await made.stop()
+
+
+async def test_a_paused_peer_does_not_work_until_it_is_the_active_one() -> None:
+    checks: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        checks.append(name)
+        return Outcome()
+
+    presence = Presence(standalone=False)
+    made, _ = controller(reconcile, presence=presence)
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, body(1))
+        await asyncio.sleep(0.1)
+        assert checks == []  # kopf runs no presence daemon in a paused operator
+        presence.arrived()
+        assert await until(lambda: checks == [NAME])
+    finally:
+        await made.stop()
+
+
+def test_a_shard_takes_the_keys_of_its_connect_clusters_only() -> None:
+    """40 resources, each bound to a ConnectCluster of its own, seen by both replicas of two
+    shards: each resource is queued in exactly one, and both shards get some."""
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        return Outcome()
+
+    replicas = [controller(reconcile, shard=Shard(index, 2))[0] for index in range(2)]
+    names = [f"r{i}" for i in range(40)]
+    for replica in replicas:
+        for name in names:
+            bound = body(1, cluster=f"cluster-{name}")
+            bound["metadata"]["name"] = name
+            replica.observe(CONNECTORS, NS, name, bound)
+    taken = [[name for name in names if replica.queue.has(key(NS, name))] for replica in replicas]
+    assert sorted(taken[0] + taken[1]) == sorted(names)  # each by exactly one
+    assert taken[0] and taken[1]
