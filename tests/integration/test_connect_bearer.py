@@ -37,7 +37,8 @@ from tests.integration.support import (
     wait_annotation_removed,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+# One xdist worker runs the module: its bearer-token worker is started once for all of its tests.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("bearer-worker")]
 
 EXTENSION = "io.connectoffsets.restbearer.BearerTokenRestExtension"
 SECRET = "connect-token"

@@ -60,7 +60,13 @@ from tests.integration.support import (
     wait_mm2_condition,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(600)]
+# One xdist worker runs the module: each version's worker is started once for all of its tests.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.compat,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("compat-worker"),
+]
 
 
 VERSIONS = stack_versions()

@@ -54,7 +54,9 @@ from tests.integration.support import (
     wait_connect_state,
 )
 
-pytestmark = pytest.mark.local_stack  # signals and restarts local stack processes
+# Signals and restarts local stack processes; serial: the API-server case stops kube-apiserver under
+# everyone, and the others time Connect's outages and the operator's back-off (2, 4, 8 s ...).
+pytestmark = [pytest.mark.local_stack, pytest.mark.serial]
 
 STACK_PY = [sys.executable, str(REPO / "hack" / "stack.py")]
 WORKER = "connect-fault"
