@@ -53,6 +53,15 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if not is_xdist_worker(config):
         os.environ.setdefault(RUN_ID, uuid.uuid4().hex)
+        return
+    # Hypothesis fails an example slower than its deadline (200 ms unless a test sets one): a timing
+    # check, not what the tests assert, and one that the other processes' load breaks (an example of
+    # test_offsets_models took 307 ms in a parallel run). Parallel runs keep every test's examples
+    # and assertions and drop only that default deadline; explicit @settings(deadline=...) still apply.
+    from hypothesis import settings
+
+    settings.register_profile("parallel", deadline=None)
+    settings.load_profile("parallel")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,6 +79,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
+    if is_xdist_worker(config):
+        from tests.parallel import record_groups
+
+        record_groups(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` that keeps each ``xdist_group`` in one worker under pytest 9 (tests/parallel.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.parallel import GroupScheduling
+
+    return GroupScheduling(config, log)
 
 
 def stack_info() -> dict[str, Any]:
@@ -202,7 +225,13 @@ def stack() -> Iterator[dict[str, Any]]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The run's end (the controller, or the only process): stop a stack the run started."""
-    if is_xdist_worker(session.config) or EXTERNAL_KUBECONFIG:
+    if is_xdist_worker(session.config):
+        return
+    if session.config.pluginmanager.hasplugin("xdist"):
+        from tests.parallel import groups_file
+
+        groups_file().unlink(missing_ok=True)
+    if EXTERNAL_KUBECONFIG:
         return
     info = stack_info()
     run_marker(info, "installed-crds").unlink(missing_ok=True)
