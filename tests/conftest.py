@@ -101,8 +101,11 @@ def stack_info() -> dict[str, Any]:
     return info
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
-    """Poll until ``check`` returns something truthy; fail with ``what`` and the last error."""
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25) -> T:
+    """Poll until ``check`` returns something truthy; fail with ``what`` and the last error.
+
+    For a custom resource, ``tests.integration.support.watch_until`` waits on its changes instead.
+    """
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:

@@ -582,7 +582,7 @@ def test_api_server_restarted_mid_change(
             try:
                 stack_tool("stop", "apiserver")
                 down_at = time.monotonic()
-                time.sleep(2)
+                time.sleep(2)  # the API server stays away a while: watches and requests fail meanwhile
             finally:
                 stack_tool("up", "apiserver")
             print(f"API server down for {time.monotonic() - down_at:.1f}s")

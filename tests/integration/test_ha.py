@@ -84,7 +84,7 @@ def test_standby_takes_over_pending_work(
 
     active, standby = peer(100), peer(10)
     active.start()
-    time.sleep(2)
+    time.sleep(2)  # the active peer registers first: the standby must find a higher priority and pause
     standby.start()
     source = tmp_path / "s.txt"
     source.write_text("h\na\n")
