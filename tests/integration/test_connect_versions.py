@@ -60,12 +60,14 @@ from tests.integration.support import (
     wait_mm2_condition,
 )
 
-# One xdist worker runs the module: each version's worker is started once for all of its tests.
+# One xdist worker runs the module: each version's worker is started once for all of its tests. That is
+# the worker of the other MirrorMaker 2 tests (test_mirrormaker2_list_alter runs a mirror): see
+# test_mirrormaker2.py.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.compat,
     pytest.mark.timeout(600),
-    pytest.mark.xdist_group("compat-worker"),
+    pytest.mark.xdist_group("mirrormaker2"),
 ]
 
 

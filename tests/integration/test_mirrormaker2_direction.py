@@ -45,6 +45,7 @@ from tests.integration.support import (
 )
 
 KINDS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+pytestmark = pytest.mark.xdist_group("mirrormaker2")  # runs MirrorMaker 2: see test_mirrormaker2.py
 
 
 def cluster_id(bootstrap: str) -> str:
