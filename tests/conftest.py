@@ -236,7 +236,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         groups_file().unlink(missing_ok=True)
     if EXTERNAL_KUBECONFIG:
         return
-    info = stack_info()
+    try:
+        info = stack_info()
+    except (OSError, subprocess.CalledProcessError, ValueError):  # no stack tooling here: nothing to stop
+        return
     run_marker(info, "installed-crds").unlink(missing_ok=True)
     started = run_marker(info, "started-stack")
     if started.exists() and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":
