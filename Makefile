@@ -66,13 +66,18 @@ lint: venv
 unit: go-tools venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
-integration: deps
-	$(VENV)/bin/pytest -m "integration and not load and not compat_extra and not image" $(PYTEST_ARGS)
+# Parallel test processes for make test and make integration (pytest-xdist on the one stack; they
+# mostly wait, so 4 on 2 cores): hack/suite.py runs the parallel part, then the serial part (tests
+# marked `serial`), and prints one summary with the wall time. TEST_WORKERS=1 runs everything in order.
+TEST_WORKERS ?= 4
+SUITE := $(VPY) hack/suite.py --workers $(TEST_WORKERS)
 
-# The whole suite: static checks first (cheap), then unit and integration tests in one pytest
-# session so the stack fixture is shared.
+integration: deps
+	$(SUITE) -m "integration and not load and not compat_extra and not image" $(PYTEST_ARGS)
+
+# The whole suite: static checks first (cheap), then unit and integration tests (hack/suite.py).
 test: deps lint
-	$(VENV)/bin/pytest -m "(unit or integration) and not load and not compat_extra and not image" $(PYTEST_ARGS)
+	$(SUITE) -m "(unit or integration) and not load and not compat_extra and not image" $(PYTEST_ARGS)
 
 # The Connect version matrix (issue 21): the core flows, MirrorMaker 2 list/alter, the offline CLI
 # round trip and Connect's refusals kept verbatim against every CONNECT_COMPAT_VERSIONS worker (one at

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import http.client
 import json
 import os
@@ -38,7 +39,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -732,6 +733,20 @@ def resolve(names: list[str]) -> list[str]:
     return ordered
 
 
+@contextlib.contextmanager
+def changing() -> Iterator[None]:
+    """One ``up``, ``stop`` or ``down`` at a time, across processes.
+
+    Parallel test workers (``pytest -n``, docs/development.md) start the same on-demand component at
+    once: without the lock both would find no pid file and the second would fail on the busy port.
+    The one that waited then finds the component running (``start`` is a no-op) and only waits for it.
+    """
+    STACK_DIR.mkdir(parents=True, exist_ok=True)
+    with (STACK_DIR / "changes.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def cmd_up(names: list[str]) -> None:
     began = time.monotonic()
     for folder in (STACK_DIR, LOG_DIR, RUN_DIR):
@@ -862,11 +877,14 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            cmd_up(args.components)
+            with changing():
+                cmd_up(args.components)
         elif args.command == "stop":
-            cmd_stop(args.components)
+            with changing():
+                cmd_stop(args.components)
         elif args.command == "down":
-            cmd_down()
+            with changing():
+                cmd_down()
         elif args.command == "status":
             return cmd_status()
         elif args.command == "env":

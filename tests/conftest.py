@@ -2,14 +2,24 @@
 
 Tiers (markers, applied by folder): ``unit`` (tests/unit: no network) and ``integration``
 (tests/integration: the real kube-apiserver, Kafka and Connect started by ``hack/stack.py``).
-The stack is started once per session, or reused when it already runs (``make stack-up``);
-a stack this session started is stopped at the end unless CONNECT_OFFSETS_KEEP_STACK=1.
+The stack is started once per run, or reused when it already runs (``make stack-up``);
+a stack the run started is stopped at its end unless CONNECT_OFFSETS_KEEP_STACK=1.
 Tests isolate themselves by namespace and unique connector/topic names, never by restarts.
+
+Parallel runs (``pytest -n 4 --dist loadgroup``, what ``make test`` does through ``hack/suite.py``):
+every xdist worker is a process with its own session fixtures, so the stack is started under a
+file lock by the first worker that needs it, and stopped by the process that ends the run (the
+xdist controller, or the only process), which knows it from a marker file named after the run
+(``CONNECT_OFFSETS_TEST_RUN``, shared by every process of the run). Tests that need the stack to
+themselves are marked ``serial`` and run after the parallel part, one at a time; tests that share
+something one of them stops or starts once carry the same ``xdist_group``, so one worker runs them
+one after another (docs/development.md#tests).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -26,10 +36,32 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 STACK = [sys.executable, str(REPO / "hack" / "stack.py")]
 T = TypeVar("T")
+#: One id for every process of a test run (the xdist controller sets it before its workers start;
+#: hack/suite.py sets it for both parts of ``make test``), so a stack started by any of them is
+#: known to the process that ends the run.
+RUN_ID = "CONNECT_OFFSETS_TEST_RUN"
 
 
 #: Target an existing cluster instead of the local stack (see deploy/kind/README.md).
 EXTERNAL_KUBECONFIG = os.environ.get("CONNECT_OFFSETS_TEST_KUBECONFIG")
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not is_xdist_worker(config):
+        os.environ.setdefault(RUN_ID, uuid.uuid4().hex)
+        return
+    # Hypothesis fails an example slower than its deadline (200 ms unless a test sets one): a timing
+    # check, not what the tests assert, and one that the other processes' load breaks (an example of
+    # test_offsets_models took 307 ms in a parallel run). Parallel runs keep every test's examples
+    # and assertions and drop only that default deadline; explicit @settings(deadline=...) still apply.
+    from hypothesis import settings
+
+    settings.register_profile("parallel", deadline=None)
+    settings.load_profile("parallel")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,6 +79,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
+    if is_xdist_worker(config):
+        from tests.parallel import record_groups
+
+        record_groups(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` that keeps each ``xdist_group`` in one worker under pytest 9 (tests/parallel.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.parallel import GroupScheduling
+
+    return GroupScheduling(config, log)
 
 
 def stack_info() -> dict[str, Any]:
@@ -55,8 +101,11 @@ def stack_info() -> dict[str, Any]:
     return info
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
-    """Poll until ``check`` returns something truthy; fail with ``what`` and the last error."""
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25) -> T:
+    """Poll until ``check`` returns something truthy; fail with ``what`` and the last error.
+
+    For a custom resource, ``tests.integration.support.watch_until`` waits on its changes instead.
+    """
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -134,6 +183,21 @@ def install_crds(info: dict[str, Any]) -> None:
         )
 
 
+def run_marker(info: dict[str, Any], what: str) -> Path:
+    """A file in the stack's run folder saying this run did ``what`` (``stack.py down`` removes it)."""
+    return Path(info["run_dir"]) / f"test-run-{os.environ[RUN_ID]}.{what}"
+
+
+@contextlib.contextmanager
+def session_lock(info: dict[str, Any]) -> Iterator[None]:
+    """One process of the run at a time starts the stack and installs the CRDs; the others wait."""
+    folder = Path(info["run_dir"]).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "test-session.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[dict[str, Any]]:
     if EXTERNAL_KUBECONFIG:
@@ -148,14 +212,37 @@ def stack() -> Iterator[dict[str, Any]]:
         yield info
         return
     info = stack_info()
-    core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
-    started_here = not all(info["running"][name] for name in core)
-    if started_here:
-        subprocess.run([*STACK, "up"], check=True)
+    with session_lock(info):
         info = stack_info()
-    install_crds(info)
+        core = ["etcd", "apiserver", "controller-manager", "kafka-a", "kafka-b", "connect"]
+        if not all(info["running"][name] for name in core):
+            subprocess.run([*STACK, "up"], check=True)
+            info = stack_info()
+            run_marker(info, "started-stack").touch()  # pytest_sessionfinish of the run's last process stops it
+        installed = run_marker(info, "installed-crds")
+        if not installed.exists():
+            install_crds(info)
+            installed.touch()
     yield info
-    if started_here and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's end (the controller, or the only process): stop a stack the run started."""
+    if is_xdist_worker(session.config):
+        return
+    if session.config.pluginmanager.hasplugin("xdist"):
+        from tests.parallel import groups_file
+
+        groups_file().unlink(missing_ok=True)
+    if EXTERNAL_KUBECONFIG:
+        return
+    try:
+        info = stack_info()
+    except (OSError, subprocess.CalledProcessError, ValueError):  # no stack tooling here: nothing to stop
+        return
+    run_marker(info, "installed-crds").unlink(missing_ok=True)
+    started = run_marker(info, "started-stack")
+    if started.exists() and os.environ.get("CONNECT_OFFSETS_KEEP_STACK") != "1":
         subprocess.run([*STACK, "down"], check=False)
 
 

@@ -177,7 +177,7 @@ class DedicatedWorker:
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(1)
+            time.sleep(0.25)
         raise RuntimeError(f"the dedicated Connect worker was not ready after {timeout:.0f} s; see {self.log}")
 
     def _ready(self) -> bool:

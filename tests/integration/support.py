@@ -10,14 +10,16 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+import urllib3
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import wait_for
@@ -30,6 +32,9 @@ FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 MONITORABLE_SOURCE = "org.apache.kafka.connect.integration.MonitorableSourceConnector"
 #: The offline offsets tool (``connect-offsets export|import``) of this environment.
 CLI = str(Path(sys.executable).parent / "connect-offsets")
+T = TypeVar("T")
+#: Longest single watch before the resource is read again (a missed event costs at most this).
+WATCH_WINDOW_S = 10
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,6 +86,67 @@ def create_connector(
     return result
 
 
+def watch_until(
+    custom: Any,
+    namespace: str,
+    plural: str,
+    name: str,
+    what: str,
+    check: Callable[[dict[str, Any]], T | None],
+    timeout: float,
+) -> T:
+    """Until ``check(body)`` of one custom resource is truthy: ``wait_for`` woken by the resource's changes.
+
+    Why not a poll: a poll sees a change half an interval late on average, hundreds of times a run,
+    and reads the whole resource each time. Here the resource is read once, then every change a
+    watch delivers is checked as it happens; the watch is renewed every ``WATCH_WINDOW_S`` with a
+    fresh read, so an expired resource version or a restarted API server costs one window at most.
+    As with ``wait_for``, an exception from ``check`` means "not yet" and is reported on timeout.
+    """
+    deadline = time.monotonic() + timeout
+    selector = f"metadata.name={name}"
+    last_error: Exception | None = None
+
+    def satisfied(body: dict[str, Any]) -> T | None:
+        nonlocal last_error
+        try:
+            return check(body) or None
+        except Exception as error:  # the next change may satisfy it; keep the error for the report
+            last_error = error
+            return None
+
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            listed = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, field_selector=selector)
+            for body in listed["items"]:
+                if (found := satisfied(body)) is not None:
+                    return found
+            window = max(1, min(WATCH_WINDOW_S, int(remaining)))
+            stream = watch.Watch()
+            for event in stream.stream(
+                custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                plural,
+                field_selector=selector,
+                resource_version=listed["metadata"]["resourceVersion"],
+                timeout_seconds=window,
+                _request_timeout=window + 5,
+            ):
+                if event["type"] in ("ADDED", "MODIFIED") and (found := satisfied(event["object"])) is not None:
+                    stream.stop()
+                    return found
+                if time.monotonic() >= deadline:
+                    stream.stop()
+        except (ApiException, urllib3.exceptions.HTTPError) as error:  # 410 Gone, an API server restart
+            last_error = error
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error!r}" if last_error else "")
+    )
+
+
 def get_connector(custom: Any, namespace: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
     return result
@@ -119,13 +185,14 @@ def wait_condition(
     reason: str | None = None,
     timeout: float = 60,
 ) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        found = condition(get_connector(custom, namespace, name), kind)
+    def check(body: dict[str, Any]) -> dict[str, Any] | None:
+        found = condition(body, kind)
         if found and found["status"] == status and (reason is None or found["reason"] == reason):
             return found
         return None
 
-    return wait_for(f"{kind}={status} ({reason or 'any reason'}) on {namespace}/{name}", check, timeout)
+    what = f"{kind}={status} ({reason or 'any reason'}) on {namespace}/{name}"
+    return watch_until(custom, namespace, "kafkaconnectors", name, what, check, timeout)
 
 
 def annotation(body: dict[str, Any], key: str) -> str | None:
@@ -136,9 +203,13 @@ def annotation(body: dict[str, Any], key: str) -> str | None:
 def wait_annotation_removed(
     custom: Any, namespace: str, name: str, key: str = "connector-offsets", timeout: float = 60
 ) -> dict[str, Any]:
-    return wait_for(
+    return watch_until(
+        custom,
+        namespace,
+        "kafkaconnectors",
+        name,
         f"annotation {key} removed from {name}",
-        lambda: (lambda b: b if annotation(b, key) is None else None)(get_connector(custom, namespace, name)),
+        lambda body: body if annotation(body, key) is None else None,
         timeout,
     )
 
@@ -340,8 +411,7 @@ def annotate_mm2(custom: Any, namespace: str, name: str, values: dict[str, str |
 
 
 def wait_mm2_annotations_removed(custom: Any, namespace: str, name: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        body = get_mm2(custom, namespace, name)
+    def check(body: dict[str, Any]) -> dict[str, Any] | None:
         annotations = body["metadata"].get("annotations") or {}
         pending = [
             k
@@ -351,7 +421,7 @@ def wait_mm2_annotations_removed(custom: Any, namespace: str, name: str) -> dict
         return None if pending else body
 
     try:
-        return wait_for("MM2 offsets annotations removed", check, timeout=90)
+        return watch_until(custom, namespace, MIRRORS, name, "MM2 offsets annotations removed", check, timeout=90)
     except AssertionError as error:
         annotations = get_mm2(custom, namespace, name)["metadata"].get("annotations")
         raise AssertionError(f"{error}; annotations now: {annotations}") from None
@@ -366,8 +436,8 @@ def wait_mm2_condition(
     status: str = "True",
     fragment: str = "",
 ) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        found = condition(get_mm2(custom, namespace, name), kind)
+    def check(body: dict[str, Any]) -> dict[str, Any] | None:
+        found = condition(body, kind)
         if (
             found
             and found["status"] == status
@@ -377,7 +447,7 @@ def wait_mm2_condition(
             return found
         return None
 
-    return wait_for(f"{kind}={status} ({reason}) on {name}", check, timeout=90)
+    return watch_until(custom, namespace, MIRRORS, name, f"{kind}={status} ({reason}) on {name}", check, timeout=90)
 
 
 def raw_records(bootstrap: str, topic: str, connector: str) -> list[tuple[int, bytes, bytes | None]]:

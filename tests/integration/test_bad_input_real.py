@@ -322,6 +322,7 @@ def test_bad_input_never_changes_connect(
         connect.delete(f"/connectors/{name}")
 
 
+@pytest.mark.xdist_group("mirrormaker2")  # runs MirrorMaker 2: see test_mirrormaker2.py
 def test_bad_mirrormaker2_selector(
     custom: Any,
     namespace: str,

@@ -35,9 +35,11 @@ from tests.integration.support import (
     file_source_spec,
     get_connector,
     wait_annotation_removed,
+    watch_until,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+# One xdist worker runs the module: its bearer-token worker is started once for all of its tests.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("bearer-worker")]
 
 EXTENSION = "io.connectoffsets.restbearer.BearerTokenRestExtension"
 SECRET = "connect-token"
@@ -92,12 +94,12 @@ def put_token(core: Any, namespace: str, token: str) -> None:
 
 
 def ready_condition(custom: Any, namespace: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "connectclusters", "local")
+    def check(body: dict[str, Any]) -> dict[str, Any] | None:
         found = condition(body, "Ready")
         return found if found and found["status"] == status else None
 
-    return wait_for(f"ConnectCluster Ready={status} in {namespace}", check, timeout)
+    what = f"ConnectCluster Ready={status} in {namespace}"
+    return watch_until(custom, namespace, "connectclusters", "local", what, check, timeout)
 
 
 def listed_offsets(custom: Any, core: Any, namespace: str, name: str) -> list[dict[str, Any]]:

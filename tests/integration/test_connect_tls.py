@@ -14,7 +14,6 @@ whose host the certificate does not name, no client certificate, and an expired 
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,12 @@ from tests.integration.support import (
     create_connector,
     file_source_spec,
     wait_annotation_removed,
+    watch_until,
 )
 from tests.integration.tls_material import STORE_PASSWORD, Authority, Issued
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+# One xdist worker runs the module: its TLS worker is started once for all of its tests.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("tls-worker")]
 
 GROUP, VERSION = "connect-offsets.io", "v1alpha1"
 
@@ -121,12 +122,12 @@ def tls_spec(with_client: bool = True) -> dict[str, Any]:
 
 
 def ready_condition(custom: Any, namespace: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "connectclusters", "local")
+    def check(body: dict[str, Any]) -> dict[str, Any] | None:
         found = condition(body, "Ready")
         return found if found and found["status"] == status else None
 
-    return wait_for(f"ConnectCluster Ready={status} in {namespace}", check, timeout)
+    what = f"ConnectCluster Ready={status} in {namespace}"
+    return watch_until(custom, namespace, "connectclusters", "local", what, check, timeout)
 
 
 def assert_no_key_material(text: str, worker: TlsWorker) -> None:
@@ -150,12 +151,10 @@ def test_operator_lists_offsets_over_mutual_tls(
     name = f"tls-{namespace[-6:]}"
     create_connector(custom, namespace, name, file_source_spec(source, f"tls-{namespace}", "tls-offsets"))
     client = httpx.Client(base_url=tls_worker.url, verify=tls_worker.worker.probe_options["verify"], timeout=10)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        offsets = client.get(f"/connectors/{name}/offsets")
-        if offsets.status_code == 200 and offsets.json()["offsets"]:
-            break
-        time.sleep(1)
+    wait_for(
+        f"{name}'s offsets committed",
+        lambda: (offsets := client.get(f"/connectors/{name}/offsets")).status_code == 200 and offsets.json()["offsets"],
+    )
     annotate(custom, namespace, name, connector_offsets="list")
     wait_annotation_removed(custom, namespace, name)
     listed = configmap_offsets(core, namespace, "tls-offsets")

@@ -60,7 +60,15 @@ from tests.integration.support import (
     wait_mm2_condition,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(600)]
+# One xdist worker runs the module: each version's worker is started once for all of its tests. That is
+# the worker of the other MirrorMaker 2 tests (test_mirrormaker2_list_alter runs a mirror): see
+# test_mirrormaker2.py.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.compat,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("mirrormaker2"),
+]
 
 
 VERSIONS = stack_versions()

@@ -54,7 +54,9 @@ from tests.integration.support import (
     wait_connect_state,
 )
 
-pytestmark = pytest.mark.local_stack  # signals and restarts local stack processes
+# Signals and restarts local stack processes; serial: the API-server case stops kube-apiserver under
+# everyone, and the others time Connect's outages and the operator's back-off (2, 4, 8 s ...).
+pytestmark = [pytest.mark.local_stack, pytest.mark.serial]
 
 STACK_PY = [sys.executable, str(REPO / "hack" / "stack.py")]
 WORKER = "connect-fault"
@@ -580,7 +582,7 @@ def test_api_server_restarted_mid_change(
             try:
                 stack_tool("stop", "apiserver")
                 down_at = time.monotonic()
-                time.sleep(2)
+                time.sleep(2)  # the API server stays away a while: watches and requests fail meanwhile
             finally:
                 stack_tool("up", "apiserver")
             print(f"API server down for {time.monotonic() - down_at:.1f}s")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from confluent_kafka import Producer
 
@@ -397,6 +398,7 @@ def test_no_operator_times_out_with_exit_3(
     assert missing.stderr.strip().startswith(f"error: KafkaConnector {namespace}/no-such-connector not found")
 
 
+@pytest.mark.xdist_group("mirrormaker2")  # runs MirrorMaker 2: see test_mirrormaker2.py
 def test_mirrormaker2_list_and_alter(
     custom: Any,
     core: Any,

@@ -45,6 +45,7 @@ from tests.integration.support import (
 )
 
 KINDS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+pytestmark = pytest.mark.xdist_group("mirrormaker2")  # runs MirrorMaker 2: see test_mirrormaker2.py
 
 
 def cluster_id(bootstrap: str) -> str:
@@ -138,6 +139,9 @@ def aliases() -> Iterator[tuple[str, str, str]]:
     yield f"east{unique}", f"west{unique}", f"orders-{unique}"
 
 
+# Serial: it compares every topic of both Kafka clusters before and after, so a topic any other test
+# created meanwhile would fail it.
+@pytest.mark.serial
 @pytest.mark.timeout(420)
 def test_reversed_mirror_creates_nothing_and_the_right_direction_mirrors(
     custom: Any,

@@ -38,6 +38,7 @@ from tests.integration.support import (
 
 PLURAL = "kafkamirrormaker2s"
 PARTITIONS = 3
+pytestmark = pytest.mark.xdist_group("mirrormaker2")  # runs MirrorMaker 2: see test_mirrormaker2.py
 
 
 def get_mm2(custom: Any, namespace: str, name: str) -> dict[str, Any]:

@@ -110,6 +110,7 @@ def test_worker_written_keys_match_ours_and_export_matches_get(
 
 
 @pytest.mark.local_stack
+@pytest.mark.xdist_group("connect-offline")  # stops the worker that another test uses (docs/development.md#tests)
 def test_distributed_import_round_trip(stack: dict[str, Any], tmp_path: Path, unique: str) -> None:
     stack_cmd("up", "connect-offline")
     url = f"http://127.0.0.1:{18086}"

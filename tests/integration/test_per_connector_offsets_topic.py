@@ -98,6 +98,7 @@ def test_operator_lists_and_alters_a_connector_with_its_own_offsets_topic(
 
 
 @pytest.mark.local_stack
+@pytest.mark.xdist_group("connect-offline")  # stops the worker that another test uses (docs/development.md#tests)
 def test_offline_round_trip_with_own_topic_removal_and_selection(
     stack: dict[str, Any], tmp_path: Path, unique: str
 ) -> None:

@@ -47,6 +47,9 @@ from tests.integration.support import (
     wait_connect_state,
 )
 
+# One xdist worker runs the Spark tests (here and tests/unit/test_pipeline.py): one SparkSession JVM.
+pytestmark = pytest.mark.xdist_group("spark-session")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

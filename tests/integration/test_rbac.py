@@ -116,6 +116,8 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
             delete_namespace(core, custom, leftover)
 
 
+# Its clean-up deletes the kopfpeerings CRD that test_ha's operators need: one xdist worker runs both.
+@pytest.mark.xdist_group("kopf-peering-crds")
 def test_rendered_chart_applies_server_side(stack: dict[str, Any], namespace: str, unique: str) -> None:
     """`helm template` output (peering and ServiceMonitor off: no such CRDs here) applies cleanly."""
     env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}

@@ -296,7 +296,7 @@ def test_stop_change_resume_survives_sigkill(
         assert patch_count(stack, name) == 1, "the PATCH must be applied exactly once"
         if "after-patch" in points:
             assert "already in Connect (applied before the operator restarted); not sent again" in last["message"]
-        time.sleep(2)
+        time.sleep(2)  # two offset flushes (1 s each) of the resumed task: a replay would have been written
         assert len(read_topic(stack["kafka_a"], topic, 12)) == 12  # and not replayed again
     finally:
         for op in operators:
@@ -409,7 +409,7 @@ def test_request_id_makes_reapplied_requests_a_no_op(
         annotate(custom, namespace, name, connector_offsets="alter", request_id="ticket-42")
         found = wait_condition(custom, namespace, name, "OffsetsRequestIgnored", reason="AlreadyHandled")
         assert "ticket-42" in found["message"]
-        time.sleep(3)
+        time.sleep(3)  # a few more passes of the operator: the repeated request id must still do nothing
         body = get_connector(custom, namespace, name)
         assert annotation(body, "connector-offsets") == "alter"  # left alone: no fight with GitOps
         assert body["status"]["lastOffsetsOperation"] == first
@@ -468,7 +468,7 @@ def test_apply_on_change_applies_once_per_content(
         put_configmap(
             core, namespace, cm, {"offsets.json": position_doc(source, 9 * LINE), "note": "re-synced from Git"}
         )
-        time.sleep(6)
+        time.sleep(6)  # more than one drift interval (5 s): the re-synced ConfigMap must not be applied again
         assert patch_count(stack, name) == 1
         assert status_of(custom, namespace, name)["appliedOffsets"]["contentHash"] == applied["contentHash"]
 

@@ -44,6 +44,8 @@ def huge_answer_server() -> Iterator[tuple[str, list[str]]]:
         yield served
 
 
+# Serial: it measures the operator's peak RSS.
+@pytest.mark.serial
 @pytest.mark.timeout(600)
 def test_a_gzip_bomb_and_a_huge_connect_answer_stay_under_the_cap(
     custom: Any,

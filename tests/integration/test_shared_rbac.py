@@ -138,9 +138,15 @@ def test_a_refused_prune_neither_blocks_nor_repeats_the_change(
             for number in range(1, 5):
                 write_alter(core, tenant, cm, source, position=10 * number)
                 run_request(custom, tenant, name, "alter")
-                assert connect.get(f"/connectors/{name}/offsets").json()["offsets"][0]["offset"] == {
-                    "position": 10 * number
-                }
+                # The worker's GET takes its partition set from its offsets-topic reader, which may lag
+                # the PATCH that just returned (seen in a parallel run: [] right after the first alter).
+                wait_for(
+                    f"Connect's GET offsets at position {10 * number}",
+                    lambda n=number: (
+                        connect.get(f"/connectors/{name}/offsets").json()["offsets"][0]["offset"]
+                        == {"position": 10 * n}
+                    ),
+                )
             assert offsets_changes(stack, name) == ["PATCH"] * 4  # no change repeated
             assert len(backups_of(core, tenant, name)) == 4  # one per change, none pruned, none extra
             warnings = [e for e in events_for(core, tenant, name) if e.reason == "CleanupFailed"]

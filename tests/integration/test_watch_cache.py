@@ -10,6 +10,11 @@ snapshot per Connect cluster, and is still as good at drift and as safe with sta
   snapshot as STOPPED; the change must still be safe (the operator reads the connector fresh
   before an offsets change, stops it, changes it, and leaves it as the spec says) and the offsets
   must be exactly the document's.
+
+The module's tests run on a Connect worker of their own (``DedicatedWorker``, started once for the
+module): the first counts every snapshot the operator sends, and the others take the operator's
+``POST /connectors`` as the witness of a repair, so no other test's operator may talk to that worker
+(``make test`` runs the other tests at the same time).
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ import httpx
 import pytest
 
 from tests.conftest import OperatorProcess, wait_for
+from tests.integration.connect_worker import DedicatedWorker
 from tests.integration.support import (
     annotate,
-    connect_log,
     connect_offsets,
     connect_state,
     create_cluster,
@@ -39,7 +44,7 @@ from tests.integration.support import (
     wait_connect_state,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("watch-cache-worker")]
 
 _OPERATOR_REQUEST = re.compile(r'"(\w+) (/[^ ]*) HTTP/[\d.]+" (\d{3}) \S+ "[^"]*" "connect-offsets-operator')
 
@@ -61,26 +66,43 @@ class Stopped:
     log: Path  # the worker's log, request log included
 
 
+@pytest.fixture(scope="module")
+def worker(stack: dict[str, Any]) -> Iterator[DedicatedWorker]:
+    """The module's own worker: its request log holds only the requests of this module's operators."""
+    # Plugins from their ServiceLoader manifests, as the stack's fault workers find them: a reflective
+    # scan of every jar costs the start-up most of its CPU, while the other tests run.
+    dedicated = DedicatedWorker(name="cache", heap="-Xmx512m", extra_props=("plugin.discovery=service_load",))
+    dedicated.start()
+    yield dedicated
+    dedicated.stop()
+
+
+@pytest.fixture
+def connect(worker: DedicatedWorker) -> Iterator[httpx.Client]:
+    """The module's worker (instead of the shared one, conftest's ``connect``)."""
+    with httpx.Client(base_url=worker.url, timeout=30) as client:
+        yield client
+
+
 @pytest.fixture
 def stopped(
-    stack: dict[str, Any],
+    worker: DedicatedWorker,
     custom: Any,
     namespace: str,
     operator: OperatorProcess,
     connect: httpx.Client,
-    connect_url: str,
     tmp_path: Path,
     unique: str,
 ) -> Iterator[Stopped]:
     name = f"cache-{unique}"
     source = tmp_path / "in.txt"
     source.write_text("a\n")
-    create_cluster(custom, namespace, connect_url)
+    create_cluster(custom, namespace, worker.url)
     create_connector(custom, namespace, name, file_source_spec(source, f"cache-{unique}", "unused", state="stopped"))
     try:
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
         time.sleep(6)  # one drift interval (5 s in tests): a snapshot lists it, the first passes are done
-        yield Stopped(name, source, connect_log(stack))
+        yield Stopped(name, source, worker.log)
     finally:
         connect.delete(f"/connectors/{name}")
 

@@ -41,6 +41,8 @@ from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+# One xdist worker runs the Spark tests (here and tests/integration/test_pipeline.py): one SparkSession JVM.
+pytestmark = pytest.mark.xdist_group("spark-session")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""``make test``'s pytest run: the parallel part, then the serial part, then one summary.
+
+Why two pytest sessions: most integration tests wait (for Connect, the API server, the operator), so
+``-n WORKERS --dist loadgroup`` runs them side by side on the one stack, isolated by namespace and
+unique names; tests marked ``serial`` need the stack to themselves (they restart the API server,
+freeze Connect workers, or measure latency, CPU or memory) and run afterwards in a session of their
+own, one at a time. Both sessions share one run id (``CONNECT_OFFSETS_TEST_RUN``, tests/conftest.py),
+so a stack the first one started is stopped at the end of the second (unless
+``CONNECT_OFFSETS_KEEP_STACK=1``). The summary adds both parts up from their JUnit reports and ends
+with the wall time and one ``total: N passed, N failed`` line.
+
+Usage::
+
+    hack/suite.py [--workers N] [--python .venv/bin/python] -m "MARKER EXPRESSION" [PYTEST ARGS ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+#: pytest's exit code when a session selected no test: one part may have none (a selection of files).
+NO_TESTS = 5
+
+
+@dataclass
+class Part:
+    name: str
+    seconds: float
+    exit_code: int
+    tests: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def passed(self) -> int:
+        return self.tests - self.failed - self.skipped
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in (0, NO_TESTS) and self.failed == 0
+
+
+def read_report(part: Part, report: Path) -> None:
+    """Counts of a JUnit report (pytest's ``--junitxml``): errors count as failures."""
+    if not report.exists():
+        return
+    root = ElementTree.parse(report).getroot()
+    for suite in [root] if root.tag == "testsuite" else root.iter("testsuite"):
+        part.tests += int(suite.get("tests", 0))
+        part.failed += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        part.skipped += int(suite.get("skipped", 0))
+
+
+def run_part(name: str, command: list[str], env: dict[str, str], report: Path) -> Part:
+    print(f"\n==== {name}: {' '.join(command)}", flush=True)
+    began = time.monotonic()
+    exit_code = subprocess.run([*command, f"--junitxml={report}"], env=env).returncode
+    part = Part(name, time.monotonic() - began, exit_code)
+    read_report(part, report)
+    return part
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "4")))
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that has pytest (the venv's)")
+    parser.add_argument("-m", dest="markers", required=True, help="the marker expression of the whole run")
+    args, pytest_args = parser.parse_known_args(argv)
+    began = time.monotonic()
+    env = {**os.environ}
+    env.setdefault("CONNECT_OFFSETS_TEST_RUN", uuid.uuid4().hex)
+    pytest = [args.python, "-m", "pytest"]
+    parallel = [*pytest, "-m", f"({args.markers}) and not serial", *pytest_args]
+    if args.workers > 1:
+        parallel += ["-n", str(args.workers), "--dist", "loadgroup"]
+    serial = [*pytest, "-m", f"({args.markers}) and serial", *pytest_args]
+    with tempfile.TemporaryDirectory(prefix="connect-offsets-suite-") as folder:
+        # The serial part still needs a stack the parallel part started: only the last part may stop it.
+        parts = [
+            run_part(
+                f"parallel part ({args.workers} workers)",
+                parallel,
+                {**env, "CONNECT_OFFSETS_KEEP_STACK": "1"},
+                Path(folder) / "parallel.xml",
+            ),
+            run_part("serial part", serial, env, Path(folder) / "serial.xml"),
+        ]
+    wall = time.monotonic() - began
+    print("\n==== summary")
+    for part in parts:
+        outcome = "ok" if part.ok else f"FAILED (pytest exit code {part.exit_code})"
+        print(
+            f"{part.name}: {part.passed} passed, {part.failed} failed, {part.skipped} skipped "
+            f"in {minutes(part.seconds)}: {outcome}"
+        )
+    total = sum(p.tests for p in parts)
+    failed = sum(p.failed for p in parts)
+    skipped = sum(p.skipped for p in parts)
+    print(f"wall time {minutes(wall)} (pytest {minutes(sum(p.seconds for p in parts))})")
+    print(f"total: {total - failed - skipped} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    if total == 0:
+        return NO_TESTS
+    return 0 if all(p.ok for p in parts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
