@@ -65,7 +65,10 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    """The operator's container, in the Deployment (or the StatefulSet of a sharded install)."""
+    workloads = objects(docs, "Deployment") + objects(docs, "StatefulSet")
+    assert len(workloads) == 1, [w["kind"] for w in workloads]
+    containers = workloads[0]["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
     result: dict[str, Any] = containers[0]
     return result

@@ -389,6 +389,39 @@ def test_single_replica_has_no_peering() -> None:
     assert "KopfPeering" not in text
 
 
+def test_workers_and_cluster_workers_reach_the_operator() -> None:
+    assert has_sequence(container(render())["args"], ["--workers", "8"])
+    assert "--cluster-workers" not in container(render())["args"]
+    args = container(render("workers=16", "clusterWorkers=4"))["args"]
+    assert has_sequence(args, ["--workers", "16"]) and has_sequence(args, ["--cluster-workers", "4"])
+
+
+def test_shards_are_a_stateful_set_with_a_peering_per_shard() -> None:
+    """Issue 35: three shards of two pods each; pod i serves shard i modulo 3 (its pod index), the
+    pods of a shard take over from each other through the shard's own peering object."""
+    docs = render("sharding.shards=3", "replicaCount=2")
+    assert not objects(docs, "Deployment")
+    statefulset = one(docs, "StatefulSet")
+    assert statefulset["spec"]["replicas"] == 6
+    assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+    service = next(s for s in objects(docs, "Service") if s["metadata"]["name"] == statefulset["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    args = container(docs)["args"]
+    assert has_sequence(args, ["--shard-count", "3"]) and has_sequence(args, ["--shard-index", "auto"])
+    assert has_sequence(args, ["--peering", "connect-offsets"])
+    env = {e["name"]: e for e in container(docs)["env"]}
+    pod_index = env["CONNECT_OFFSETS_POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert pod_index == "metadata.labels['apps.kubernetes.io/pod-index']"
+    names = sorted(p["metadata"]["name"] for p in objects(docs, "ClusterKopfPeering"))
+    assert names == ["connect-offsets-shard-0", "connect-offsets-shard-1", "connect-offsets-shard-2"]
+
+
+def test_one_shard_is_the_deployment() -> None:
+    docs = render("sharding.shards=1")
+    assert one(docs, "Deployment") and not objects(docs, "StatefulSet")
+    assert "--shard-count" not in container(docs)["args"]
+
+
 # --- other values --------------------------------------------------------------------------------
 
 
@@ -442,6 +475,9 @@ def test_credentials_settings_reach_the_env() -> None:
         ("metrics.unknown=1", "additional properties 'unknown' not allowed"),
         ("logFormat=xml", "logFormat"),
         ("replicaCount=-1", "replicaCount"),
+        ("workers=0", "workers"),
+        ("sharding.shards=0", "shards"),
+        ("sharding.other=1", "additional properties 'other' not allowed"),
         ("driftIntervalSeconds=0", "driftIntervalSeconds"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
         ("credentials.allowPlaintext=maybe", "allowPlaintext"),
