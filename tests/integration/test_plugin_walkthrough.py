@@ -58,7 +58,8 @@ UNDO = re.compile(
     r"\(undo: kubectl connect-offsets restore (?P<name>\S+) -n (?P<namespace>\S+) --from-backup (?P<again>\S+)\)"
 )
 #: What every record has; the rest belongs to one kind of operation only.
-RECORD_KEYS = {"operation", "result", "reason", "time", "message", "request", "requestId"}
+#: Fields of every record of an annotation request (requestKey and instance: issue 30's exactly once).
+RECORD_KEYS = {"operation", "result", "reason", "time", "message", "request", "requestId", "requestKey", "instance"}
 
 
 def plugin(stack: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
