@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -570,3 +571,42 @@ def ask_all_at_once(custom: Any, namespace: str, names: list[str], timeout: floa
     assert not missing, f"{len(missing)} request(s) not answered within {timeout:.0f}s: {missing[:5]}"
     first = min(at for at, _ in asked.values())
     return Answers({name: answered[name] - asked[name][0] for name in names}, max(answered.values()) - first)
+
+
+PEERING_CRDS_TEMPLATE = "templates/peering-crds.yaml"
+
+
+def install_peering_crds(stack: dict[str, Any]) -> None:
+    """kopf's peering CRDs as the chart renders them (``replicaCount`` > 1), established."""
+    env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
+    chart = str(Path(__file__).resolve().parents[2] / "charts" / "connect-offsets-operator")
+    crds = subprocess.run(
+        [
+            stack["helm"],
+            "template",
+            "x",
+            chart,
+            "--set",
+            "replicaCount=2",
+            "--show-only",
+            "templates/peering-crds.yaml",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    subprocess.run(
+        [stack["kubectl"], "apply", "--server-side", "-f", "-"],
+        input=crds,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    subprocess.run(
+        [stack["kubectl"], "wait", "--for=condition=Established", "crd/kopfpeerings.kopf.dev"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )

@@ -3,8 +3,6 @@ finishes the pending request. The measured take-over time is printed (targets be
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -12,13 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, OperatorProcess, wait_for
+from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     annotate,
     connect_offsets,
     create_cluster,
     create_connector,
     file_source_spec,
+    install_peering_crds,
     wait_annotation_removed,
     wait_condition,
 )
@@ -35,37 +34,7 @@ def test_standby_takes_over_pending_work(
     tmp_path: Path,
     unique: str,
 ) -> None:
-    env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
-    crds = subprocess.run(
-        [
-            stack["helm"],
-            "template",
-            "x",
-            str(REPO / "charts" / "connect-offsets-operator"),
-            "--set",
-            "replicaCount=2",
-            "--show-only",
-            "templates/peering-crds.yaml",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    subprocess.run(
-        [stack["kubectl"], "apply", "--server-side", "-f", "-"],
-        input=crds,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    subprocess.run(
-        [stack["kubectl"], "wait", "--for=condition=Established", "crd/kopfpeerings.kopf.dev"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    install_peering_crds(stack)
     custom.create_namespaced_custom_object(
         "kopf.dev",
         "v1",

@@ -1,0 +1,103 @@
+"""Shards (issue 35): ConnectClusters, and everything bound to them, spread over replicas by a stable
+hash; each resource reconciled by exactly one shard; a shard's standby takes over from its active
+replica (kopf peering per shard) while the other shard carries on.
+
+Set-up: one namespace, eight ConnectClusters (all the stack's Connect worker, under eight names) and
+one STOPPED KafkaConnector bound to each; shard 0 runs two replicas with peering
+``shards-shard-0``, shard 1 one replica with ``shards-shard-1``. Which shard owns which cluster is
+computed with the operator's own ``Shard.owns`` and compared with what the operators did.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from connect_offsets.controller import Shard
+from tests.conftest import OperatorProcess, wait_for
+from tests.integration.support import (
+    annotate,
+    create_cluster,
+    create_connector,
+    file_source_spec,
+    install_peering_crds,
+    wait_annotation_removed,
+    wait_condition,
+)
+
+CLUSTERS = 8
+
+
+# The peering CRDs: one xdist worker with the other tests that install or delete them.
+@pytest.mark.xdist_group("kopf-peering-crds")
+def test_each_resource_is_reconciled_by_one_shard_and_a_standby_takes_over(
+    stack: dict[str, Any],
+    custom: Any,
+    namespace: str,
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    install_peering_crds(stack)
+    for index in range(2):
+        custom.create_namespaced_custom_object(
+            "kopf.dev",
+            "v1",
+            namespace,
+            "kopfpeerings",
+            {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": f"shards-shard-{index}"}},
+        )
+
+    def replica(index: int, priority: int) -> OperatorProcess:
+        args = ["--shard-count", "2", "--shard-index", str(index), "--peering", "shards", "--priority", str(priority)]
+        return OperatorProcess(
+            stack["kubeconfig"], namespace, tmp_path / f"shard-{index}-{priority}.log", extra_args=args
+        )
+
+    active, standby, other = replica(0, 100), replica(0, 10), replica(1, 100)
+    source = tmp_path / "s.txt"
+    source.write_text("a\nb\n")
+    names = {f"c{i}": f"sh{i}-{unique}" for i in range(CLUSTERS)}  # cluster -> connector
+    owner = {cluster: 0 if Shard(0, 2).owns((namespace, cluster)) else 1 for cluster in names}
+    assert set(owner.values()) == {0, 1}, owner  # both shards have work (the hash of these names)
+    active.start()
+    time.sleep(2)  # the active peer of shard 0 registers first
+    standby.start()
+    other.start()
+    try:
+        for cluster, name in names.items():
+            create_cluster(custom, namespace, connect_url, name=cluster)
+            spec = file_source_spec(source, f"sh-{unique}", f"{name}-offsets", state="stopped")
+            create_connector(custom, namespace, name, spec, cluster=cluster)
+        for name in names.values():
+            wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=120)
+        logs = {0: active.log(), 1: other.log()}
+        for cluster, name in names.items():
+            mine, theirs = logs[owner[cluster]], logs[1 - owner[cluster]]
+            assert f"Created connector {name} in Connect" in mine, (cluster, owner[cluster])
+            assert name not in theirs, f"{name} ({cluster}) reconciled by shard {1 - owner[cluster]} too"
+        assert "Created connector" not in standby.log()  # paused: kopf runs no presence daemon there
+
+        active.kill()
+        killed = time.monotonic()
+        for name in names.values():
+            annotate(custom, namespace, name, connector_offsets="list")
+        for name in names.values():
+            wait_annotation_removed(custom, namespace, name, timeout=90)
+        took = time.monotonic() - killed
+        standby_log, other_log = standby.log(), other.log()
+        for cluster, name in names.items():
+            answered = standby_log if owner[cluster] == 0 else other_log
+            assert f"{name}: list: wrote" in answered, (cluster, owner[cluster])
+        print(f"\nshard 0's standby took over; all {CLUSTERS} lists answered {took:.1f}s after the SIGKILL")
+    finally:
+        for process in (active, standby, other):
+            process.stop()
+        for name in names.values():
+            connect.delete(f"/connectors/{name}")
+    assert wait_for("operators stopped", lambda: all(p.process is None for p in (active, standby, other)))
