@@ -74,6 +74,23 @@ async def test_small_document_is_plain_pretty_json(kube: FakeKube) -> None:
     assert kube.objects["cm"]["metadata"]["ownerReferences"] == [OWNER]
 
 
+async def test_writing_an_existing_configmap_reads_it_once(kube: FakeKube) -> None:
+    """A `list` into its existing ConfigMap: one GET and one PATCH, not a second GET before the
+    PATCH (issue 35's protocol floor); a conflict still reads again."""
+    await store(kube).write(NS, "cm", "offsets.json", document(3))
+    reads: list[str] = []
+    original = kube.get_configmap
+
+    async def counted(namespace: str, name: str) -> Any:
+        reads.append(name)
+        return await original(namespace, name)
+
+    kube.get_configmap = counted  # type: ignore[method-assign]
+    await store(kube).write(NS, "cm", "offsets.json", document(4))
+    assert reads == ["cm"]
+    assert json.loads(kube.objects["cm"]["data"]["offsets.json"])["offsets"] == json.loads(document(4))["offsets"]
+
+
 @pytest.mark.parametrize("form", [StoredForm.PLAIN, StoredForm.GZIP, StoredForm.SHARDED])
 async def test_round_trip_of_every_form(kube: FakeKube, form: StoredForm) -> None:
     doc = {StoredForm.PLAIN: document(20), StoredForm.GZIP: document(400), StoredForm.SHARDED: document(300, 80)}[form]

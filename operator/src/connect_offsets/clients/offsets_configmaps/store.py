@@ -204,7 +204,8 @@ class OffsetsConfigMapStore:
             shard_names = tuple(s.name for s in index.shards)
             index_json = index.to_json()
         try:
-            await self._switch(namespace, name, key, plain, compressed, form, index_json)
+            known = current.resource_version if current is not None else None
+            await self._switch(namespace, name, key, plain, compressed, form, index_json, known)
         except BaseException:
             if shard_names:
                 await self._delete_quietly(namespace, shard_names)
@@ -344,11 +345,14 @@ class OffsetsConfigMapStore:
         compressed: bytearray | None,
         form: StoredForm,
         index_json: str | None,
+        known_version: str | None = None,
     ) -> None:
         """Point the main ConfigMap at the new form in one patch; the other forms are removed.
 
         Only data changes: ``_ensure_main`` gave a ConfigMap created here its metadata, and one
-        that existed keeps its own (see ``write``)."""
+        that existed keeps its own (see ``write``). ``known_version``: the resourceVersion the
+        caller just read, used for the first try (a second read was a `list` request's only
+        extra API call, issue 35); a conflict reads again."""
         plain_key, gzip_key, index_key = _form_keys(key)
         data_patch: dict[str, str | None] = {plain_key: None, index_key: None}
         binary_patch: dict[str, str | None] = {plain_key: None, gzip_key: None}
@@ -361,12 +365,17 @@ class OffsetsConfigMapStore:
         else:
             data_patch[index_key] = index_json
 
+        versions = [known_version] if known_version else []
+
         async def attempt() -> None:
-            current = await self.kube.get_configmap(namespace, name)
-            if current is None:
-                raise KubernetesUnavailable(f"ConfigMap {namespace}/{name} was deleted while offsets were written")
+            version = versions.pop() if versions else None
+            if version is None:
+                current = await self.kube.get_configmap(namespace, name)
+                if current is None:
+                    raise KubernetesUnavailable(f"ConfigMap {namespace}/{name} was deleted while offsets were written")
+                version = current.resource_version
             patch: dict[str, Any] = {"data": data_patch, "binaryData": binary_patch}
-            await self.kube.patch_configmap(namespace, name, patch, resource_version=current.resource_version)
+            await self.kube.patch_configmap(namespace, name, patch, resource_version=version)
 
         await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
 
