@@ -60,9 +60,11 @@ class WorkQueue:
         self._cluster_of = cluster_of
         self._cluster_cap = cluster_cap  # 0: no cap
         self._clock = clock
-        self._ready: dict[str, deque[Key]] = {}  # per namespace, FIFO
+        # Ready keys per namespace, and inside it per Connect cluster (FIFO each): a namespace's
+        # turn takes the first key of a cluster under its cap without scanning that cluster's backlog.
+        self._ready: dict[str, dict[Hashable | None, deque[Key]]] = {}
         self._turns: deque[str] = deque()  # namespaces with ready keys, in turn
-        self._queued: dict[Key, float] = {}  # ready keys -> when they became ready
+        self._queued: dict[Key, tuple[float, Hashable | None]] = {}  # ready keys -> (since, cluster)
         self._delayed: list[tuple[float, int, Key]] = []  # heap of (due, tie-breaker, key)
         self._due: dict[Key, float] = {}  # the earliest due time of each delayed key
         self._processing: dict[Key, Hashable | None] = {}  # key -> its cluster while a worker has it
@@ -90,12 +92,13 @@ class WorkQueue:
         if key in self._queued:
             return
         self._due.pop(key, None)  # a timer due later is superseded
-        self._queued[key] = self._clock()
+        cluster = self._cluster_of(key)
+        self._queued[key] = (self._clock(), cluster)
         namespace = key[1]
         if namespace not in self._ready:
-            self._ready[namespace] = deque()
+            self._ready[namespace] = {}
             self._turns.append(namespace)
-        self._ready[namespace].append(key)
+        self._ready[namespace].setdefault(cluster, deque()).append(key)
         self._changed.set()
 
     def add_after(self, key: Key, delay: float) -> None:
@@ -139,10 +142,14 @@ class WorkQueue:
         self._due.pop(key, None)
         self._dirty.discard(key)
         if key in self._queued:
-            del self._queued[key]
-            ready = self._ready.get(key[1])
-            if ready is not None:
-                ready.remove(key)
+            _, cluster = self._queued.pop(key)
+            by_cluster = self._ready[key[1]]
+            by_cluster[cluster].remove(key)
+            if not by_cluster[cluster]:
+                del by_cluster[cluster]
+            if not by_cluster:
+                del self._ready[key[1]]
+                self._turns.remove(key[1])
 
     # --- taking ---------------------------------------------------------------------------------
 
@@ -198,24 +205,27 @@ class WorkQueue:
         return max(self._delayed[0][0] - self._clock(), 0.0)
 
     def _take(self) -> tuple[Key, float] | None:
-        """The first ready key, namespaces in turn, that a worker may take now."""
+        """The first ready key, namespaces in turn (and their clusters in turn), that a worker may
+        take now: its Connect cluster under the cap."""
         for _ in range(len(self._turns)):
             namespace = self._turns[0]
             self._turns.rotate(-1)  # whatever happens, the next namespace goes first next time
-            ready = self._ready[namespace]
-            for index, key in enumerate(ready):
-                cluster = self._cluster_of(key)
+            by_cluster = self._ready[namespace]
+            for cluster in list(by_cluster):
                 if cluster is not None and self._cluster_cap and self._inflight[cluster] >= self._cluster_cap:
                     continue
-                del ready[index]
-                if not ready:
+                keys = by_cluster.pop(cluster)
+                key = keys.popleft()
+                if keys:
+                    by_cluster[cluster] = keys  # to the end: the namespace's clusters take turns too
+                if not by_cluster:
                     del self._ready[namespace]
                     self._turns.remove(namespace)
-                waited = self._clock() - self._queued.pop(key)
+                since, _ = self._queued.pop(key)
                 self._processing[key] = cluster
                 if cluster is not None:
                     self._inflight[cluster] += 1
-                return key, waited
+                return key, self._clock() - since
         return None
 
     # --- reading --------------------------------------------------------------------------------
