@@ -596,6 +596,17 @@ def install_peering_crds(stack: dict[str, Any]) -> None:
         capture_output=True,
         text=True,
     ).stdout
+    # A test that deleted them with --wait=false leaves them terminating for a moment; objects of a
+    # terminating CRD are refused ("create not allowed while custom resource definition is terminating").
+    for crd in ("crd/kopfpeerings.kopf.dev", "crd/clusterkopfpeerings.kopf.dev"):
+        deleting = subprocess.run(
+            [stack["kubectl"], "get", crd, "--ignore-not-found", "-o", "jsonpath={.metadata.deletionTimestamp}"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if deleting:
+            subprocess.run([stack["kubectl"], "wait", "--for=delete", "--timeout=120s", crd], env=env, check=True)
     subprocess.run(
         [stack["kubectl"], "apply", "--server-side", "-f", "-"],
         input=crds,
