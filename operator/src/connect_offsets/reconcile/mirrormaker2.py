@@ -244,7 +244,8 @@ class MirrorMaker2Service:
             ready_condition = ConditionSpec(
                 "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
             )
-        update = KafkaMirrorMaker2Status(connectors=entries).updated(shown_cluster)
+        ready_count = f"{sum(1 for e in entries if e.ready)}/{len(mirror.targets)}"
+        update = KafkaMirrorMaker2Status(connectors=entries, connectors_ready=ready_count).updated(shown_cluster)
         if handled_ids is not None:
             update = update.updated(KafkaMirrorMaker2Status(handled_request_ids=handled_ids))
         if last_operation is not None:
