@@ -22,6 +22,7 @@ from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
     KafkaConnectorStatus,
+    OffsetsOnDelete,
 )
 from connect_offsets.planning import (
     Observed,
@@ -38,6 +39,7 @@ from connect_offsets.reconcile.clusters import (
     resolve_cluster,
 )
 from connect_offsets.reconcile.context import post_events
+from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
@@ -199,11 +201,14 @@ class ConnectorService:
         return outcome
 
     async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
-        """Delete the connector in Connect if this resource owns it. Returns what happened."""
+        """Delete the connector in Connect if this resource owns it, after what
+        ``spec.offsetsOnDelete`` asks (``reconcile.deletion``). Returns what happened."""
         try:
             resource = KafkaConnectorResource.model_validate(body)
         except ValidationError:
             return "resource invalid; nothing to delete in Connect"
+        if resource.spec.offsets_on_delete is not OffsetsOnDelete.KEEP:
+            return await offsets_on_delete(self.kube, self.clusters, self.runner.store, body, give_up=give_up)
         return await delete_owned(
             self.clusters, self.kube, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
         )

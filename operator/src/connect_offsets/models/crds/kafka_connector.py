@@ -82,7 +82,7 @@ class ProgressSpec(Model):
             pattern=DURATION_PATTERN,
             max_length=24,
             description=(
-                'Progressing turns False (reason NotAdvancing) when a RUNNING connector that should move has '
+                "Progressing turns False (reason NotAdvancing) when a RUNNING connector that should move has "
                 'not moved its offsets for this long: a duration such as "15m", "1h" or "90s".'
             ),
         ),
@@ -239,7 +239,9 @@ class DeletionStatus(StatusModel):
             "connector being deleted; Done: finished (the Event has been posted)."
         )
     )
-    backup: str | None = Field(None, description="The ConfigMap holding the offsets from before; it outlives the resource.")
+    backup: str | None = Field(
+        None, description="The ConfigMap holding the offsets from before; it outlives the resource."
+    )
     reset: bool = Field(False, description="reset: Connect has deleted the offsets.")
     started: str = Field(description="When the deletion started (RFC 3339).")
     message: str = Field("", description="What was done.")
