@@ -17,21 +17,23 @@ STOPPED, and its offsets read (``GET .../offsets``).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import OperatorProcess, install_crds, wait_for
+from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
     FILE_SOURCE,
     GROUP,
     VERSION,
+    CrdKeeper,
     connect_log,
     connect_offsets,
     create_cluster,
-    create_connector,
+    create_connector_kept,
     delete_with_offsets,
     events_for,
     file_source_spec,
@@ -43,10 +45,12 @@ pytestmark = pytest.mark.local_stack  # reads the local worker's request log
 
 
 @pytest.fixture(autouse=True)
-def this_branch_crds(stack: dict[str, Any]) -> None:
+def this_branch_crds(stack: dict[str, Any]) -> Iterator[None]:
     """The CRDs of this checkout, applied again: engineers share the stack, and another session's
-    older CRDs make the API server prune spec.offsetsOnDelete."""
-    install_crds(stack)
+    older CRDs (applied by its test session at any time) make the API server prune spec.offsetsOnDelete."""
+    with CrdKeeper(stack, REPO / "crds"):
+        yield
+
 
 LINES = 10
 LINE = 3  # bytes per line ("a0\n")
@@ -60,7 +64,7 @@ def running_source(
     spec = file_source_spec(source, name, f"{name}-offsets")
     if mode is not None:
         spec["offsetsOnDelete"] = mode
-    create_connector(custom, namespace, name, spec)
+    create_connector_kept(custom, namespace, name, spec)
     wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
     wait_for(
         f"{name} read its file",

@@ -704,9 +704,7 @@ async def _run_deletion(sim: Sim, world: World, mode: str, at: int | None, kind:
 
 
 @pytest.mark.parametrize("mode", ["backup", "reset"])
-async def test_every_write_of_offsets_on_delete_survives_every_fault(
-    mode: str, request: pytest.FixtureRequest
-) -> None:
+async def test_every_write_of_offsets_on_delete_survives_every_fault(mode: str, request: pytest.FixtureRequest) -> None:
     """A RUNNING connector with offsetsOnDelete deleted: every write of the finalizer's work
     (status.deletion, the stop, the backup, the DELETE of the offsets, the connector's DELETE, the
     Event) crashed after, or failed before or after; the reset is applied exactly once, the backup

@@ -18,11 +18,14 @@ from connect_offsets import (
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
-from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, mirror_connect
+from connect_offsets.progress import ProgressMonitor, ProgressRegistry
+from connect_offsets.reconcile.cluster_service import ClusterService
+from connect_offsets.reconcile.clusters import ClusterRegistry, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
     API_GROUP,
+    CONNECTORS,
     WATCH_LABEL,
 )
 
@@ -128,11 +131,21 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     lag = LagRegistry()
     # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
     mirror_secrets = MirrorSecrets(kube, policy)
+
+    def wake_connector(namespace: str, name: str) -> None:
+        # Its progress would show something new: its own pass writes it (the one status writer).
+        waker = wakers.get((CONNECTORS, namespace, name))
+        if waker is not None:
+            waker.event.set()
+
+    # The ConnectCluster's pass measures, the KafkaConnector's reports: one registry between them.
+    progress = ProgressRegistry()
+    monitor = ProgressMonitor(kube, progress, clusters.kafka_config, wake_connector)
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,
-        connectors=ConnectorService(kube, clusters),
-        cluster_service=ClusterService(kube, clusters),
+        connectors=ConnectorService(kube, clusters, progress),
+        cluster_service=ClusterService(kube, clusters, monitor),
         mirrors=MirrorMaker2Service(kube, clusters, lag, mirror_secrets),
         lag=LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets),
         drift_interval=drift_interval,

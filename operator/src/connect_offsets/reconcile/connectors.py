@@ -29,6 +29,7 @@ from connect_offsets.planning import (
     plan_target,
     target_for_connector,
 )
+from connect_offsets.progress import ProgressRegistry
 from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
@@ -72,9 +73,13 @@ class _Quiet:
 class ConnectorService:
     """Reconcile one KafkaConnector."""
 
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+    def __init__(
+        self, kube: KubernetesApi, clusters: ClusterRegistry, progress: ProgressRegistry | None = None
+    ) -> None:
         self.kube = kube
         self.clusters = clusters
+        #: What the progress monitor measured (status.progress, the Progressing condition).
+        self.progress = progress
         self.runner = TargetRunner(kube)
         self._quiet: dict[tuple[str, str], _Quiet] = {}
 
@@ -102,6 +107,8 @@ class ConnectorService:
         quiet = self._quiet.get((namespace, name))
         if quiet is None or self.kube.cache.resource_version(CONNECTORS, namespace, name) != quiet.resource_version:
             return None
+        if self.progress is not None and self.progress.is_dirty(namespace, name):
+            return None  # its progress would show something new
         snapshot = self.clusters.snapshot(*quiet.cluster)
         if snapshot is None or not self.clusters.is_current(*quiet.cluster, quiet.client):
             return None
@@ -152,7 +159,15 @@ class ConnectorService:
 
         snapshot = self.clusters.snapshot(*cluster)
         result = await self.runner.run(
-            target, body, client, info, now, checkpoint=checkpoint, kafka=kafka, snapshot=snapshot
+            target,
+            body,
+            client,
+            info,
+            now,
+            checkpoint=checkpoint,
+            kafka=kafka,
+            snapshot=snapshot,
+            health=self.clusters.health(*cluster),
         )
         if result.superseded:
             return Outcome(
@@ -160,7 +175,18 @@ class ConnectorService:
             )  # the request changed: plan again from the fresh body
         update = result.status.updated(shown_cluster)
         if result.observed.status is not None:
-            update = update.updated(KafkaConnectorStatus(tasks_max=resource.spec.tasks_max))
+            update = update.updated(
+                KafkaConnectorStatus(
+                    tasks_max=resource.spec.tasks_max, plugin_version=result.observed.status.connector.version
+                )
+            )
+        conditions = list(result.conditions)
+        if self.progress is not None:
+            shown, progressing = None, None
+            if resource.spec.progress.enabled:
+                shown, progressing, _ = self.progress.report(namespace, name, resource.spec.progress, now)
+            update = update.updated(KafkaConnectorStatus(progress=shown))
+            conditions += [progressing] if progressing is not None else []
         running = _running(result.observed.status)
         topics_due = snapshot.topics_due(target.name, running) if snapshot is not None else running
         if topics_due and result.observed.config is not None and result.transient_error is None:
@@ -168,7 +194,7 @@ class ConnectorService:
             with contextlib.suppress(ConnectError):
                 topics = sorted(await client.get_connector_topics(target.name))
                 update = update.updated(KafkaConnectorStatus(topics=topics))
-        await write_status(self.kube, CONNECTORS, body, result.conditions, now, update)
+        await write_status(self.kube, CONNECTORS, body, conditions, now, update)
         try:
             outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
         finally:
