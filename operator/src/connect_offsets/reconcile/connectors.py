@@ -18,7 +18,7 @@ from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
-from connect_offsets.models.connect import ConnectorStatus
+from connect_offsets.models.connect import ConnectorStatus, plugin_version_refusal
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
     KafkaConnectorStatus,
@@ -138,6 +138,11 @@ class ConnectorService:
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
             check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), target)
+            refusal = plugin_version_refusal(info.version) if resource.spec.version is not None else None
+            if refusal is not None:
+                # An older worker ignores connector.plugin.version: the version asked would not be
+                # the one running. Nothing is created or changed until the spec or worker changes.
+                raise ClusterUnusable(refusal, "PluginVersionUnsupported")
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
