@@ -342,12 +342,23 @@ class MirrorMaker2Service:
             problems += [f"{target.name}: {problem}" for problem in cached[1]]
         if not problems:
             return None
+        overridden = sorted(
+            {
+                key.removeprefix("producer.override.")
+                for t in targets
+                for key in t.config
+                if key.startswith("producer.override.")
+            }
+        )
         return ConditionSpec(
             "Ready",
             "False",
             MirrorHoldReason.PRODUCER_OVERRIDE_REFUSED,
             f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
-            f"config, so nothing was created. Connect says: {'; '.join(problems)}",
+            f"config, so nothing was created. Connect says: {'; '.join(problems)}. The workers' "
+            "connector.client.config.override.policy decides: All, or on Kafka Connect 4.2 and newer (KIP-1188) "
+            "Allowlist with connector.client.config.override.allowlist listing the settings this mirror "
+            f"overrides: {', '.join(overridden)}",
         )
 
     async def _stop_refused(
