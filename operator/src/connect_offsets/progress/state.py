@@ -211,9 +211,9 @@ class ProgressRegistry:
         status, condition = judge(self._progress.get(key), spec, now)
         shown = self._shown.get(key)
         if shown is not None:
-            same_condition = shown.condition == condition
+            same_condition = _key(shown.condition) == _key(condition)
             recent = (now - shown.at).total_seconds() < STATUS_REFRESH_S
-            if (shown.status == status and same_condition) or (
+            if (shown.status == status and shown.condition == condition) or (
                 same_condition and recent and _same_kind(shown.status, status)
             ):
                 return shown.status, shown.condition, shown.version
@@ -229,9 +229,15 @@ class ProgressRegistry:
         status, condition = judge(self._progress.get(key), spec, now)
         if shown is None:
             return status is not None or condition is not None
-        if shown.condition != condition:
+        if _key(shown.condition) != _key(condition):
             return True
         return shown.status != status and (now - shown.at).total_seconds() >= STATUS_REFRESH_S
+
+
+def _key(condition: ConditionSpec | None) -> tuple[str, str] | None:
+    """What a condition says, without its message: the numbers in the message change with every
+    measurement and are refreshed with status.progress (``STATUS_REFRESH_S``), not on each."""
+    return None if condition is None else (condition.status, condition.reason)
 
 
 def _same_kind(a: ProgressStatus | None, b: ProgressStatus | None) -> bool:
