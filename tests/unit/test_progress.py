@@ -199,7 +199,7 @@ async def test_only_running_connectors_of_this_clusters_resources_are_measured(k
     kafka.ends = {("orders-topic", 0): 20}
     await monitor.measure("ns", "local", CLIENT, snapshot)
     assert kafka.rounds == [{"namespace": "ns", "partitions": [("orders-topic", 0)], "groups": ["connect-orders"]}]
-    assert monitor.registry.keys() == [("ns", "orders")]
+    assert monitor.registry.resources() == [("ns", "orders")]
     assert woken == ["orders"]  # its status would show something new
 
 

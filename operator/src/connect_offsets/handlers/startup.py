@@ -18,7 +18,7 @@ from connect_offsets import (
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
-from connect_offsets.progress import ProgressMonitor, ProgressRegistry
+from connect_offsets.progress import ProgressMonitor, ProgressRegistry, progress_enabled
 from connect_offsets.reconcile.cluster_service import ClusterService
 from connect_offsets.reconcile.clusters import ClusterRegistry, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
@@ -139,8 +139,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             waker.event.set()
 
     # The ConnectCluster's pass measures, the KafkaConnector's reports: one registry between them.
-    progress = ProgressRegistry()
-    monitor = ProgressMonitor(kube, progress, clusters.kafka_config, wake_connector)
+    # CONNECT_OFFSETS_PROGRESS=off turns it off operator-wide (no Kafka calls, no status.progress).
+    progress: ProgressRegistry | None = ProgressRegistry() if progress_enabled() else None
+    monitor = ProgressMonitor(kube, progress, clusters.kafka_config, wake_connector) if progress is not None else None
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,

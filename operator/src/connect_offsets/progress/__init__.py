@@ -16,7 +16,13 @@ says. Nothing here imports kopf or the reconcile layer. Callers import from this
 
 from __future__ import annotations
 
-from connect_offsets.progress.monitor import METADATA_REFRESH_S, ProgressMonitor, source_interval
+from connect_offsets.progress.monitor import (
+    METADATA_REFRESH_S,
+    PROGRESS_ENV,
+    ProgressMonitor,
+    progress_enabled,
+    source_interval,
+)
 from connect_offsets.progress.state import (
     CONDITION,
     STATUS_REFRESH_S,
@@ -30,12 +36,14 @@ from connect_offsets.progress.state import (
 __all__ = [
     "CONDITION",
     "METADATA_REFRESH_S",
+    "PROGRESS_ENV",
     "STATUS_REFRESH_S",
     "ConnectorProgress",
     "ProgressMonitor",
     "ProgressRegistry",
     "SinkLag",
     "judge",
+    "progress_enabled",
     "sink_lag",
     "source_interval",
 ]

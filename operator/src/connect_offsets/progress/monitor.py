@@ -51,7 +51,7 @@ from connect_offsets.vocabulary import (
     bytes_hash,
 )
 
-__all__ = ["METADATA_REFRESH_S", "ProgressMonitor", "source_interval"]
+__all__ = ["METADATA_REFRESH_S", "PROGRESS_ENV", "ProgressMonitor", "progress_enabled", "source_interval"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,14 @@ SOURCE_READS_AT_ONCE = 4
 #: The ConnectCluster's Kafka client settings (``ClusterRegistry.kafka_config``); raises a
 #: ``UserError`` (no spec.kafka, a policy refusal) or ``KubernetesError``.
 KafkaSettings = Callable[[str, str], Awaitable[dict[str, Any]]]
+
+
+PROGRESS_ENV = "CONNECT_OFFSETS_PROGRESS"
+
+
+def progress_enabled() -> bool:
+    """``CONNECT_OFFSETS_PROGRESS``: ``off`` (``false``, ``0``, ``no``) turns progress off operator-wide."""
+    return os.environ.get(PROGRESS_ENV, "").strip().lower() not in ("off", "false", "0", "no")
 
 
 def source_interval() -> float:

@@ -197,7 +197,7 @@ class ProgressRegistry:
     def is_dirty(self, namespace: str, name: str) -> bool:
         return (namespace, name) in self._dirty
 
-    def keys(self) -> list[tuple[str, str]]:
+    def resources(self) -> list[tuple[str, str]]:
         return list(self._progress)
 
     def report(
