@@ -25,10 +25,12 @@ from connect_offsets.models.crds import (
     OffsetsOnDelete,
 )
 from connect_offsets.planning import (
+    ConditionSpec,
     Observed,
     plan_target,
     target_for_connector,
 )
+from connect_offsets.progress import CONDITION as PROGRESSING
 from connect_offsets.progress import ProgressRegistry
 from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
@@ -186,13 +188,23 @@ class ConnectorService:
                 )
             )
         conditions = list(result.conditions)
-        if self.progress is not None:
-            shown, progressing = None, None
-            if resource.spec.progress.enabled:
-                shown, progressing, _ = self.progress.report(namespace, name, resource.spec.progress, now)
-            update = update.updated(KafkaConnectorStatus(progress=shown))
-            conditions += [progressing] if progressing is not None else []
         running = _running(result.observed.status)
+        if self.progress is not None:
+            watched = running and resource.spec.progress.enabled
+            if watched and self.progress.get(namespace, name) is None:
+                # Not measured yet (an operator just started): what status says stays, rather than
+                # being removed now and written again after the cluster's next round.
+                conditions += [
+                    ConditionSpec(c.type, c.status, c.reason, c.message)
+                    for c in resource.status.conditions
+                    if c.type == PROGRESSING
+                ]
+            else:
+                shown, progressing, _ = (
+                    self.progress.report(namespace, name, resource.spec.progress, now) if watched else (None, None, 0)
+                )
+                update = update.updated(KafkaConnectorStatus(progress=shown))
+                conditions += [progressing] if progressing is not None else []
         topics_due = snapshot.topics_due(target.name, running) if snapshot is not None else running
         if topics_due and result.observed.config is not None and result.transient_error is None:
             # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
