@@ -500,8 +500,16 @@ class ProbeRegistry:
     def snapshot(self, namespace: str, name: str) -> None:
         return None  # the probe alone: no connector snapshot
 
+    drift_interval = 30.0
+
     def set_health(self, namespace: str, name: str, health: tuple[str, str] | None) -> None:
-        self.health = health
+        self.answer = health
+
+    def health_age(self, namespace: str, name: str) -> float:
+        return float("inf")
+
+    def health(self, namespace: str, name: str) -> None:
+        return None
 
 
 async def test_cluster_status_reflects_server_info_capped_and_redacted() -> None:

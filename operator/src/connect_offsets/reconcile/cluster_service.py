@@ -126,6 +126,15 @@ class ClusterService:
         if probe.status.version is None or not health_endpoint_supported(probe.status.version):
             self.clusters.set_health(namespace, name, None)
             return None
+        known = self.clusters.health(namespace, name)
+        if (
+            known is not None
+            and known[0] == "healthy"
+            and self.clusters.health_age(namespace, name) < self.clusters.drift_interval * 0.8
+        ):
+            # Another ConnectCluster naming the same endpoint asked this interval (as for the
+            # snapshot); a worker not healthy is asked again by every pass, to see it recover.
+            return known
         snapshot = self.clusters.snapshot(namespace, name)
         client = snapshot.client if snapshot is not None else probe.client
         health = await client.worker_health()

@@ -121,8 +121,10 @@ class _Connection:
     users: set[tuple[str, str]] = field(default_factory=set)
     info: ServerInfo | None = None
     info_at: float = 0.0
-    #: The worker's last ``GET /health`` answer (3.9+): (healthy | starting | unhealthy, message).
+    #: The worker's last ``GET /health`` answer (3.9+): (healthy | starting | unhealthy, message),
+    #: and when it came (monotonic): ConnectClusters sharing the endpoint share the answer.
     health: tuple[str, str] | None = None
+    health_at: float = float("-inf")
 
 
 @dataclass
@@ -275,7 +277,12 @@ class ClusterRegistry:
     def set_health(self, namespace: str, name: str, health: tuple[str, str] | None) -> None:
         entry = self._entries.get((namespace, name))
         if entry is not None:
-            entry.connection.health = health
+            entry.connection.health, entry.connection.health_at = health, time.monotonic()
+
+    def health_age(self, namespace: str, name: str) -> float:
+        """Seconds since the endpoint's worker last answered ``GET /health`` (inf: never asked)."""
+        entry = self._entries.get((namespace, name))
+        return float("inf") if entry is None else time.monotonic() - entry.connection.health_at
 
     def snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
         """The connector snapshot of a ConnectCluster whose client was resolved (``client_for``)."""
