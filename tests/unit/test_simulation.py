@@ -20,6 +20,11 @@ until nothing more is written. Then, for every N and kind:
 6. nothing outside the resource's own objects changed (another team's resource, ConfigMap and
    connector are compared byte for byte).
 
+``test_every_write_of_offsets_on_delete_survives_every_fault`` does the same for
+``spec.offsetsOnDelete`` backup and reset through the delete handler (kopf's finalizer, called
+again after each failure or crash): the reset applied exactly once, the final backup holding the
+offsets from before with no owner reference, at most one outcome Event, the connector gone.
+
 ``test_interleavings`` adds a hypothesis state machine that interleaves user actions (annotate,
 edit the ConfigMap, edit the spec, withdraw the request, delete the resource), Connect faults and
 crashes; the number of runs and steps explored is printed (``-s`` shows it in the output).
