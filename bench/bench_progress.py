@@ -79,6 +79,15 @@ async def run(bootstrap: str, unique: str) -> tuple[list[dict[str, Any]], float,
         [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics], operation_timeout=60
     ).values():
         future.result()
+    # New topics answer ListOffsets only once their leaders are elected; a round before that fails,
+    # and the tenant pool remembers the failure for its back-off (30 s).
+    probe = Producer({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        metadata = probe.list_topics(timeout=10)
+        if all(t in metadata.topics and metadata.topics[t].error is None for t in topics):
+            break
+        time.sleep(0.5)
     cache = ResourceCache()
     snapshot: dict[str, ExpandedConnector] = {}
     for i in range(COUNT):
