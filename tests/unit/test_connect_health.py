@@ -175,3 +175,19 @@ async def test_a_version_change_backs_the_offsets_up_first_once(
     sent = [str(r) for r in connect.requests]
     assert sent.count(f"PUT /connectors/{NAME}/config") == 1  # the one upgrade (created with POST)
     assert sent.index(f"GET /connectors/{NAME}/offsets") < sent.index(f"PUT /connectors/{NAME}/config")
+
+
+@pytest.mark.parametrize("world", ["4.1.1"], indirect=True)
+async def test_a_worker_without_the_endpoint_stays_ready_on_get_root(
+    world: tuple[FakeKube, FakeConnect, ClusterRegistry],
+) -> None:
+    """A 3.9+ version behind a proxy that routes only some paths: GET /health answers 404, and
+    readiness stays GET /, asked again only with the probe (not every pass)."""
+    kube, connect, clusters = world
+    connect.fail("GET", "/health", 404, "HTTP 404 Not Found")
+    service = ClusterService(kube, clusters)  # type: ignore[arg-type]
+    outcome = await service.reconcile(NS, "local")
+    await service.reconcile(NS, "local")
+    assert (condition(kube, CLUSTERS, "local")["reason"], outcome.transient_error) == ("Reachable", None)
+    assert "health" not in kube.resource(CLUSTERS, NS, "local")["status"]
+    assert len(connect.sent("GET", "/health")) == 1

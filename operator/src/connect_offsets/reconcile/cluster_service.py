@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectHTTPError
+from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectHTTPError, ConnectNotFound
 from connect_offsets.clients.credentials import reflect
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.models.connect import health_endpoint_supported, offsets_api_refusal
@@ -72,6 +72,8 @@ class ClusterService:
         self.clusters = clusters
         self.progress = progress
         self._probes: dict[tuple[str, str], _Probe] = {}
+        #: When a worker reporting 3.9+ answered GET /health 404 (asked again after PROBE_EVERY_S).
+        self._no_health: dict[tuple[str, str], float] = {}
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         body = await self.kube.cached_resource(CLUSTERS, namespace, name)
@@ -135,9 +137,18 @@ class ClusterService:
             # Another ConnectCluster naming the same endpoint asked this interval (as for the
             # snapshot); a worker not healthy is asked again by every pass, to see it recover.
             return known
+        if time.monotonic() - self._no_health.get((namespace, name), float("-inf")) < PROBE_EVERY_S:
+            return None
         snapshot = self.clusters.snapshot(namespace, name)
         client = snapshot.client if snapshot is not None else probe.client
-        health = await client.worker_health()
+        try:
+            health = await client.worker_health()
+        except ConnectNotFound:
+            # A worker that reports 3.9+ without the endpoint (a proxy that routes only some paths,
+            # a custom build): readiness stays GET /, and the endpoint is looked for again with the probe.
+            self._no_health[(namespace, name)] = time.monotonic()
+            self.clusters.set_health(namespace, name, None)
+            return None
         self.clusters.set_health(namespace, name, health)
         return health
 
