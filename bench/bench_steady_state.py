@@ -51,6 +51,15 @@ for WINDOW seconds.
 Run: ``make bench BENCH=steady_state`` or ``.venv/bin/python bench/bench_steady_state.py [window_s] [mode]``;
 mode ``full`` (default: 1,000 then 5,000), ``1000``, ``5000``, or ``small`` (200 resources, every
 measurement once, a smoke run: printed only, bench/README.md is not written).
+
+Mode ``progress`` (issue 33; ``progress-small``: 200 resources, printed only): 5,000 resources whose
+ConnectClusters have ``spec.kafka`` (the stack's cluster A), at a 30 s drift interval, two phases with
+everything else equal: progress on (the default) and off (``CONNECT_OFFSETS_PROGRESS=off``), each
+with its CPU, RSS, REST calls and the Kafka requests of progress (the operator's
+``connect_offsets_progress_kafka_requests_total`` over the window, per cluster per interval).
+The connectors are STOPPED, as in the other modes: 5,000 RUNNING sink connectors mean 5,000 sink
+tasks and consumers on one worker, more than this machine holds; what a round costs with 5,000
+RUNNING sinks is measured by bench/bench_progress.py.
 """
 
 from __future__ import annotations
@@ -91,14 +100,27 @@ from connect_offsets.planning.targets import desired_config  # noqa: E402
 
 WINDOW = float(sys.argv[1]) if len(sys.argv) > 1 else 120.0
 MODE = sys.argv[2] if len(sys.argv) > 2 else "full"
-MODES = {"full": [1000, 5000], "1000": [1000], "5000": [5000], "20000": [20000], "scale": [5000, 20000], "small": [200]}
+MODES = {
+    "full": [1000, 5000],
+    "1000": [1000],
+    "5000": [5000],
+    "20000": [20000],
+    "scale": [5000, 20000],
+    "small": [200],
+    "progress": [5000],
+    "progress-small": [200],
+}
+PROGRESS_MODE = MODE.startswith("progress")
 if MODE not in MODES:
     sys.exit(f"mode must be one of {', '.join(MODES)}, not {MODE!r}")
 COUNTS = MODES[MODE]
 #: Namespaces and their resources; a resource count uses the first ones that add up to it.
 LAYOUT = (("a", 200), ("b", 800), ("c", 4000), ("d", 15000))
 #: Drift intervals of each resource count (BENCH_INTERVALS="30" for issue 35's targets, at 30 s only).
-INTERVALS = tuple(float(i) for i in os.environ.get("BENCH_INTERVALS", "30,5").split(","))
+INTERVALS = (30.0,) if PROGRESS_MODE else tuple(float(i) for i in os.environ.get("BENCH_INTERVALS", "30,5").split(","))
+#: Progress phases: CONNECT_OFFSETS_PROGRESS of the operator (the progress modes run both).
+PROGRESS_PHASES = ("on", "off") if PROGRESS_MODE else ("on",)
+PROGRESS_METRIC = "connect_offsets_progress_kafka_requests_total"
 BURST, REPAIRS = 100, 5
 ANNOTATION = f"{GROUP}/connector-offsets"
 CHECKS_METRIC = "connect_offsets_resource_checks_total"
@@ -152,6 +174,16 @@ def rest_calls(log: Path, start: int, end: int) -> Counter[str]:
     return counts
 
 
+def progress_requests(port: int) -> float | None:
+    """Sum of ``connect_offsets_progress_kafka_requests_total`` (all kinds), None if not exported."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    values = re.findall(rf"^{PROGRESS_METRIC}\{{[^}}]*\}} (\S+)$", text, re.M)
+    return sum(float(v) for v in values) if PROGRESS_METRIC in text else None
+
+
 def resource_checks(port: int) -> float | None:
     """``connect_offsets_resource_checks_total{kind="KafkaConnector"}``, or None if not exported."""
     try:
@@ -174,8 +206,9 @@ def ready_count(custom: Any, namespaces: list[str]) -> int:
 class Resources:
     """The benchmark's namespaces, ConnectClusters and KafkaConnectors, created as resource counts need them."""
 
-    def __init__(self, custom: Any, core: Any, unique: str, work: Path) -> None:
+    def __init__(self, custom: Any, core: Any, unique: str, work: Path, kafka: str | None = None) -> None:
         self.custom, self.core, self.unique, self.work = custom, core, unique, work
+        self.kafka = kafka  # the ConnectClusters' spec.kafka.bootstrapServers (progress modes)
         self.namespaces: dict[str, list[str]] = {}  # namespace -> its KafkaConnector names
 
     def namespaces_for(self, count: int) -> list[str]:
@@ -208,7 +241,10 @@ class Resources:
                 self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "connectclusters", "local", patch)
                 continue
             self.core.create_namespace({"metadata": {"name": namespace}})
-            create_cluster(self.custom, namespace, url)
+            if self.kafka is None:
+                create_cluster(self.custom, namespace, url)
+            else:
+                create_cluster(self.custom, namespace, url, kafka={"bootstrapServers": self.kafka})
             names = [f"st-{self.unique}-{letter}{i:04d}" for i in range(size)]
             in_parallel(
                 lambda i, ns=namespace, names=names: self.custom.create_namespaced_custom_object(
@@ -402,13 +438,14 @@ def run_phase(
     custom: Any,
     work: Path,
     extra: Callable[[], dict[str, Any]] | None,
+    progress: str = "on",
 ) -> dict[str, Any]:
     port = free_port()
     op = OperatorProcess(
         kubeconfig,
         namespaces[0],
-        work / f"operator-{count}-{interval:.0f}.log",
-        extra_env={"CONNECT_OFFSETS_DRIFT_INTERVAL": f"{interval:g}"},
+        work / f"operator-{count}-{interval:.0f}-progress-{progress}.log",
+        extra_env={"CONNECT_OFFSETS_DRIFT_INTERVAL": f"{interval:g}", "CONNECT_OFFSETS_PROGRESS": progress},
         extra_args=[*(a for ns in namespaces[1:] for a in ("-n", ns)), "--metrics-port", str(port)],
     )
     log_at_start, api_at_start = worker.log.stat().st_size, proxy.snapshot()
@@ -427,7 +464,7 @@ def run_phase(
         settled = ready + settle(pid, interval)
         time.sleep(interval)  # one more drift interval: the start-up burst is over
         api_before, log_start = proxy.snapshot(), worker.log.stat().st_size
-        checks_before = resource_checks(port)
+        checks_before, kafka_before = resource_checks(port), progress_requests(port)
         cpu_before, window_start = cpu_seconds(pid), time.monotonic()
         samples: list[float] = []
         while time.monotonic() - window_start < WINDOW:
@@ -435,7 +472,7 @@ def run_phase(
             time.sleep(2)
         elapsed = time.monotonic() - window_start
         cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
-        checks_after = resource_checks(port)
+        checks_after, kafka_after = resource_checks(port), progress_requests(port)
         api_now = proxy.snapshot()
         api = api_now - api_before
         rest = rest_calls(worker.log, log_start, worker.log.stat().st_size)
@@ -443,6 +480,8 @@ def run_phase(
         result: dict[str, Any] = {
             "count": count,
             "interval": interval,
+            "progress": progress,
+            "kafka": None if kafka_before is None or kafka_after is None else kafka_after - kafka_before,
             "clusters": len(namespaces),
             "window": elapsed,
             "ready": ready,
@@ -484,7 +523,7 @@ def main() -> int:
     unique = uuid.uuid4().hex[:6]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-steady-{unique}"
     work.mkdir(parents=True)
-    resources = Resources(custom, core, unique, work)
+    resources = Resources(custom, core, unique, work, info["kafka_a"] if PROGRESS_MODE else None)
     proxy = KubeProxy.for_kubeconfig(info["kubeconfig"])
     results: list[dict[str, Any]] = []
     setups: list[dict[str, Any]] = []
@@ -523,17 +562,80 @@ def main() -> int:
                             names = [name for _, name in everything[step // 2 :: step][:REPAIRS]]
                             return {"repairs": repairs(worker, names, spacing=2 * interval + 5)}
 
-                    results.append(
-                        run_phase(count, interval, namespaces, worker, proxy, kubeconfig, custom, work, extra)
-                    )
+                    if PROGRESS_MODE:
+                        extra = None  # the burst and the repairs are the other modes' measurements
+                    for progress in PROGRESS_PHASES:
+                        results.append(
+                            run_phase(
+                                count, interval, namespaces, worker, proxy, kubeconfig, custom, work, extra, progress
+                            )
+                        )
             finally:
                 setup["worker_peak"] = worker.rss_mib()
                 worker.stop()
     finally:
         resources.cleanup()
         proxy.stop()
-    report(results, setups)
+    if PROGRESS_MODE:
+        report_progress(results)
+    else:
+        report(results, setups)
     return 0
+
+
+PROGRESS_HEADER = (
+    "| Progress | Resources | Drift interval | Clusters | Kafka requests per cluster per interval "
+    "| REST per cluster per interval | API calls/min (no watches) | CPU | Peak RSS (MiB) | Steady RSS (MiB) | Writes |"
+)
+
+
+def report_progress(results: list[dict[str, Any]]) -> None:
+    """The progress modes' section: the same resources with progress on and off."""
+    rows = []
+    for r in results:
+        rest_total = sum(r["rest"].values())
+        topics = sum(v for k, v in r["rest"].items() if k.endswith("/topics"))
+        per_cluster = (rest_total - topics) / 60 * r["interval"] / r["clusters"]
+        intervals = r["window"] / r["interval"]
+        kafka = "not exported" if r["kafka"] is None else f"{r['kafka'] / intervals / r['clusters']:.2f}"
+        api_other = sum(v for k, v in r["api"].items() if not k.startswith("watch "))
+        rows.append(
+            f"| {r['progress']} | {r['count']:,} | {r['interval']:g} s | {r['clusters']} | {kafka} | {per_cluster:.2f} "
+            f"| {api_other:,.1f} | {r['cpu']:.1f} % | {r['peak']:.0f} | {r['steady']:.0f} | {r['writes']} |"
+        )
+    on = next((r for r in results if r["progress"] == "on"), None)
+    off = next((r for r in results if r["progress"] == "off"), None)
+    delta = (
+        f"progress on costs {on['cpu'] - off['cpu']:+.1f} points of CPU and "
+        f"{on['peak'] - off['peak']:+.0f} MiB of peak RSS"
+        if on is not None and off is not None
+        else "one phase only"
+    )
+    body = f"""
+## Steady state with progress on and off: 5,000 KafkaConnectors (issue 33)
+
+`.venv/bin/python bench/bench_steady_state.py 120 progress` — {machine()}; load average at the end
+{os.getloadavg()[0]:.1f} (other engineers' tests share the machine).
+
+The steady-state set-up above (5,000 STOPPED connectors seeded on a dedicated worker, 3 ConnectClusters
+naming it), each ConnectCluster with `spec.kafka` (the stack's cluster A); one operator per phase,
+`CONNECT_OFFSETS_PROGRESS` on (the default) or `off`, measured over {WINDOW:.0f} s after it settled.
+Kafka requests: `{PROGRESS_METRIC}` over the window / (clusters x drift intervals); REST per
+cluster per interval leaves `/topics` out (it includes `GET /health`, asked each interval either way).
+
+{PROGRESS_HEADER}
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+{delta}. Target (issue 33): at most 2 extra Kafka requests per cluster per interval. With STOPPED
+connectors nothing is measured (0 here): the cost of a round over 5,000 RUNNING sinks is
+bench/bench_progress.py's section.
+"""
+    if MODE == "progress-small":
+        print("(progress-small mode: a smoke run, bench/README.md left as it is)")
+    else:
+        write_section("steady_state_progress", body)
+    print(body)
 
 
 def verdict(ok: bool) -> str:

@@ -387,6 +387,8 @@ class FakeConnect:
         self.journal = journal if journal is not None else []
         #: Canned answers for chosen requests (see ``fail``): used once each, in order.
         self.failures: list[_Failure] = []
+        #: What ``GET /health`` answers (3.9+, KIP-1017): healthy, starting (503) or unhealthy (500).
+        self.health = "healthy"
 
     def install(self, router: respx.Router) -> None:
         router.route(url__startswith=self.url).mock(side_effect=self.handle)
@@ -422,6 +424,9 @@ class FakeConnect:
             failure.skip -= 1
         if path == "/":
             return httpx.Response(200, json={"version": self.version, "commit": "fake", "kafka_cluster_id": "k1"})
+        if path == "/health":
+            code = {"healthy": 200, "starting": 503, "unhealthy": 500}[self.health]
+            return httpx.Response(code, json={"status": self.health, "message": f"Worker is {self.health}."})
         if path == "/connectors":
             if request.method == "POST":
                 name = body["name"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -621,3 +622,119 @@ def install_peering_crds(stack: dict[str, Any]) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def _union_schema(server: Any, mine: Any) -> Any:
+    """``mine`` with every property ``server`` has and ``mine`` lacks kept (at any depth)."""
+    if not isinstance(server, dict) or not isinstance(mine, dict):
+        return mine
+    merged = dict(mine)
+    if isinstance(server.get("properties"), dict) and isinstance(mine.get("properties"), dict):
+        names = server["properties"].keys() | mine["properties"].keys()
+        merged["properties"] = {
+            n: _union_schema(server["properties"].get(n), mine["properties"][n])
+            if n in mine["properties"]
+            else server["properties"][n]
+            for n in sorted(names)
+        }
+    return merged
+
+
+class CrdKeeper:
+    """Keeps this checkout's CRD fields served on a stack other engineers share.
+
+    Each test session applies its own checkout's CRDs; another branch's older copy makes the API
+    server prune the fields this branch added (spec.progress, status.progress, ...) from every
+    write. While running, this re-applies every ``interval`` seconds, when a field is missing, the
+    union of the served schema and this checkout's: fields of other branches stay served too, so
+    their tests are not disturbed in turn.
+    """
+
+    def __init__(self, stack: dict[str, Any], crds: Path, interval: float = 1.0) -> None:
+        import yaml
+
+        self.kubectl, self.env = stack["kubectl"], {"KUBECONFIG": stack["kubeconfig"], "PATH": "/usr/bin:/bin"}
+        self.mine = {
+            doc["metadata"]["name"]: doc for doc in (yaml.safe_load(p.read_text()) for p in sorted(crds.glob("*.yaml")))
+        }
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.applied = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CrdKeeper:
+        self._check()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            with contextlib.suppress(subprocess.SubprocessError, ValueError, KeyError):
+                self._check()  # else the next round tries again
+
+    def _check(self) -> None:
+        for name, mine in self.mine.items():
+            served = json.loads(
+                subprocess.run(
+                    [self.kubectl, "get", "crd", name, "-o", "json"], env=self.env, capture_output=True, check=True
+                ).stdout
+            )
+            served_schema = served["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            my_schema = mine["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            columns = mine["spec"]["versions"][0].get("additionalPrinterColumns")
+            if _covers(served_schema, my_schema) and served["spec"]["versions"][0].get("additionalPrinterColumns") == (
+                columns
+            ):
+                continue
+            document = json.loads(json.dumps(mine))
+            document["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = _union_schema(served_schema, my_schema)
+            subprocess.run(
+                [self.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-"],
+                input=json.dumps(document).encode(),
+                env=self.env,
+                capture_output=True,
+                check=True,
+            )
+            self.applied += 1
+
+
+def _covers(served: Any, mine: Any) -> bool:
+    """Whether every property of ``mine`` is served (at any depth)."""
+    if not isinstance(mine, dict):
+        return True
+    mine_props, served_props = (
+        mine.get("properties"),
+        (served or {}).get("properties") if isinstance(served, dict) else None,
+    )
+    if isinstance(mine_props, dict):
+        if not isinstance(served_props, dict) or not mine_props.keys() <= served_props.keys():
+            return False
+        return all(_covers(served_props[k], v) for k, v in mine_props.items())
+    return True
+
+
+def create_connector_kept(custom: Any, namespace: str, name: str, spec: dict[str, Any], timeout: float = 60) -> None:
+    """``create_connector``, made again until the stored spec has every field of ``spec``: on a
+    stack other engineers share, a CRD of another branch applied meanwhile prunes fields this
+    branch added (see ``CrdKeeper``, which puts them back within a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        create_connector(custom, namespace, name, spec)
+        stored = get_connector(custom, namespace, name)["spec"]
+        if set(spec) <= set(stored) or time.monotonic() > deadline:
+            return
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+        wait_for(f"{name} deleted", lambda: _absent(custom, namespace, name))
+        time.sleep(2)
+
+
+def _absent(custom: Any, namespace: str, name: str) -> bool:
+    try:
+        custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+    except Exception as error:  # kubernetes.client.ApiException
+        return getattr(error, "status", None) == 404
+    return False

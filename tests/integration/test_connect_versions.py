@@ -30,14 +30,15 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
-from connect_offsets.models.connect import supports_initial_state
+from connect_offsets.models.connect import health_endpoint_supported, plugin_version_refusal, supports_initial_state
 from connect_offsets.vocabulary import MAX_QUOTED_TEXT, MIRRORS
-from tests.conftest import OperatorProcess, wait_for
+from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker, stack_versions
 from tests.integration.support import (
     FILE_SOURCE,
     GROUP,
     VERSION,
+    CrdKeeper,
     annotate,
     annotate_mm2,
     condition,
@@ -46,7 +47,9 @@ from tests.integration.support import (
     connect_state,
     create_cluster,
     create_connector,
+    create_connector_kept,
     create_mm2,
+    events_for,
     file_source_spec,
     get_connector,
     patch_connector,
@@ -95,6 +98,14 @@ def worker(request: pytest.FixtureRequest, stack: dict[str, Any]) -> Iterator[De
         yield w
     finally:
         w.stop()
+
+
+@pytest.fixture(autouse=True)
+def this_branch_crds(stack: dict[str, Any]) -> Iterator[None]:
+    """This checkout's CRD fields (spec.version, status.health) served on the shared stack
+    (``CrdKeeper``): another session may apply an older copy at any time."""
+    with CrdKeeper(stack, REPO / "crds"):
+        yield
 
 
 @pytest.fixture
@@ -417,3 +428,84 @@ def test_connect_refusals_kept_verbatim(
     finally:
         for name in cases:
             rest.delete(f"/connectors/direct-{name}")
+
+
+def test_readiness_from_the_health_endpoint(
+    worker: DedicatedWorker, rest: httpx.Client, custom: Any, namespace: str, operator: OperatorProcess
+) -> None:
+    """3.9 and later: the ConnectCluster's readiness is the worker's own GET /health (KIP-1017),
+    shown in status.health; older workers have no such endpoint (404) and stay on GET /."""
+    create_cluster(custom, namespace, worker.url)
+
+    def ready() -> dict[str, Any] | None:
+        body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "connectclusters", "local")
+        found = condition(body, "Ready")
+        return body if found is not None and found["status"] == "True" else None
+
+    body = wait_for("ConnectCluster Ready", ready, timeout=90)
+    answer = rest.get("/health")
+    if health_endpoint_supported(worker.version):
+        assert answer.status_code == 200 and answer.json()["status"] == "healthy", answer.text
+        assert body["status"]["health"] == "healthy"
+    else:
+        assert answer.status_code == 404, answer.text
+        assert "health" not in body["status"]
+        assert condition(body, "Ready")["reason"] == "Reachable"  # type: ignore[index]
+
+
+def test_plugin_version_upgrade_or_refusal(
+    worker: DedicatedWorker,
+    rest: httpx.Client,
+    custom: Any,
+    core: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """spec.version -> connector.plugin.version (KIP-891, 4.1+): the running version in
+    status.pluginVersion, and a change of spec.version is an upgrade: the offsets are backed up
+    first (status.pluginUpgrade, a PluginVersionChanged Event naming the backup). Older workers
+    ignore the key, so spec.version is refused there, naming the version needed, nothing created."""
+    name = f"pv-{unique}"
+    create_cluster(custom, namespace, worker.url)
+    spec = {**file_source_spec(source_file(tmp_path / "pv.txt"), name, f"{name}-offsets"), "version": worker.version}
+    create_connector_kept(custom, namespace, name, spec)
+    try:
+        if plugin_version_refusal(worker.version) is not None:
+            found = wait_condition(custom, namespace, name, "Ready", status="False", reason="PluginVersionUnsupported")
+            assert "needs Kafka Connect 4.1.0 or newer" in found["message"] and worker.version in found["message"]
+            assert connect_state(rest, name) is None  # nothing was created
+            return
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=90)
+        wait_for(
+            "the first records read", lambda: (o := connect_offsets(rest, name)) and o[0]["offset"]["position"] > 0
+        )
+        body = wait_for(
+            "status.pluginVersion",
+            lambda: (
+                (b := get_connector(custom, namespace, name))["status"].get("pluginVersion") == worker.version and b
+            ),
+        )
+        assert rest.get(f"/connectors/{name}/config").json()["connector.plugin.version"] == worker.version
+        major = int(worker.version.split(".")[0])
+        wanted = f"[{major}.0,{major + 1}.0)"
+        patch_connector(custom, namespace, name, {"spec": {"version": wanted}})
+        wait_for(
+            "the new connector.plugin.version in Connect",
+            lambda: rest.get(f"/connectors/{name}/config").json().get("connector.plugin.version") == wanted,
+            timeout=90,
+        )
+        body = get_connector(custom, namespace, name)
+        upgrade = body["status"]["pluginUpgrade"]
+        assert (upgrade["fromVersion"], upgrade["toVersion"]) == (worker.version, wanted)
+        backup = core.read_namespaced_config_map(upgrade["backup"], namespace)
+        assert json.loads(backup.data["offsets.json"])["offsets"][0]["offset"]["position"] > 0
+        events = wait_for(
+            "PluginVersionChanged Event",
+            lambda: [e for e in events_for(core, namespace, name) if e.reason == "PluginVersionChanged"],
+        )
+        assert len(events) == 1 and upgrade["backup"] in events[0].message
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=90)
+    finally:
+        rest.delete(f"/connectors/{name}")

@@ -271,6 +271,53 @@ def test_producer_override_refused_by_the_worker_policy_creates_nothing(
         worker.stop()
 
 
+@pytest.mark.timeout(400)
+def test_an_allowlist_policy_without_bootstrap_servers_is_named_in_the_refusal(
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    stack: dict[str, Any],
+    aliases: tuple[str, str, str],
+) -> None:
+    """Kafka Connect 4.2+ (KIP-1188): ``connector.client.config.override.policy=Allowlist`` with an
+    allowlist that lacks ``bootstrap.servers``. Connect's refusal verbatim, and the settings the
+    allowlist must name for this mirror."""
+    east, west, topic = aliases
+    worker = DedicatedWorker(
+        name="allowlist",
+        extra_props=(
+            "connector.client.config.override.policy=Allowlist",
+            "connector.client.config.override.allowlist=client.id",
+        ),
+    )
+    worker.start()
+    try:
+        create_cluster(custom, namespace, worker.url, name="listed")
+        clusters = [
+            {"alias": east, "bootstrapServers": stack["kafka_a"]},
+            {"alias": west, "bootstrapServers": stack["kafka_b"]},
+        ]
+        create_mm2(
+            custom,
+            namespace,
+            "listed",
+            clusters,
+            [mirror_spec(east, west, topic, "producerOverride")],
+            cluster="listed",
+        )
+        ready = wait_mm2_condition(
+            custom, namespace, "listed", "Ready", reason="ProducerOverrideRefused", status="False"
+        )
+        message = ready["message"]
+        assert "The 'Allowlist' policy does not allow 'bootstrap.servers' to be overridden" in message, message
+        assert "connector.client.config.override.allowlist listing the settings this mirror overrides: " in message
+        assert message.endswith("overrides: bootstrap.servers"), message
+        assert httpx.get(f"{worker.url}/connectors", timeout=10).json() == []
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "listed")
+    finally:
+        worker.stop()
+
+
 @pytest.mark.timeout(240)
 def test_an_unreachable_target_creates_nothing_and_is_retried_with_back_off(
     custom: Any,

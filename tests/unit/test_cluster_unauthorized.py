@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from connect_offsets.clients.connect import ConnectBadRequest, ConnectServerError, ConnectUnavailable
-from connect_offsets.reconcile.clusters import unreachable_condition
+from connect_offsets.reconcile.cluster_service import unreachable_condition
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,8 @@ import pytest
 import respx
 
 from connect_offsets.models.connect import offsets_api_refusal
-from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService
+from connect_offsets.reconcile.cluster_service import ClusterService
+from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect, FakeKube

@@ -193,6 +193,9 @@ def test_connector_spec_schema_fields() -> None:
         "alterOffsets",
         "offsetsPolicy",
         "initialOffsets",
+        "version",
+        "progress",
+        "offsetsOnDelete",
     }
     assert schema["required"] == ["class"]
     assert props["tasksMax"] == {

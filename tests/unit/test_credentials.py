@@ -45,13 +45,8 @@ from connect_offsets.clients.credentials import (
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected
 from connect_offsets.lag import MirrorSecrets, mirror_secrets
 from connect_offsets.models.crds import ConnectClusterResource, ConnectClusterSpec, KafkaMirrorMaker2Resource
-from connect_offsets.reconcile.clusters import (
-    MAX_PLUGINS_SHOWN,
-    MAX_SERVER_FIELD,
-    ClusterRegistry,
-    ClusterService,
-    ClusterUnusable,
-)
+from connect_offsets.reconcile.cluster_service import MAX_PLUGINS_SHOWN, MAX_SERVER_FIELD, ClusterService
+from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnusable
 
 TOKEN = "tok-7f3a9c2e51d04b8e"
 OPTED_IN = {CREDENTIALS_LABEL: "true"}
@@ -505,11 +500,24 @@ class ProbeRegistry:
     def snapshot(self, namespace: str, name: str) -> None:
         return None  # the probe alone: no connector snapshot
 
+    drift_interval = 30.0
+
+    def set_health(self, namespace: str, name: str, health: tuple[str, str] | None) -> None:
+        self.answer = health
+
+    def health_age(self, namespace: str, name: str) -> float:
+        return float("inf")
+
+    def health(self, namespace: str, name: str) -> None:
+        return None
+
 
 async def test_cluster_status_reflects_server_info_capped_and_redacted() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/":
             return httpx.Response(200, json={"version": f"4.1.1 {TOKEN} " + "v" * 5000, "commit": "x" * 9000})
+        if request.url.path == "/health":
+            return httpx.Response(200, json={"status": "healthy", "message": "Worker has completed startup"})
         plugins = [{"class": f"org.example.P{i}", "type": "sink"} for i in range(MAX_PLUGINS_SHOWN + 50)]
         return httpx.Response(200, json=plugins)
 

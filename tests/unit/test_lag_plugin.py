@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from connect_offsets.tools.kubectl import EXIT_USAGE, PluginError, build_parser, lag_command, render_lag
+from connect_offsets.tools.kubectl import (
+    EXIT_USAGE,
+    PluginError,
+    build_parser,
+    lag_command,
+    render_connector_lag,
+    render_lag,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -71,9 +78,33 @@ def test_nothing_measured_yet() -> None:
 def test_parser_and_kind_check() -> None:
     args = build_parser().parse_args(["lag", "mm2/east-to-west", "-n", "kafka", "-o", "json"])
     assert (args.command, args.name, args.namespace, args.output) == ("lag", "mm2/east-to-west", "kafka", "json")
-    with pytest.raises(PluginError) as raised:
-        lag_command(["lag", "cokc/my-connector"])
-    assert raised.value.code == EXIT_USAGE and "KafkaMirrorMaker2 only" in str(raised.value)
+    args = build_parser().parse_args(["lag", "cokc/orders-sink"])
+    assert args.name == "cokc/orders-sink"  # a KafkaConnector's progress (render_connector_lag)
+
+
+def test_a_connectors_progress_and_its_condition() -> None:
+    body = {
+        "metadata": {"name": "orders-sink"},
+        "status": {
+            "connectorStatus": {"connector": {"state": "RUNNING"}},
+            "progress": {
+                "type": "sink",
+                "totalLag": 20,
+                "partitionsBehind": 1,
+                "partitions": 3,
+                "lastMoved": "2026-11-26T10:00:00Z",
+            },
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "ConnectorRunning", "message": "ok"},
+                {"type": "Progressing", "status": "False", "reason": "NotAdvancing", "message": "20 waiting"},
+            ],
+        },
+    }
+    lines = render_connector_lag(body).splitlines()
+    assert lines[0].split("  ")[0] == "CONNECTOR" and "PARTITIONS BEHIND" in lines[0]
+    assert lines[1].split() == ["orders-sink", "sink", "RUNNING", "20", "1", "3", "2026-11-26T10:00:00Z"]
+    assert lines[2] == "Progressing=False (NotAdvancing): 20 waiting"
+    assert render_connector_lag({"metadata": {"name": "x"}, "status": {}}).startswith("no progress reported")
 
 
 def test_wide_puts_each_mirrors_message_in_a_column() -> None:

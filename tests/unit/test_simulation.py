@@ -20,6 +20,11 @@ until nothing more is written. Then, for every N and kind:
 6. nothing outside the resource's own objects changed (another team's resource, ConfigMap and
    connector are compared byte for byte).
 
+``test_every_write_of_offsets_on_delete_survives_every_fault`` does the same for
+``spec.offsetsOnDelete`` backup and reset through the delete handler (kopf's finalizer, called
+again after each failure or crash): the reset applied exactly once, the final backup holding the
+offsets from before with no owner reference, at most one outcome Event, the connector gone.
+
 ``test_interleavings`` adds a hypothesis state machine that interleaves user actions (annotate,
 edit the ConfigMap, edit the spec, withdraw the request, delete the resource), Connect faults and
 crashes; the number of runs and steps explored is printed (``-s`` shows it in the output).
@@ -658,3 +663,76 @@ def test_interleavings(request: pytest.FixtureRequest) -> None:
     )
     assert Interleavings.runs >= 150
     assert Interleavings.changes > 0 and Interleavings.crashes > 0  # the machine reached what it is for
+
+
+# --- spec.offsetsOnDelete through the finalizer ---------------------------------------------------
+
+DELETE_EVENTS = {"OffsetsResetOnDelete", "OffsetsBackedUpOnDelete"}
+
+
+async def _delete_until_gone(sim: Sim) -> list[str]:
+    """kopf's delete handler called again and again (its retries, a restarted operator) until the
+    finalizer is released and the resource gone."""
+    results = []
+    for _ in range(40):
+        if (CONNECTORS, NS, NAME) not in sim.kube.resources:
+            return results
+        results.append(await sim.delete(CONNECTORS, NAME))
+    raise AssertionError(f"the resource is still there after 40 calls of the delete handler: {results[-5:]}")
+
+
+def check_deletion(sim: Sim, mode: str, outside: tuple[Any, ...], what: str) -> None:
+    # 1. at most once: the reset applied exactly once (it must happen, and never twice)
+    resets = [a for a in sim.connect.applied if a.connector == NAME]
+    assert len(resets) == (1 if mode == "reset" else 0), f"{what}: offsets changes {resets}"
+    # 2. at most one outcome Event
+    events = [e.reason for e in sim.kube.events if e.reason in DELETE_EVENTS]
+    assert len(events) <= 1, f"{what}: outcome Events {events}"
+    # 3. the connector deleted
+    assert NAME not in sim.connect.connectors, f"{what}: the connector is still in Connect"
+    # 4. the final backup: the offsets from before, no owner reference (it outlives the resource)
+    finals = sim.kube.configmaps_labelled(f"{API_GROUP}/final-backup=true")
+    assert len(finals) == 1, f"{what}: final backups {sorted(finals)}"
+    (backup,) = finals.values()
+    assert not backup["metadata"].get("ownerReferences"), f"{what}: {backup['metadata']}"
+    assert json.loads(backup["data"]["offsets.json"])["offsets"] == position(30), f"{what}: backup content"
+    # 5. nothing else
+    assert _outside(sim) == outside, f"{what}: something outside the resource changed"
+
+
+async def _run_deletion(sim: Sim, world: World, mode: str, at: int | None, kind: str) -> None:
+    await sim.load(world)
+    outside = _outside(sim)
+    sim.faults.arm(at, kind)
+    await _delete_until_gone(sim)
+    check_deletion(sim, mode, outside, f"offsetsOnDelete {mode}, {kind} at write {at} ({sim.faults.hit})")
+
+
+@pytest.mark.parametrize("mode", ["backup", "reset"])
+async def test_every_write_of_offsets_on_delete_survives_every_fault(mode: str, request: pytest.FixtureRequest) -> None:
+    """A RUNNING connector with offsetsOnDelete deleted: every write of the finalizer's work
+    (status.deletion, the stop, the backup, the DELETE of the offsets, the connector's DELETE, the
+    Event) crashed after, or failed before or after; the reset is applied exactly once, the backup
+    holds the offsets from before and outlives the resource, at most one outcome Event."""
+    started = time.monotonic()
+    async with simulation() as sim:
+        await with_connector(sim, "running", position(30), offsetsOnDelete=mode)
+        world = sim.save()
+        await _run_deletion(sim, world, mode, None, "crash")  # the baseline
+        total = sim.faults.count
+        assert total >= (6 if mode == "reset" else 4), sim.faults.writes
+        events = [e.reason for e in sim.kube.events if e.reason in DELETE_EVENTS]
+        assert events == ["OffsetsResetOnDelete" if mode == "reset" else "OffsetsBackedUpOnDelete"]
+        runs = 0
+        for at in range(1, total + 1):
+            for kind in FAULT_KINDS:
+                await _run_deletion(sim, world, mode, at, kind)
+                assert sim.faults.hit is not None, f"{mode}: {kind} at {at} hit nothing"
+                runs += 1
+    request.node.user_properties.append(
+        (
+            EXPLORED,
+            f"offsetsOnDelete {mode}: {total} writes x {len(FAULT_KINDS)} fault kinds = {runs} runs, "
+            f"{time.monotonic() - started:.1f}s",
+        )
+    )

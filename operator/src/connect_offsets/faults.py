@@ -6,7 +6,8 @@ steps. Tests prove that by killing it at named points: with ``CONNECT_OFFSETS_FA
 status write, exactly like the OOM killer. Unset (always, outside tests) it costs one dict lookup.
 
 Points: ``after-intent``, ``after-stop``, ``after-backup``, ``mid-patch``, ``after-patch``,
-``before-resume``, ``initial-after-create``, ``initial-after-patch``, ``after-status`` (a request's
+``before-resume``, ``initial-after-create``, ``initial-after-patch``, ``after-status``, ``delete-after-reset``
+(``spec.offsetsOnDelete: reset``: Connect has deleted the offsets, ``status.deletion`` does not say so yet) (a request's
 outcome is in status, its annotations not yet removed). Every other write is covered by the
 simulation in tests/unit/test_simulation.py, which crashes after each one in turn. ``after-backup`` and
 ``after-patch`` are reached both inside stop -> change -> resume and by a change on a connector that
@@ -32,6 +33,7 @@ POINTS = (
     "initial-after-create",
     "initial-after-patch",
     "after-status",
+    "delete-after-reset",
 )
 log = logging.getLogger(__name__)
 

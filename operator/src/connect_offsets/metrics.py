@@ -22,6 +22,13 @@ Metrics (prefix ``connect_offsets_``):
 * ``mm2_lag_stale{...}``: 1 while the latest measurement failed; the lag series above are then
   removed rather than left at their old values
 * ``mm2_lag_measurements_total{result}``, ``mm2_lag_measurement_duration_seconds``
+* ``connector_lag{namespace, resource}``: records waiting for a RUNNING sink KafkaConnector's
+  consumer group (all partitions; no per-partition series), ``connector_partitions_behind{...}``:
+  partitions with records waiting, ``connector_last_progress_timestamp_seconds{...}``: when its
+  offsets last moved, ``connector_not_advancing{...}``: 1 while ``Progressing`` is ``NotAdvancing``
+* ``progress_kafka_requests_total{request}``: Kafka requests of sink progress (metadata,
+  list_offsets, group_offsets), ``progress_rounds_total{result}``: per-cluster rounds,
+  ``progress_connect_reads_total``: source offsets read for progress
 * ``event_loop_lag_seconds``: how late the event loop ran a timer, the worst of the last
   ``LAG_WINDOW_S`` seconds; ``event_loop_lag_probe_seconds`` has every probe as a histogram. One
   loop serves every tenant and the health endpoint: lag here is a tenant's work starving the rest.
@@ -38,6 +45,7 @@ import time
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -53,6 +61,9 @@ __all__ = [
     "MM2_LAG_SECONDS",
     "OPERATIONS",
     "OPERATION_SECONDS",
+    "PROGRESS_CONNECT_READS",
+    "PROGRESS_KAFKA_REQUESTS",
+    "PROGRESS_ROUNDS",
     "QUEUE_ADDS",
     "QUEUE_DEPTH",
     "QUEUE_RETRIES",
@@ -63,9 +74,11 @@ __all__ = [
     "RESOURCE_CHECKS_UNCHANGED",
     "WORK_SECONDS",
     "forget_connector",
+    "forget_connector_progress",
     "forget_mirror_lag",
     "measure_event_loop_lag",
     "serve",
+    "set_connector_progress",
     "set_connector_state",
     "set_mirror_lag",
     "watch_queue",
@@ -326,6 +339,81 @@ class _MirrorLags(Collector):
 
 
 REGISTRY.register(_MirrorLags())
+
+
+PROGRESS_KAFKA_REQUESTS = Counter(
+    "connect_offsets_progress_kafka_requests",
+    "Kafka requests made to measure sink connectors' progress, by request (metadata, list_offsets, group_offsets).",
+    ["request"],
+    registry=REGISTRY,
+)
+PROGRESS_ROUNDS = Counter(
+    "connect_offsets_progress_rounds",
+    "Sink progress rounds of one ConnectCluster (one per drift interval while it has RUNNING sinks), by result.",
+    ["result"],
+    registry=REGISTRY,
+)
+PROGRESS_CONNECT_READS = Counter(
+    "connect_offsets_progress_connect_reads",
+    "GET /connectors/<name>/offsets requests made to see source connectors' offsets move.",
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class _Progress:
+    lag: int | None
+    behind: int | None
+    last_moved: float | None
+    stalled: bool
+
+
+_progress: dict[tuple[str, str], _Progress] = {}
+
+
+def set_connector_progress(
+    namespace: str, resource: str, *, lag: int | None, behind: int | None, last_moved: float | None, stalled: bool
+) -> None:
+    """The latest progress of one KafkaConnector (lag and behind: None for a source or unmeasured)."""
+    _progress[(namespace, resource)] = _Progress(lag, behind, last_moved, stalled)
+
+
+def forget_connector_progress(namespace: str, resource: str) -> None:
+    _progress.pop((namespace, resource), None)
+
+
+class _ConnectorProgress(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["namespace", "resource"]
+        lag = GaugeMetricFamily(
+            "connect_offsets_connector_lag", "Records waiting for a sink connector, all partitions.", labels=labels
+        )
+        behind = GaugeMetricFamily(
+            "connect_offsets_connector_partitions_behind", "Partitions with records waiting for a sink.", labels=labels
+        )
+        moved = GaugeMetricFamily(
+            "connect_offsets_connector_last_progress_timestamp_seconds",
+            "Unix time the connector's offsets last moved (as far as the operator saw).",
+            labels=labels,
+        )
+        stalled = GaugeMetricFamily(
+            "connect_offsets_connector_not_advancing",
+            "1 while a RUNNING connector that should move has not moved its offsets for spec.progress.stallAfter.",
+            labels=labels,
+        )
+        for key, sample in sorted(_progress.items()):
+            values = list(key)
+            if sample.lag is not None:
+                lag.add_metric(values, sample.lag)
+            if sample.behind is not None:
+                behind.add_metric(values, sample.behind)
+            if sample.last_moved is not None:
+                moved.add_metric(values, sample.last_moved)
+            stalled.add_metric(values, 1 if sample.stalled else 0)
+        yield from (lag, behind, moved, stalled)
+
+
+REGISTRY.register(_ConnectorProgress())
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:

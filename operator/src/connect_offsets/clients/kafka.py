@@ -1,6 +1,7 @@
 """Direct Kafka access, used only where Connect's REST API cannot help.
 
-Today that is MirrorMaker 2's full reset (its ``mm2-offset-syncs.<alias>.internal`` topic lives
+Today that is sink connectors' progress (their consumer groups against the end offsets,
+``sink_positions``), MirrorMaker 2's full reset (its ``mm2-offset-syncs.<alias>.internal`` topic lives
 in Kafka, not behind Connect), its replication lag (the source cluster's log end offsets, which
 Connect does not know), which clusters a mirror reads and writes (their ids) and a sink's seek to a
 time. confluent-kafka's AdminClient is synchronous (futures), so calls run in a thread, and since
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from connect_offsets.clients.tenant_io import address_key, tenant_network
@@ -34,12 +35,14 @@ __all__ = [
     "ClusterIdCache",
     "KafkaAdminError",
     "LogOffsets",
+    "SinkPositions",
     "TimestampOffsets",
     "cluster_id",
     "delete_topic",
     "librdkafka_config",
     "log_offsets",
     "offsets_for_timestamp",
+    "sink_positions",
 ]
 
 log = logging.getLogger(__name__)
@@ -325,5 +328,91 @@ async def offsets_for_timestamp(
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         ends = _list(admin, missing, latest, timeout, f"end offsets on {where}")
         return TimestampOffsets({**found, **ends}, missing)
+
+    return await _tenant_call(namespace, config, run)
+
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SinkPositions:
+    """One cluster's round of sink progress (``sink_positions``)."""
+
+    topics: dict[str, int]  # the metadata used: partitions per topic
+    ends: dict[TP, int]
+    starts: dict[TP, int]  # earliest offsets, of the partitions a read group has no commit for
+    committed: dict[str, dict[TP, int]]  # per group read: its committed offsets (a partition absent: none)
+    group_errors: dict[str, str]  # groups whose read failed, and why
+    requests: dict[str, int]  # Kafka requests made, by kind: metadata, list_offsets, group_offsets
+
+
+async def sink_positions(
+    config: dict[str, Any],
+    *,
+    topics: dict[str, int] | None,
+    partitions_of: Callable[[dict[str, int]], Collection[TP]],
+    groups_to_read: Callable[[dict[TP, int]], dict[str, list[TP]]],
+    namespace: str,
+    timeout: float = 10.0,
+) -> SinkPositions:
+    """End offsets of every partition the cluster's sink connectors consume, and the committed offsets
+    of the consumer groups worth reading, in one call in the tenant pool (``clients.tenant_io``).
+
+    Requests: a metadata request only when ``topics`` is None (the caller keeps the answer for a
+    while), one batched ListOffsets for every partition of every sink (``partitions_of``), then one
+    ListConsumerGroupOffsets per group ``groups_to_read`` names once it has seen the end offsets (a
+    group whose input did not move and that had nothing waiting is not read), all sent at once on
+    one connection, and one more batched ListOffsets (earliest) only for partitions such a group has
+    no commit for. librdkafka takes one group per ListConsumerGroupOffsets (confluent-kafka 2.16
+    refuses more: "Currently we support listing only 1 consumer groups offset information"), so the
+    groups are not one request; idle groups cost nothing.
+    """
+
+    def run() -> SinkPositions:
+        requests = {"metadata": 0, "list_offsets": 0, "group_offsets": 0}
+        admin = _admin(_client_settings(config, timeout))
+        where = f"cluster {config.get('bootstrap.servers', '?')}"
+        known = topics
+        if known is None:
+            try:
+                metadata = admin.list_topics(timeout=timeout)
+            except KafkaException as error:
+                raise KafkaAdminError(f"list topics on {where}: {_kafka_text(error)}") from error
+            requests["metadata"] += 1
+            known = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+        partitions = sorted(set(partitions_of(known)))
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
+        requests["list_offsets"] += 1 if partitions else 0
+        reads = groups_to_read(ends)
+        futures = {}
+        for group, wanted in reads.items():
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in wanted] or None)
+            futures[group] = admin.list_consumer_group_offsets([request], request_timeout=timeout)[group]
+        requests["group_offsets"] += len(futures)
+        committed: dict[str, dict[TP, int]] = {}
+        errors: dict[str, str] = {}
+        for group, future in futures.items():
+            try:
+                answer = future.result(timeout=timeout + 5)
+            except KafkaException as error:
+                errors[group] = f"committed offsets of group {group} on {where}: {_kafka_text(error)}"
+                continue
+            except Exception as error:  # timeouts surface as concurrent.futures errors
+                errors[group] = f"committed offsets of group {group} on {where}: {type(error).__name__}"
+                continue
+            committed[group] = {
+                (tp.topic, tp.partition): int(tp.offset)
+                for tp in answer.topic_partitions or []
+                if tp.offset != OFFSET_INVALID and tp.offset >= 0 and tp.error is None
+            }
+        uncommitted = sorted(
+            {tp for group, wanted in reads.items() if group in committed for tp in wanted if tp not in committed[group]}
+        )
+        earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        starts = _list(admin, uncommitted, earliest, timeout, f"start offsets on {where}")
+        requests["list_offsets"] += 1 if uncommitted else 0
+        return SinkPositions(known, ends, starts, committed, errors, requests)
 
     return await _tenant_call(namespace, config, run)

@@ -85,6 +85,15 @@ class ResourceCache:
             return None
         return copy.deepcopy(body)
 
+    def peek(self, plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The cached body itself, not a copy, for read-only looks at many resources at once (the
+        progress monitor checks thousands per interval): the caller must not change it."""
+        key = (plural, namespace, name)
+        expires = self._expires.get(key)
+        if expires is not None and time.monotonic() > expires:
+            return None
+        return self._bodies.get(key)
+
     def resource_version(self, plural: str, namespace: str, name: str) -> str | None:
         """The cached body's resourceVersion without copying it (the idle check compares it)."""
         body = self._bodies.get((plural, namespace, name))

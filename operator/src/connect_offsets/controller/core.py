@@ -186,6 +186,13 @@ class Controller:
             if key[0] in (CONNECTORS, MIRRORS) and key[1] == namespace:
                 self.queue.add(key)
 
+    def wake(self, plural: str, namespace: str, name: str) -> None:
+        """Something only this operator measures changed for the resource (its progress): its
+        pass runs now and writes it, the one status writer."""
+        key = (plural, namespace, name)
+        if key in self._seen and self.owns(key):
+            self.queue.add(key)
+
     def owns(self, key: Key) -> bool:
         """Whether this replica's shard takes the key."""
         cluster = self._cluster(key)

@@ -8,7 +8,9 @@ from typing import Any
 import kopf
 
 from connect_offsets.clients.connect import ConnectError
+from connect_offsets.errors import TransientError
 from connect_offsets.handlers.startup import OperatorState, state_of
+from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
@@ -44,7 +46,9 @@ async def delete_connector(
     namespace = namespace or ""
     try:
         result = await state.connectors.delete(namespace, name, dict(body), give_up=retry >= DELETE_RETRIES - 1)
-    except ConnectError as error:
+    except DeletionPending as error:  # the connector is stopping (offsetsOnDelete: reset)
+        raise kopf.TemporaryError(f"deleting the connector in Connect: {error}", delay=error.delay) from error
+    except (ConnectError, TransientError) as error:  # Connect unreachable, 5xx, 409
         raise kopf.TemporaryError(
             f"deleting the connector in Connect: {error}", delay=min(2 ** (retry + 1), 30)
         ) from error

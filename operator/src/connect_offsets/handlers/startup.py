@@ -20,7 +20,9 @@ from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.controller import Controller, ControllerSettings, Presence
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
-from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterService, mirror_connect
+from connect_offsets.progress import ProgressMonitor, ProgressRegistry, progress_enabled
+from connect_offsets.reconcile.cluster_service import ClusterService
+from connect_offsets.reconcile.clusters import ClusterRegistry, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
@@ -121,8 +123,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     lag = LagRegistry()
     # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
     mirror_secrets = MirrorSecrets(kube, policy)
-    connectors = ConnectorService(kube, clusters)
-    cluster_service = ClusterService(kube, clusters)
+
+    def wake_connector(namespace: str, name: str) -> None:
+        # Its progress would show something new: its own pass writes it (the one status writer).
+        for controller in controller_cell:
+            controller.wake(CONNECTORS, namespace, name)
+
+    # The ConnectCluster's pass measures, the KafkaConnector's reports: one registry between them.
+    # CONNECT_OFFSETS_PROGRESS=off turns it off operator-wide (no Kafka calls, no status.progress).
+    progress: ProgressRegistry | None = ProgressRegistry() if progress_enabled() else None
+    progress_monitor = (
+        ProgressMonitor(kube, progress, clusters.kafka_config, wake_connector) if progress is not None else None
+    )
+    connectors = ConnectorService(kube, clusters, progress)
+    cluster_service = ClusterService(kube, clusters, progress_monitor)
     mirrors = MirrorMaker2Service(kube, clusters, lag, mirror_secrets)
     monitor = LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets)
 

@@ -17,7 +17,7 @@ One module a job, so that exactly one place writes status (the MM2 service, from
 * ``secrets``: the mirrors' ``secretConfig`` values (``MirrorSecrets``), shared by the service and
   the monitor;
 * ``monitor``: ``LagMonitor`` measures one resource's mirrors, updates the metrics and the registry,
-  and tells its caller (a kopf daemon) whether the status would change, so that it wakes the
+  and tells its caller (the controller's lag key) whether the status would change, so that it wakes the
   reconcile.
 
 Which topics a mirror replicates (MM2's DefaultTopicFilter restated) is the planner's

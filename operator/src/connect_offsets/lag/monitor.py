@@ -1,5 +1,5 @@
 """The lag monitor: measures one resource's mirrors, updates the metrics and the registry, and tells
-its caller (a kopf daemon) whether the status would change, so that it wakes the reconcile.
+its caller (the controller's lag key) whether the status would change, so that it wakes the reconcile.
 
 It never raises: a failed round is a result (the registry marks the numbers stale, the per-partition
 metrics are removed), and the next round tries again.

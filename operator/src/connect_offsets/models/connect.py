@@ -17,8 +17,10 @@ __all__ = [
     "RuntimeState",
     "ServerInfo",
     "TaskState",
+    "health_endpoint_supported",
     "offsets_api_refusal",
     "parse_version",
+    "plugin_version_refusal",
     "supports_initial_state",
 ]
 
@@ -42,6 +44,7 @@ class RuntimeState(BaseModel):
     state: str
     worker_id: str | None = None
     trace: str | None = None
+    version: str | None = None  # the plugin version running (Kafka Connect 4.1+, KIP-891)
 
 
 class TaskState(RuntimeState):
@@ -58,6 +61,8 @@ def _state_for_status(state: RuntimeState) -> dict[str, Any]:
     document: dict[str, Any] = {"state": state.state}
     if state.worker_id is not None:
         document["worker_id"] = state.worker_id[:253]
+    if state.version is not None:
+        document["version"] = state.version[:200]
     if state.trace is not None and state.trace.strip():
         first = state.trace.strip().splitlines()[0]
         document["trace"] = first if len(first) <= STATUS_TRACE_CHARS else first[:STATUS_TRACE_CHARS] + "…"
@@ -173,4 +178,33 @@ def offsets_api_refusal(version: str) -> str | None:
     return (
         f"Connect {found} has no offsets REST API (KIP-875); this operator needs Kafka Connect "
         f"{minimum} or newer: upgrade the Connect workers"
+    )
+
+
+#: ``GET /health`` (KIP-1017) exists since Kafka Connect 3.9.
+MIN_HEALTH_VERSION: Final = (3, 9, 0)
+#: ``connector.plugin.version`` (KIP-891) is read since Kafka Connect 4.1.
+MIN_PLUGIN_VERSION_VERSION: Final = (4, 1, 0)
+
+
+def health_endpoint_supported(version: str) -> bool:
+    """Whether a worker reporting ``version`` has ``GET /health`` (3.9+); an unparsable version is
+    not asked (``GET /`` stays its readiness)."""
+    return _apache_kafka_version(version) >= MIN_HEALTH_VERSION
+
+
+def plugin_version_refusal(version: str) -> str | None:
+    """Why ``spec.version`` cannot be used on a worker reporting ``version``, or None if it can.
+
+    Older workers ignore ``connector.plugin.version`` silently (an unknown config key), so the
+    version asked would not be the one running: refused, naming the version needed. An unparsable
+    version gets the benefit of the doubt (a custom build), as for the offsets API.
+    """
+    parsed = _apache_kafka_version(version)
+    if parsed == (0, 0, 0) or parsed >= MIN_PLUGIN_VERSION_VERSION:
+        return None
+    found, minimum = (".".join(map(str, v)) for v in (parse_version(version), MIN_PLUGIN_VERSION_VERSION))
+    return (
+        f"spec.version needs Kafka Connect {minimum} or newer (KIP-891, connector.plugin.version); this worker "
+        f"is {found}: remove spec.version or upgrade the Connect workers"
     )

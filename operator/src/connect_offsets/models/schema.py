@@ -124,6 +124,7 @@ def _crd(
     status_model: type[BaseModel],
     columns: list[dict[str, Any]],
     description: str,
+    after_ready: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -152,6 +153,7 @@ def _crd(
                     "additionalPrinterColumns": [
                         *columns,
                         *_condition_columns(),
+                        *(after_ready or []),
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {
@@ -188,6 +190,7 @@ def crd_documents() -> dict[str, dict[str, Any]]:
             columns=[
                 {"name": "URL", "type": "string", "jsonPath": ".spec.url"},
                 {"name": "Version", "type": "string", "jsonPath": ".status.version"},
+                {"name": "Health", "type": "string", "jsonPath": ".status.health"},
             ],
             description="An existing Kafka Connect cluster, reached through its REST API.",
         ),
@@ -202,6 +205,11 @@ def crd_documents() -> dict[str, dict[str, Any]]:
                 {"name": "Class", "type": "string", "jsonPath": ".spec.class", "priority": 1},
                 {"name": "Desired", "type": "string", "jsonPath": ".spec.state"},
                 {"name": "State", "type": "string", "jsonPath": ".status.connectorStatus.connector.state"},
+                {"name": "Version", "type": "string", "jsonPath": ".status.pluginVersion", "priority": 1},
+            ],
+            after_ready=[
+                {"name": "Lag", "type": "integer", "jsonPath": ".status.progress.totalLag"},
+                {"name": "Last Progress", "type": "date", "jsonPath": ".status.progress.lastMoved"},
             ],
             description="A Kafka Connect connector managed on a ConnectCluster, with offsets operations.",
         ),
@@ -213,6 +221,11 @@ def crd_documents() -> dict[str, dict[str, Any]]:
             status_model=crds.KafkaMirrorMaker2Status,
             columns=[
                 CLUSTER_COLUMN,
+                {"name": "Connectors", "type": "string", "jsonPath": ".status.connectorsReady"},
+            ],
+            after_ready=[
+                {"name": "Lag", "type": "integer", "jsonPath": ".status.replicationLag.total"},
+                {"name": "Measured", "type": "date", "jsonPath": ".status.replicationLag.measuredAt"},
             ],
             description="MirrorMaker 2 run as connectors on a ConnectCluster, with per-connector offsets.",
         ),

@@ -19,6 +19,11 @@ from connect_offsets.reconcile.settings import backup_retention
 from connect_offsets.reconcile.status import owner_reference
 from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, short_hash
 
+#: Marks the backup ``spec.offsetsOnDelete`` writes (``reconcile.deletion``): it outlives its
+#: resource, so a resource re-created under the same name finds it for a restore, and pruning never
+#: deletes it (it is the only copy of what a reset on delete removed).
+FINAL_BACKUP_LABEL = f"{API_GROUP}/final-backup"
+
 
 def connector_hash(name: str) -> str:
     """Connector names (``a->b.X``) are not valid label values; their hash is."""
@@ -57,7 +62,14 @@ async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
     created = datetime.now(UTC).isoformat()
     offsets = await p.client.get_offsets_raw(p.target.name)
     backup_of = label_value(meta["name"])
-    selector = f"{API_GROUP}/backup-of={backup_of},{API_GROUP}/connector-hash={hashed},{NOT_A_SHARD}"
+    selector = ",".join(
+        (
+            f"{API_GROUP}/backup-of={backup_of}",
+            f"{API_GROUP}/connector-hash={hashed}",
+            NOT_A_SHARD,
+            f"!{FINAL_BACKUP_LABEL}",
+        )
+    )
     try:
         await p.store.write(
             namespace,

@@ -20,13 +20,11 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectEndpoint,
     ConnectError,
-    ConnectHTTPError,
 )
 from connect_offsets.clients.credentials import (
     CredentialsPolicy,
     CredentialsRefused,
     kafka_destinations,
-    reflect,
     url_destination,
 )
 from connect_offsets.clients.kafka import (
@@ -42,22 +40,19 @@ from connect_offsets.models.crds import (
     ConfigProviderSpec,
     ConnectClusterResource,
     ConnectClusterSpec,
-    ConnectClusterStatus,
 )
 from connect_offsets.planning import (
     BindingRefusal,
-    ConditionSpec,
     ConnectorTarget,
     check_binding,
 )
-from connect_offsets.reconcile.settings import RETIRE_AFTER_S, Outcome, now_utc
+from connect_offsets.reconcile.settings import RETIRE_AFTER_S
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
-from connect_offsets.reconcile.status import validation_text, write_status
+from connect_offsets.reconcile.status import validation_text
 from connect_offsets.vocabulary import (
     CLUSTER_LABEL,
     CLUSTER_NAMESPACE_LABEL,
     CLUSTERS,
-    MAX_QUOTED_TEXT,
     java_string,
 )
 
@@ -126,6 +121,10 @@ class _Connection:
     users: set[tuple[str, str]] = field(default_factory=set)
     info: ServerInfo | None = None
     info_at: float = 0.0
+    #: The worker's last ``GET /health`` answer (3.9+): (healthy | starting | unhealthy, message),
+    #: and when it came (monotonic): ConnectClusters sharing the endpoint share the answer.
+    health: tuple[str, str] | None = None
+    health_at: float = float("-inf")
 
 
 @dataclass
@@ -268,6 +267,22 @@ class ClusterRegistry:
         """``spec.configProvider`` of a ConnectCluster whose client was resolved (``client_for``)."""
         entry = self._entries.get((namespace, name))
         return None if entry is None else entry.provider
+
+    def health(self, namespace: str, name: str) -> tuple[str, str] | None:
+        """The worker's last ``GET /health`` answer for a resolved ConnectCluster (None: not asked,
+        or a worker older than 3.9)."""
+        entry = self._entries.get((namespace, name))
+        return None if entry is None else entry.connection.health
+
+    def set_health(self, namespace: str, name: str, health: tuple[str, str] | None) -> None:
+        entry = self._entries.get((namespace, name))
+        if entry is not None:
+            entry.connection.health, entry.connection.health_at = health, time.monotonic()
+
+    def health_age(self, namespace: str, name: str) -> float:
+        """Seconds since the endpoint's worker last answered ``GET /health`` (inf: never asked)."""
+        entry = self._entries.get((namespace, name))
+        return float("inf") if entry is None else time.monotonic() - entry.connection.health_at
 
     def snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
         """The connector snapshot of a ConnectCluster whose client was resolved (``client_for``)."""
@@ -477,118 +492,3 @@ async def mirror_connect(
 
 class ClusterUnreachable(TransientError):
     """The ConnectCluster is configured but Connect does not answer (transient)."""
-
-
-#: Server info fields a Connect URL sends are echoed at most this long (a version is ~10 characters).
-MAX_SERVER_FIELD = 256
-
-
-#: Plugin classes listed in status (a real worker has a few dozen; a hostile URL may send millions).
-MAX_PLUGINS_SHOWN = 500
-
-
-#: ``GET /`` and the plugin list are asked again at least this often (and whenever the
-#: ConnectCluster changes or the last pass failed); in between, the pass only refreshes the
-#: connector snapshot, which also tells that the worker answers.
-PROBE_EVERY_S = 300.0
-
-
-@dataclass(frozen=True)
-class _Probe:
-    version: int | None  # the ConnectCluster's generation probed
-    at: float
-    conditions: list[ConditionSpec]
-    status: ConnectClusterStatus  # what the probe found: version, commit, Kafka cluster id, plugins
-
-
-class ClusterService:
-    """Probe a ConnectCluster (``GET /``, plugins), refresh its connector snapshot once per drift
-    interval, and report it in status."""
-
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
-        self.kube = kube
-        self.clusters = clusters
-        self._probes: dict[tuple[str, str], _Probe] = {}
-
-    async def reconcile(self, namespace: str, name: str) -> Outcome:
-        body = await self.kube.cached_resource(CLUSTERS, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            self._probes.pop((namespace, name), None)
-            await self.clusters.forget(namespace, name)
-            return Outcome()
-        now = now_utc()
-        outcome = Outcome()
-        version = body["metadata"].get("generation")  # spec changes only, not our status writes
-        probe = self._probes.get((namespace, name))
-        try:
-            if probe is None or probe.version != version or time.monotonic() - probe.at > PROBE_EVERY_S:
-                probe = await self._probe(namespace, name, body)
-            if probe.conditions[0].status == "True":
-                snapshot = self.clusters.snapshot(namespace, name)
-                if snapshot is not None:
-                    # Several ConnectClusters may share the endpoint's snapshot: the first pass of
-                    # an interval refreshes it, the others find it fresh.
-                    await snapshot.refresh(older_than=self.clusters.drift_interval * 0.8)
-            conditions, update = probe.conditions, probe.status
-            self._probes[(namespace, name)] = probe
-        except ClusterUnusable as error:
-            self._probes.pop((namespace, name), None)
-            conditions, update = (
-                [ConditionSpec("Ready", "False", error.reason_or("InvalidConfiguration"), str(error))],
-                None,
-            )
-        except ConnectError as error:
-            self._probes.pop((namespace, name), None)  # probed again (Secrets re-read) on the retry
-            conditions, update = [unreachable_condition(error, body.get("spec") or {})], None
-            # Retried with back-off either way: no Secret is watched, so a fixed token is found by the retry.
-            outcome.transient_error = str(error)
-        await write_status(self.kube, CLUSTERS, body, conditions, now, update)
-        return outcome
-
-    async def _probe(self, namespace: str, name: str, body: dict[str, Any]) -> _Probe:
-        """``GET /`` and the plugins, with the Secrets read again: a worker upgraded or a token
-        rotated behind our back is noticed here."""
-        client, info = await self.clusters.refresh(namespace, name)
-        plugins = await client.connector_plugins()
-
-        def echoed(text: str) -> str:
-            # Whatever the URL answers is reflected capped and redacted (clients.credentials.reflect).
-            return reflect(text, client.known_secrets, MAX_SERVER_FIELD)
-
-        def maybe(text: str | None) -> str | None:
-            return None if text is None else echoed(text)
-
-        # A field the worker does not report (None) is removed from status.
-        status = ConnectClusterStatus(
-            version=maybe(info.version),
-            commit=maybe(info.commit),
-            kafka_cluster_id=maybe(info.kafka_cluster_id),
-            connector_plugins=[echoed(p) for p in sorted(plugins)[:MAX_PLUGINS_SHOWN]],
-        )
-        url = reflect(str(body["spec"].get("url", "")))
-        refusal = offsets_api_refusal(info.version)
-        if refusal is not None:
-            conditions = [ConditionSpec("Ready", "False", CONNECT_TOO_OLD, f"{refusal} ({url})")]
-        else:
-            conditions = [ConditionSpec("Ready", "True", "Reachable", f"Connect {status.version} answers at {url}")]
-        return _Probe(body["metadata"].get("generation"), time.monotonic(), conditions, status)
-
-
-#: Ready reasons when the worker refuses the credentials (401) or the identity (403): unlike
-#: ``Unreachable`` they say the network is fine and ``spec.authentication`` is what to check.
-CREDENTIALS_REFUSED: dict[int, str] = {401: "Unauthorized", 403: "Forbidden"}
-
-
-def unreachable_condition(error: ConnectError, spec: dict[str, Any]) -> ConditionSpec:
-    """The ConnectCluster's ``Ready=False`` for a failed probe; the message never holds credentials
-    (``ConnectClient`` scrubs them from every error)."""
-    reason = CREDENTIALS_REFUSED.get(error.status_code) if isinstance(error, ConnectHTTPError) else None
-    if reason is None:
-        return ConditionSpec("Ready", "False", "Unreachable", str(error)[:MAX_QUOTED_TEXT])
-    auth = spec.get("authentication") or {}
-    hint = (
-        f"check spec.authentication (Secret {auth.get('secretName')})"
-        if auth
-        else "the worker demands credentials: set spec.authentication"
-    )
-    return ConditionSpec("Ready", "False", reason, f"{str(error)[:960]} ({hint})")

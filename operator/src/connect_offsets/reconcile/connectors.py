@@ -18,16 +18,20 @@ from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
-from connect_offsets.models.connect import ConnectorStatus
+from connect_offsets.models.connect import ConnectorStatus, plugin_version_refusal
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
     KafkaConnectorStatus,
+    OffsetsOnDelete,
 )
 from connect_offsets.planning import (
+    ConditionSpec,
     Observed,
     plan_target,
     target_for_connector,
 )
+from connect_offsets.progress import CONDITION as PROGRESSING
+from connect_offsets.progress import ProgressRegistry
 from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
@@ -38,6 +42,7 @@ from connect_offsets.reconcile.clusters import (
     resolve_cluster,
 )
 from connect_offsets.reconcile.context import post_events
+from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
@@ -70,9 +75,13 @@ class _Quiet:
 class ConnectorService:
     """Reconcile one KafkaConnector."""
 
-    def __init__(self, kube: KubernetesApi, clusters: ClusterRegistry) -> None:
+    def __init__(
+        self, kube: KubernetesApi, clusters: ClusterRegistry, progress: ProgressRegistry | None = None
+    ) -> None:
         self.kube = kube
         self.clusters = clusters
+        #: What the progress monitor measured (status.progress, the Progressing condition).
+        self.progress = progress
         self.runner = TargetRunner(kube)
         self._quiet: dict[tuple[str, str], _Quiet] = {}
 
@@ -100,6 +109,8 @@ class ConnectorService:
         quiet = self._quiet.get((namespace, name))
         if quiet is None or self.kube.cache.resource_version(CONNECTORS, namespace, name) != quiet.resource_version:
             return None
+        if self.progress is not None and self.progress.is_dirty(namespace, name):
+            return None  # its progress would show something new
         snapshot = self.clusters.snapshot(*quiet.cluster)
         if snapshot is None or not self.clusters.is_current(*quiet.cluster, quiet.client):
             return None
@@ -129,6 +140,11 @@ class ConnectorService:
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
             check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), target)
+            refusal = plugin_version_refusal(info.version) if resource.spec.version is not None else None
+            if refusal is not None:
+                # An older worker ignores connector.plugin.version: the version asked would not be
+                # the one running. Nothing is created or changed until the spec or worker changes.
+                raise ClusterUnusable(refusal, "PluginVersionUnsupported")
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
@@ -150,7 +166,15 @@ class ConnectorService:
 
         snapshot = self.clusters.snapshot(*cluster)
         result = await self.runner.run(
-            target, body, client, info, now, checkpoint=checkpoint, kafka=kafka, snapshot=snapshot
+            target,
+            body,
+            client,
+            info,
+            now,
+            checkpoint=checkpoint,
+            kafka=kafka,
+            snapshot=snapshot,
+            health=self.clusters.health(*cluster),
         )
         if result.superseded:
             return Outcome(
@@ -158,15 +182,36 @@ class ConnectorService:
             )  # the request changed: plan again from the fresh body
         update = result.status.updated(shown_cluster)
         if result.observed.status is not None:
-            update = update.updated(KafkaConnectorStatus(tasks_max=resource.spec.tasks_max))
+            update = update.updated(
+                KafkaConnectorStatus(
+                    tasks_max=resource.spec.tasks_max, plugin_version=result.observed.status.connector.version
+                )
+            )
+        conditions = list(result.conditions)
         running = _running(result.observed.status)
+        if self.progress is not None:
+            watched = running and resource.spec.progress.enabled
+            if watched and self.progress.get(namespace, name) is None:
+                # Not measured yet (an operator just started): what status says stays, rather than
+                # being removed now and written again after the cluster's next round.
+                conditions += [
+                    ConditionSpec(c.type, c.status, c.reason, c.message)
+                    for c in resource.status.conditions
+                    if c.type == PROGRESSING
+                ]
+            else:
+                shown, progressing, _ = (
+                    self.progress.report(namespace, name, resource.spec.progress, now) if watched else (None, None, 0)
+                )
+                update = update.updated(KafkaConnectorStatus(progress=shown))
+                conditions += [progressing] if progressing is not None else []
         topics_due = snapshot.topics_due(target.name, running) if snapshot is not None else running
         if topics_due and result.observed.config is not None and result.transient_error is None:
             # Topic tracking may be disabled on the worker (topic.tracking.enable=false).
             with contextlib.suppress(ConnectError):
                 topics = sorted(await client.get_connector_topics(target.name))
                 update = update.updated(KafkaConnectorStatus(topics=topics))
-        await write_status(self.kube, CONNECTORS, body, result.conditions, now, update)
+        await write_status(self.kube, CONNECTORS, body, conditions, now, update)
         try:
             outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
         finally:
@@ -199,11 +244,14 @@ class ConnectorService:
         return outcome
 
     async def delete(self, namespace: str, name: str, body: dict[str, Any], *, give_up: bool) -> str:
-        """Delete the connector in Connect if this resource owns it. Returns what happened."""
+        """Delete the connector in Connect if this resource owns it, after what
+        ``spec.offsetsOnDelete`` asks (``reconcile.deletion``). Returns what happened."""
         try:
             resource = KafkaConnectorResource.model_validate(body)
         except ValidationError:
             return "resource invalid; nothing to delete in Connect"
+        if resource.spec.offsets_on_delete is not OffsetsOnDelete.KEEP:
+            return await offsets_on_delete(self.kube, self.clusters, self.runner.store, body, give_up=give_up)
         return await delete_owned(
             self.clusters, self.kube, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
         )

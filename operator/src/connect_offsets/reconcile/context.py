@@ -51,8 +51,13 @@ class OffsetsRequestInvalid(UserError):
 
 
 class StepUnavailable(TransientError):
-    """A step outside Connect (a ``BeforeOffsets`` hook talking to Kafka) could not be done now;
-    the pass ends like a Connect outage: the target reports it, the resource is retried with back-off."""
+    """A step outside Connect (a ``BeforeOffsets`` hook talking to Kafka) could not be done now, or
+    the worker says it cannot serve it yet (``GET /health``); the pass ends like a Connect outage:
+    the target reports it (Ready False with ``reason``), the resource is retried with back-off."""
+
+    def __init__(self, message: str, reason: str = "ConnectError") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RequestChanged(ConnectOffsetsError):
@@ -156,6 +161,8 @@ class Pass:
     kafka: KafkaConfig | None = None
     #: The cluster's shared connector snapshot; None reads the connector on its own.
     snapshot: ConnectorsSnapshot | None = None
+    #: The worker's last ``GET /health`` answer (3.9+), (state, message); None: not known.
+    health: tuple[str, str] | None = None
 
     @property
     def namespace(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from connect_offsets.faults import fault_point
 from connect_offsets.planning import Action, Plan
 from connect_offsets.planning.outcomes import OFFSETS_OPS
-from connect_offsets.reconcile.context import Pass
+from connect_offsets.reconcile.context import Pass, StepUnavailable
 from connect_offsets.reconcile.initial import initial_offsets
 from connect_offsets.reconcile.lifecycle import lifecycle_action
 from connect_offsets.reconcile.offsets_changes import (
@@ -25,6 +25,14 @@ from connect_offsets.reconcile.offsets_changes import (
 async def execute(p: Pass, plan: Plan) -> None:
     """Run the plan's actions; stops early when a direct offsets change failed for good."""
     await report_refusal(p, plan)
+    if p.health is not None and p.health[0] != "healthy" and any(_changes_offsets(a) for a in plan.actions):
+        # The worker itself says it cannot serve requests now: an offsets change waits (the
+        # resource is checked again with back-off, 2 s ... 60 s), rather than being tried and
+        # half-done against a worker that is starting or stuck.
+        raise StepUnavailable(
+            f"offsets changes wait: the Connect worker reports {p.health[0]} at GET /health: {p.health[1][:512]}",
+            reason="ConnectWorkerNotReady",
+        )
     if any(_begins_change(action) for action in plan.actions):
         await p.confirm_request()  # planned from the cache: the request must still stand
     for action in plan.actions:
@@ -61,6 +69,18 @@ async def execute(p: Pass, plan: Plan) -> None:
             await lifecycle_action(p, action)
             if action.kind == "stop" and plan.hold_stopped:
                 fault_point("after-stop")
+
+
+def _changes_offsets(action: Action) -> bool:
+    """An action of an offsets change (not a list, not a dry run): begins, continues or makes it."""
+    if action.kind in (
+        "begin_offsets_change",
+        "update_pending",
+        "create_with_initial_offsets",
+        "apply_initial_offsets",
+    ):
+        return True
+    return action.kind in OFFSETS_OPS and action.kind != "list_offsets"
 
 
 def _begins_change(action: Action) -> bool:

@@ -244,7 +244,8 @@ class MirrorMaker2Service:
             ready_condition = ConditionSpec(
                 "Ready", "True", "ConnectorsReady", f"{len(entries)} connector(s) as the spec asks"
             )
-        update = KafkaMirrorMaker2Status(connectors=entries).updated(shown_cluster)
+        ready_count = f"{sum(1 for e in entries if e.ready)}/{len(mirror.targets)}"
+        update = KafkaMirrorMaker2Status(connectors=entries, connectors_ready=ready_count).updated(shown_cluster)
         if handled_ids is not None:
             update = update.updated(KafkaMirrorMaker2Status(handled_request_ids=handled_ids))
         if last_operation is not None:
@@ -341,12 +342,23 @@ class MirrorMaker2Service:
             problems += [f"{target.name}: {problem}" for problem in cached[1]]
         if not problems:
             return None
+        overridden = sorted(
+            {
+                key.removeprefix("producer.override.")
+                for t in targets
+                for key in t.config
+                if key.startswith("producer.override.")
+            }
+        )
         return ConditionSpec(
             "Ready",
             "False",
             MirrorHoldReason.PRODUCER_OVERRIDE_REFUSED,
             f"spec.mirrors[{index}] asks writeToTarget: producerOverride, and Connect refused the connectors' "
-            f"config, so nothing was created. Connect says: {'; '.join(problems)}",
+            f"config, so nothing was created. Connect says: {'; '.join(problems)}. The workers' "
+            "connector.client.config.override.policy decides: All, or on Kafka Connect 4.2 and newer (KIP-1188) "
+            "Allowlist with connector.client.config.override.allowlist listing the settings this mirror "
+            f"overrides: {', '.join(overridden)}",
         )
 
     async def _stop_refused(

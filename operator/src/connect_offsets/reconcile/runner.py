@@ -60,11 +60,12 @@ class TargetRunner:
         checkpoint: Checkpoint | None = None,
         kafka: KafkaConfig | None = None,
         snapshot: ConnectorsSnapshot | None = None,
+        health: tuple[str, str] | None = None,
     ) -> TargetResult:
         """One pass: ``checkpoint`` receives status fields as they happen (restartable steps),
         ``before_offsets`` runs right before each offsets request, ``kafka`` resolves Kafka access."""
         sink = StatusSink(checkpoint)
-        p = Pass(self.kube, self.store, target, body, client, info, now, sink, before_offsets, kafka, snapshot)
+        p = Pass(self.kube, self.store, target, body, client, info, now, sink, before_offsets, kafka, snapshot, health)
         try:
             observed, digest = await observe(p)
         except ConnectError as error:
@@ -98,7 +99,10 @@ class TargetRunner:
         except RequestChanged as error:
             log.info("%s: %s; planning again from the fresh body", target.name, error)
             return TargetResult(plan, observed, list(plan.conditions), superseded=True)
-        except (ConnectError, StepUnavailable) as error:
+        except StepUnavailable as error:
+            transient_error = str(error)
+            sink.not_ready(error.reason, str(error))
+        except ConnectError as error:
             transient_error = str(error)
             sink.not_ready("ConnectError", str(error))
         if observed.status is not None:

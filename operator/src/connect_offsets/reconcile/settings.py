@@ -76,7 +76,7 @@ def now_utc() -> datetime:
 
 @dataclass
 class Outcome:
-    """What the caller (a kopf daemon) should do next."""
+    """What the caller (the controller) should do next."""
 
     requeue_after: float | None = None
     transient_error: str | None = None

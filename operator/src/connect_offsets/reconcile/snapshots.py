@@ -95,6 +95,14 @@ class ConnectorsSnapshot:
     def usable(self) -> bool:
         return self._off is None
 
+    @property
+    def client(self) -> ConnectClient:
+        return self._client
+
+    def connectors(self) -> dict[str, ExpandedConnector] | None:
+        """Every connector of the last snapshot (None: none taken yet, or snapshots are off)."""
+        return None if self._taken is None or self._off is not None else self._taken.connectors
+
     async def refresh(self, older_than: float = 0.0) -> None:
         """Take a new snapshot now, unless the last one is younger than ``older_than`` seconds
         (one request however many callers wait for it)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from connect_offsets.models.schema import crd_documents
 from connect_offsets.tools.kubectl.completion import RequestOutcome
-from connect_offsets.tools.kubectl.lag import render_lag
+from connect_offsets.tools.kubectl.lag import render_connector_lag, render_lag
 from connect_offsets.tools.kubectl.render import render_table, render_wide
 
 __all__ = ["BLOCKS", "plugin_columns_table", "printer_columns_table", "render_blocks"]
@@ -58,11 +58,14 @@ def plugin_columns_table() -> str:
             }
         }
     }
+    connector = {"metadata": {"name": "c"}, "status": {"progress": {"type": "sink", "totalLag": 1}}}
     tables: list[tuple[str, Callable[[], str]]] = [
         ("`-l` (text); `NAMESPACE` only when several", lambda: render_table([_sample()], with_namespace=True)),
         ("`-o wide` (one resource or `-l`)", lambda: render_wide([_sample()])),
         ("`lag`", lambda: render_lag(mirror)),
         ("`lag -o wide`", lambda: render_lag(mirror, wide=True)),
+        ("`lag cokc/NAME`", lambda: render_connector_lag(connector)),
+        ("`lag cokc/NAME -o wide`", lambda: render_connector_lag(connector, wide=True)),
     ]
     rows = [[table, " ".join(f"`{name}`" for name in _header(render()))] for table, render in tables]
     return _markdown(["Table", "Columns"], rows)

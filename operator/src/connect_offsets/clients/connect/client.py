@@ -50,6 +50,7 @@ from connect_offsets.clients.connect.responses import (
     _STATUS,
     _STR_LIST,
     _TOPICS,
+    _WORKER_HEALTH,
     ChunkedAlterResult,
     ExpandedConnector,
     _decoded_parts,
@@ -190,6 +191,20 @@ class ConnectClient:
 
     async def server_info(self) -> ServerInfo:
         return await self._get_model("/", _SERVER_INFO)
+
+    async def worker_health(self) -> tuple[str, str]:
+        """``GET /health`` (KIP-1017, Kafka Connect 3.9+): ``("healthy" | "starting" | "unhealthy",
+        the worker's message)``. The worker answers 200 healthy, 503 starting, 500 unhealthy; a
+        worker without the endpoint (older than 3.9) answers 404 (``ConnectNotFound``)."""
+        path = "/health"
+        try:
+            answer = await self._get_model(path, _WORKER_HEALTH)
+        except ConnectHTTPError as error:
+            state = {503: "starting", 500: "unhealthy"}.get(error.status_code)
+            if state is None:
+                raise
+            return state, error.message
+        return answer.status, answer.message
 
     async def connector_plugins(self) -> list[str]:
         """Connector plugin classes (``connectorsOnly=true``: no transforms/converters/predicates)."""

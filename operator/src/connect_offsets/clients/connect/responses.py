@@ -14,7 +14,7 @@ import json
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -45,7 +45,17 @@ class _MessageBody(BaseModel):
     message: str = ""
 
 
+class _WorkerHealth(BaseModel):
+    """``GET /health`` (KIP-1017): Connect's ``WorkerStatus``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["healthy", "starting", "unhealthy"]
+    message: str = ""
+
+
 _SERVER_INFO: Final = TypeAdapter(ServerInfo)
+_WORKER_HEALTH: Final = TypeAdapter(_WorkerHealth)
 _STATUS: Final = TypeAdapter(ConnectorStatus)
 _PLUGINS: Final = TypeAdapter(list[_PluginInfo])
 _STR_LIST: Final = TypeAdapter(list[str])

@@ -203,6 +203,13 @@ class ConnectClusterStatus(StatusModel):
     connector_plugins: list[str] = Field(
         default_factory=list, description="Connector classes installed on the workers (`GET /connector-plugins`)."
     )
+    health: Literal["healthy", "starting", "unhealthy"] | None = Field(
+        None,
+        description=(
+            "What the worker answers at GET /health (Kafka Connect 3.9 or newer, KIP-1017); absent on older "
+            "workers, whose readiness is GET /. Offsets changes wait while it is starting or unhealthy."
+        ),
+    )
 
 
 class ConnectClusterResource(BaseModel):

@@ -3,7 +3,9 @@ its status."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +50,77 @@ class InitialOffsetsSpec(Model):
     )
 
 
+#: The connector config key KIP-891 (Kafka Connect 4.1) reads the plugin version from; spec.version sets it.
+PLUGIN_VERSION_KEY: Final = "connector.plugin.version"
+
+#: A Go-style duration of whole seconds, minutes and hours ("15m", "1h30m", "90s"): what
+#: ``spec.progress.stallAfter`` takes. Linear to match (no nested repetition).
+DURATION_PATTERN: Final = r"^([0-9]{1,6}[hms]){1,3}$"
+_DURATION_PART = re.compile(r"([0-9]+)([hms])")
+_UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds of a ``DURATION_PATTERN`` duration ("1h30m" -> 5400)."""
+    return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
+
+
+class ProgressSpec(Model):
+    """Whether the connector is moving: sink lag and the age of the last offsets change, and when a
+    RUNNING connector that should move has not (the Progressing condition)."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Measure progress: a RUNNING sink connector's consumer group against the end offsets (needs "
+            "ConnectCluster spec.kafka), a RUNNING source connector's offsets every few minutes."
+        ),
+    )
+    stall_after: Annotated[
+        str,
+        Field(
+            pattern=DURATION_PATTERN,
+            max_length=24,
+            description=(
+                "Progressing turns False (reason NotAdvancing) when a RUNNING connector that should move has "
+                'not moved its offsets for this long: a duration such as "15m", "1h" or "90s".'
+            ),
+        ),
+    ] = "15m"
+    expect_source_records: bool = Field(
+        False,
+        description=(
+            "Source connectors: their input is outside Kafka, so the operator cannot tell whether records are "
+            "waiting. True: a RUNNING source connector whose offsets have not changed for stallAfter is "
+            "NotAdvancing. False (default): a source connector is never reported stalled."
+        ),
+    )
+
+    @field_validator("stall_after")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if duration_seconds(value) < 1:
+            raise ValueError(f"{value!r} must be at least 1s")
+        return value
+
+    @property
+    def stall_after_seconds(self) -> int:
+        return duration_seconds(self.stall_after)
+
+
+class OffsetsOnDelete(StrEnum):
+    """What happens to the connector's offsets when the KafkaConnector is deleted."""
+
+    #: The connector is deleted, its offsets stay in Kafka (a connector re-created under the same
+    #: name continues from them): Kafka Connect's own behaviour, and the default.
+    KEEP = "keep"
+    #: As keep, with the offsets saved first in a ConfigMap that outlives the resource.
+    BACKUP = "backup"
+    #: The connector is stopped, its offsets backed up and deleted, then it is deleted: one
+    #: re-created under the same name starts clean.
+    RESET = "reset"
+
+
 class KafkaConnectorSpec(Model):
     """The connector as it should be in Connect (class, config, tasks, state) and where its offsets are
     exchanged (listOffsets, alterOffsets, initialOffsets). The ConnectCluster is chosen by the label
@@ -71,6 +144,33 @@ class KafkaConnectorSpec(Model):
     initial_offsets: InitialOffsetsSpec | None = Field(
         None, description="Offsets the connector starts from when the operator first creates it (KIP-995)."
     )
+    version: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=200,
+            pattern=r"^[^\s]+$",
+            description=(
+                "The connector plugin's version (KIP-891, Kafka Connect 4.1 or newer): a version or a Maven "
+                "range such as [4.0,5.0), sent as connector.plugin.version. Changing it is an upgrade: the "
+                "operator backs up the offsets first. Refused on older workers (Ready False, "
+                "PluginVersionUnsupported)."
+            ),
+        ),
+    ] = None
+    progress: ProgressSpec = Field(
+        default_factory=ProgressSpec,
+        description="Progress and stall detection (status.progress, the Progressing condition).",
+    )
+    offsets_on_delete: OffsetsOnDelete = Field(
+        OffsetsOnDelete.KEEP,
+        description=(
+            "What deleting this resource does to the connector's offsets. keep (default): they stay in Kafka. "
+            "backup: saved first in a ConfigMap that outlives the resource. reset: the connector is stopped, "
+            "its offsets backed up and deleted, then it is deleted, so one re-created under the same name "
+            "starts clean."
+        ),
+    )
 
     @field_validator("config")
     @classmethod
@@ -81,6 +181,8 @@ class KafkaConnectorSpec(Model):
                 f"config must not contain {', '.join(reserved)}: use metadata.name, spec.class and "
                 "spec.tasksMax instead"
             )
+        if PLUGIN_VERSION_KEY in config:
+            raise ValueError(f"config must not contain {PLUGIN_VERSION_KEY}: use spec.version instead")
         return flat_values(config)
 
     def connect_config(self, name: str) -> dict[str, str]:
@@ -90,6 +192,8 @@ class KafkaConnectorSpec(Model):
         config["name"] = name
         if self.tasks_max is not None:
             config["tasks.max"] = str(self.tasks_max)
+        if self.version is not None:
+            config[PLUGIN_VERSION_KEY] = self.version
         return config
 
 
@@ -103,6 +207,53 @@ class InitialOffsetsStatus(StatusModel):
     time: str = Field(description="When the step was reached (RFC 3339).")
     request: str | None = Field(None, description="Fingerprint of the inputs of a failed attempt.")
     message: str = Field("", description="Why it failed.")
+
+
+class ProgressStatus(StatusModel):
+    """Whether the connector is moving, bounded in size whatever the number of partitions."""
+
+    type: Literal["sink", "source"] = Field(description="sink: consumer group lag; source: offsets changes.")
+    total_lag: int | None = Field(
+        None, description="Sink: records waiting, all partitions (end offset minus committed offset)."
+    )
+    partitions_behind: int | None = Field(None, description="Sink: partitions with records waiting.")
+    partitions: int | None = Field(None, description="Partitions measured (sink: topic partitions; source: offsets).")
+    last_moved: str | None = Field(
+        None,
+        description=(
+            "When the connector's offsets last moved as far as the operator saw (RFC 3339; the Last Progress "
+            "column shows its age). Absent until a move is seen."
+        ),
+    )
+    message: str = Field("", description="Why progress is not measured, or what the last measurement met.")
+
+
+class DeletionStatus(StatusModel):
+    """spec.offsetsOnDelete in progress: written before each step, so a restarted operator finishes
+    the same deletion without repeating a step."""
+
+    mode: Literal["backup", "reset"] = Field(description="The spec.offsetsOnDelete being carried out.")
+    step: Literal["Stopping", "Resetting", "Deleting", "Done"] = Field(
+        description=(
+            "Stopping: waiting for STOPPED; Resetting: backup kept, offsets being deleted; Deleting: the "
+            "connector being deleted; Done: finished (the Event has been posted)."
+        )
+    )
+    backup: str | None = Field(
+        None, description="The ConfigMap holding the offsets from before; it outlives the resource."
+    )
+    reset: bool = Field(False, description="reset: Connect has deleted the offsets.")
+    started: str = Field(description="When the deletion started (RFC 3339).")
+    message: str = Field("", description="What was done.")
+
+
+class PluginUpgradeStatus(StatusModel):
+    """A change of spec.version: the backup taken before the new connector.plugin.version was sent."""
+
+    from_version: str | None = Field(None, description="connector.plugin.version before (absent: the default).")
+    to_version: str | None = Field(None, description="connector.plugin.version asked (absent: the default).")
+    backup: str | None = Field(None, description="ConfigMap holding the offsets from before the upgrade.")
+    time: str = Field(description="When the backup was taken (RFC 3339).")
 
 
 class KafkaConnectorStatus(StatusModel):
@@ -133,6 +284,18 @@ class KafkaConnectorStatus(StatusModel):
     applied_offsets: AppliedOffsetsStatus | None = None
     initial_offsets: InitialOffsetsStatus | None = None
     offsets_progress: OffsetsProgressStatus | None = Field(None, description=OFFSETS_PROGRESS)
+    progress: ProgressStatus | None = Field(
+        None, description="Is it moving: sink lag, the last time the offsets moved (spec.progress)."
+    )
+    plugin_version: str | None = Field(
+        None, description="The connector plugin version Connect reports as running (Kafka Connect 4.1 or newer)."
+    )
+    plugin_upgrade: PluginUpgradeStatus | None = Field(
+        None, description="The last change of spec.version and the offsets backup taken before it."
+    )
+    deletion: DeletionStatus | None = Field(
+        None, description="spec.offsetsOnDelete being carried out (only while the resource is being deleted)."
+    )
 
 
 class KafkaConnectorResource(BaseModel):

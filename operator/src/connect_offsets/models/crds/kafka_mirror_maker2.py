@@ -294,6 +294,13 @@ class KafkaMirrorMaker2Status(StatusModel):
         ),
     )
     connectors: list[MirrorConnectorStatus] = Field(default_factory=list, description="Each mirror connector.")
+    connectors_ready: str | None = Field(
+        None,
+        description=(
+            "READY/DECLARED: the mirror connectors running as their spec asks, of all declared (the "
+            "Connectors column of kubectl get)."
+        ),
+    )
     replication_lag: ReplicationLagStatus | None = Field(
         None, description="Replication lag over all mirrors (spec.replicationLag)."
     )

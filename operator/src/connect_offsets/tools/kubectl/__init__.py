@@ -59,7 +59,7 @@ from connect_offsets.tools.kubectl.completion import (
     own_backup,
     progress_text,
 )
-from connect_offsets.tools.kubectl.lag import lag_command, render_lag
+from connect_offsets.tools.kubectl.lag import lag_command, render_connector_lag, render_lag
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
 from connect_offsets.tools.kubectl.render import WaitProgress, render_single, render_table, report
@@ -113,6 +113,7 @@ __all__ = [
     "parse_kind",
     "parse_options",
     "progress_text",
+    "render_connector_lag",
     "render_lag",
     "render_single",
     "render_table",

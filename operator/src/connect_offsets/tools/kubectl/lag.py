@@ -1,4 +1,5 @@
-"""``kubectl connect-offsets lag NAME``: a KafkaMirrorMaker2's ``status.replicationLag`` (read only).
+"""``kubectl connect-offsets lag NAME``: a KafkaMirrorMaker2's ``status.replicationLag``, or a
+KafkaConnector's ``status.progress`` and ``Progressing`` condition (``cokc/NAME``); read only.
 
 A read-only view rather than an annotation request, so it is not a Runner operation.
 """
@@ -67,6 +68,39 @@ def render_lag(body: dict[str, Any], *, wide: bool = False) -> str:
     return "\n".join(lines)
 
 
+def render_connector_lag(body: dict[str, Any], *, wide: bool = False) -> str:
+    """``status.progress`` of a KafkaConnector as a one-row table, with the Progressing condition."""
+    status = body.get("status") or {}
+    progress = status.get("progress") or {}
+    state = ((status.get("connectorStatus") or {}).get("connector") or {}).get("state", "-")
+    header: tuple[str, ...] = ("CONNECTOR", "TYPE", "STATE", "LAG", "PARTITIONS BEHIND", "PARTITIONS", "LAST MOVED")
+    row: tuple[str, ...] = (
+        str((body.get("metadata") or {}).get("name", "")),
+        str(progress.get("type", "-")),
+        str(state),
+        str(progress.get("totalLag", "-")),
+        str(progress.get("partitionsBehind", "-")),
+        str(progress.get("partitions", "-")),
+        str(progress.get("lastMoved") or "not seen"),
+    )
+    if wide:
+        header, row = (*header, "MESSAGE"), (*row, " ".join(str(progress.get("message") or "-").split()))
+    if not progress:
+        lines = [
+            "no progress reported: the connector is not RUNNING, spec.progress.enabled is false, or the "
+            "operator has not measured it yet"
+        ]
+    else:
+        widths = [max(len(a), len(b)) for a, b in zip(header, row, strict=True)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, row)]
+        if progress.get("message") and not wide:
+            lines.append(str(progress["message"]))
+    found = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), None)
+    if found is not None:
+        lines.append(f"Progressing={found.get('status')} ({found.get('reason')}): {found.get('message')}")
+    return "\n".join(lines)
+
+
 def lag_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets lag NAME``: read status.replicationLag and print it (nothing is changed)."""
     args = build_parser().parse_args(argv)
@@ -76,8 +110,6 @@ def lag_command(argv: Sequence[str] | None) -> int:
         raise PluginError(f"lag does not take {options} ({PLUGIN} lag --help lists its options)", EXIT_USAGE)
     values = {**DEFAULTS, **vars(args)}
     kind, name = split_name(values["name"], values["kind"] or (None if "/" in values["name"] else "mm2"))
-    if not kind.is_mirror:
-        raise PluginError("lag applies to KafkaMirrorMaker2 only (mm2/NAME)", EXIT_USAGE)
     kube, default_namespace = load_kube(connection(values))
     namespace = values["namespace"] or default_namespace
 
@@ -91,12 +123,16 @@ def lag_command(argv: Sequence[str] | None) -> int:
     finally:
         kube.core.api_client.close()
     if body is None:
-        raise PluginError(f"{kind.kind} {namespace}/{name} not found (kubectl get comm2 -n {namespace})", EXIT_USAGE)
+        short = "comm2" if kind.is_mirror else "cokc"
+        raise PluginError(f"{kind.kind} {namespace}/{name} not found (kubectl get {short} -n {namespace})", EXIT_USAGE)
     output = values["output"]
+    field = "replicationLag" if kind.is_mirror else "progress"
     if output in ("json", "yaml"):
-        print(serialize((body.get("status") or {}).get("replicationLag") or {}, output))
+        print(serialize((body.get("status") or {}).get(field) or {}, output))
     elif output == "name":
         print(resource_name(kind.kind, name))
-    else:
+    elif kind.is_mirror:
         print(render_lag(body, wide=output == "wide"))
+    else:
+        print(render_connector_lag(body, wide=output == "wide"))
     return EXIT_OK

@@ -84,11 +84,15 @@ DESCRIPTIONS = {
     "reset": "Delete all of a connector's offsets.",
     "restore": "Put a backup of a connector's offsets back (the newest, or --from-backup NAME).",
 }
-DESCRIPTIONS["lag"] = "Show a KafkaMirrorMaker2's replication lag per mirror (status.replicationLag)."
+DESCRIPTIONS["lag"] = (
+    "Show a KafkaMirrorMaker2's replication lag per mirror (status.replicationLag), or a KafkaConnector's "
+    "progress (cokc/NAME: status.progress, the Progressing condition)."
+)
 EXAMPLES["lag"] = """\
 examples:
   kubectl connect-offsets lag east-to-west -n kafka
   kubectl connect-offsets lag mm2/east-to-west -o json
+  kubectl connect-offsets lag cokc/orders-sink -n kafka
 """
 # `lag` is a read-only view rather than an annotation request: its own function (lag_command),
 # not a Runner operation.
@@ -238,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["lag"],
         formatter_class=_Formatter,
     )
-    lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, or mm2/NAME")
+    lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, mm2/NAME, or cokc/NAME for a KafkaConnector")
     _view_options(lag)
     return parser
 

@@ -1,0 +1,233 @@
+"""Progress and stall detection without I/O: the lag arithmetic, the Progressing decision, how often
+status.progress is rewritten, and the monitor's choices (which connectors, which groups are read,
+who is woken) against a fake Kafka round.
+
+Covers ``progress.state`` (``sink_lag``, ``judge``, ``ProgressRegistry``) and ``progress.monitor``
+(``ProgressMonitor.measure`` with ``sink_positions`` replaced by a recorder), plus
+``spec.progress.stallAfter``'s parsing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from connect_offsets.clients.connect import ExpandedConnector
+from connect_offsets.clients.kafka import KafkaAdminError, SinkPositions
+from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.models.connect import ConnectorStatus
+from connect_offsets.models.crds import ProgressSpec
+from connect_offsets.progress import (
+    STATUS_REFRESH_S,
+    ConnectorProgress,
+    ProgressMonitor,
+    ProgressRegistry,
+    SinkLag,
+    judge,
+    sink_lag,
+)
+from connect_offsets.progress import monitor as monitor_module
+from connect_offsets.reconcile.clusters import ClusterUnusable
+from connect_offsets.vocabulary import API_GROUP, CONNECTORS, OWNER_CONFIG_KEY
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+SPEC = ProgressSpec(stall_after="15m")
+
+
+def test_stall_after_is_a_duration_of_at_least_one_second() -> None:
+    assert ProgressSpec(stall_after="1h30m").stall_after_seconds == 5400
+    assert ProgressSpec().stall_after_seconds == 900
+    for bad in ("0s", "15", "15 m", "1d", "-5m", "5m" * 4):
+        with pytest.raises(ValidationError):
+            ProgressSpec(stall_after=bad)
+
+
+def test_sink_lag_counts_from_the_commit_or_where_the_group_will_start() -> None:
+    parts = [("t", 0), ("t", 1), ("t", 2), ("gone", 0)]
+    ends = {("t", 0): 10, ("t", 1): 5, ("t", 2): 7}
+    committed = {("t", 0): 4, ("t", 2): 9}  # 9 > 7: a commit read just after the end offsets
+    starts = {("t", 1): 2}
+    assert sink_lag(parts, committed, ends, starts) == SinkLag(total=6 + 3 + 0, behind=2, partitions=3)
+    assert sink_lag(parts, committed, ends, starts, from_latest=True) == SinkLag(total=6, behind=1, partitions=3)
+
+
+def progress(**changes: Any) -> ConnectorProgress:
+    base = ConnectorProgress("orders", "sink", watching_since=T0, measured_at=T0, lag=SinkLag(20, 1, 1))
+    return ConnectorProgress(**{**vars(base), **changes})
+
+
+def test_judge_a_sink() -> None:
+    _, condition = judge(progress(lag=SinkLag(0, 0, 3)), SPEC, T0 + timedelta(hours=1))
+    assert condition is not None and (condition.status, condition.reason) == ("True", "UpToDate")
+    _, condition = judge(progress(), SPEC, T0 + timedelta(minutes=14))
+    assert condition is not None and (condition.status, condition.reason) == ("True", "Advancing")
+    status, condition = judge(progress(), SPEC, T0 + timedelta(minutes=15))
+    assert condition is not None and (condition.status, condition.reason) == ("False", "NotAdvancing")
+    assert "20 record(s) waiting on 1 partition(s)" in condition.message and "2026-11-26T10:00:00Z" in condition.message
+    assert status is not None and (status.total_lag, status.partitions_behind, status.last_moved) == (20, 1, None)
+    moved = T0 + timedelta(minutes=10)
+    status, condition = judge(progress(last_moved=moved), SPEC, T0 + timedelta(minutes=24))
+    assert condition is not None and condition.reason == "Advancing"  # 14 minutes since it moved
+    assert status is not None and status.last_moved == "2026-11-26T10:10:00Z"
+
+
+def test_judge_a_source_and_what_is_not_measured() -> None:
+    source = progress(kind="source", lag=None, partitions=4)
+    later = T0 + timedelta(hours=1)
+    _, condition = judge(source, SPEC, later)
+    assert condition is not None and (condition.status, condition.reason) == ("True", "Idle")
+    _, condition = judge(source, ProgressSpec(expect_source_records=True), later)
+    assert condition is not None and (condition.status, condition.reason) == ("False", "NotAdvancing")
+    status, condition = judge(progress(measured_at=None, error="no spec.kafka"), SPEC, later)
+    assert condition is not None and (condition.status, condition.reason) == ("Unknown", "NotMeasured")
+    assert status is not None and status.message == "no spec.kafka"
+    assert judge(progress(running=False), SPEC, later) == (None, None)
+    assert judge(None, SPEC, later) == (None, None)
+
+
+def test_status_numbers_are_rewritten_at_most_every_refresh_while_the_condition_stays() -> None:
+    registry = ProgressRegistry()
+    registry.put("ns", "orders", progress(lag=SinkLag(20, 1, 1)))
+    shown, condition, version = registry.report("ns", "orders", SPEC, T0)
+    assert shown is not None and shown.total_lag == 20 and version == 1
+    registry.put("ns", "orders", progress(lag=SinkLag(25, 1, 1)))
+    soon = T0 + timedelta(seconds=STATUS_REFRESH_S / 2)
+    assert not registry.would_change("ns", "orders", SPEC, soon)
+    assert registry.report("ns", "orders", SPEC, soon)[0] == shown  # the same numbers, no status write
+    later = T0 + timedelta(seconds=STATUS_REFRESH_S)
+    assert registry.would_change("ns", "orders", SPEC, later)
+    shown, _, version = registry.report("ns", "orders", SPEC, later)
+    assert shown is not None and shown.total_lag == 25 and version == 2
+    # a condition change is shown at once
+    stalled = T0 + timedelta(minutes=15)
+    assert registry.would_change("ns", "orders", SPEC, stalled)
+    _, condition, _ = registry.report("ns", "orders", SPEC, stalled)
+    assert condition is not None and condition.reason == "NotAdvancing"
+
+
+# --- the monitor -------------------------------------------------------------------------------------
+
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+def resource(name: str, cluster: str = "local", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": {f"{API_GROUP}/cluster": cluster}},
+        "spec": {"class": SINK, **spec},
+    }
+
+
+def connector(name: str, kind: str = "sink", state: str = "RUNNING", owner: str | None = None) -> ExpandedConnector:
+    config = {"connector.class": SINK, "topics": f"{name}-topic", OWNER_CONFIG_KEY: owner or f"ns/{name}"}
+    status = ConnectorStatus.model_validate({"name": name, "connector": {"state": state}, "type": kind})
+    return ExpandedConnector(config, status, name)
+
+
+class Kafka:
+    """Stands for ``clients.kafka.sink_positions``: records what each round asked."""
+
+    def __init__(self) -> None:
+        self.ends: dict[tuple[str, int], int] = {}
+        self.committed: dict[str, dict[tuple[str, int], int]] = {}
+        self.rounds: list[dict[str, Any]] = []
+        self.fail: str | None = None
+
+    async def __call__(self, config: dict[str, Any], **kwargs: Any) -> SinkPositions:
+        if self.fail is not None:
+            raise KafkaAdminError(self.fail)
+        topics = kwargs["topics"] or {"orders-topic": 1, "audit-topic": 1, "other-topic": 1}
+        partitions = kwargs["partitions_of"](topics)
+        ends = {tp: self.ends.get(tp, 0) for tp in partitions}
+        reads = kwargs["groups_to_read"](ends)
+        self.rounds.append({"namespace": kwargs["namespace"], "partitions": partitions, "groups": sorted(reads)})
+        committed = {group: dict(self.committed.get(group, {})) for group in reads}
+        requests = {"metadata": 0 if kwargs["topics"] else 1, "list_offsets": 1, "group_offsets": len(reads)}
+        return SinkPositions(topics, ends, {tp: 0 for tp in partitions}, committed, {}, requests)
+
+
+@pytest.fixture
+def kafka(monkeypatch: pytest.MonkeyPatch) -> Kafka:
+    fake = Kafka()
+    monkeypatch.setattr(monitor_module, "sink_positions", fake)
+    return fake
+
+
+def make_monitor(bodies: list[dict[str, Any]], kafka_config: Any = None) -> tuple[ProgressMonitor, list[str]]:
+    cache = ResourceCache()
+    for body in bodies:
+        cache.observe(CONNECTORS, "ns", body["metadata"]["name"], body)
+    woken: list[str] = []
+
+    async def settings(namespace: str, name: str) -> dict[str, Any]:
+        if kafka_config is not None:
+            raise kafka_config
+        return {"bootstrap.servers": "kafka:9092"}
+
+    registry = ProgressRegistry()
+    monitor = ProgressMonitor(
+        SimpleNamespace(cache=cache),  # type: ignore[arg-type]
+        registry,
+        settings,
+        lambda namespace, name: woken.append(name),
+    )
+    return monitor, woken
+
+
+CLIENT: Any = None  # sources are not in these rounds: no Connect call is made
+
+
+async def test_only_running_connectors_of_this_clusters_resources_are_measured(kafka: Kafka) -> None:
+    bodies = [
+        resource("orders"),
+        resource("audit", cluster="elsewhere"),
+        resource("quiet", progress={"enabled": False}),
+    ]
+    monitor, woken = make_monitor(bodies)
+    snapshot = {
+        "orders": connector("orders"),
+        "audit": connector("audit"),  # its resource uses another ConnectCluster
+        "quiet": connector("quiet"),  # progress disabled
+        "stolen": connector("stolen", owner="ns/orders"),  # the owner key names another connector
+        "paused": connector("paused", state="PAUSED"),
+    }
+    kafka.ends = {("orders-topic", 0): 20}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.rounds == [{"namespace": "ns", "partitions": [("orders-topic", 0)], "groups": ["connect-orders"]}]
+    assert monitor.registry.resources() == [("ns", "orders")]
+    assert woken == ["orders"]  # its status would show something new
+
+
+async def test_idle_groups_are_not_read_again(kafka: Kafka) -> None:
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {("orders-topic", 0): 5}, {"connect-orders": {("orders-topic", 0): 5}}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    monitor.registry.report("ns", "orders", SPEC, datetime.now(UTC))
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert [r["groups"] for r in kafka.rounds] == [["connect-orders"], []]  # nothing moved, nothing waits
+    kafka.ends = {("orders-topic", 0): 9}  # input arrives: the group is read again
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.rounds[-1]["groups"] == ["connect-orders"]
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(4, 1, 1) and entry.last_moved is None
+
+
+async def test_kafka_trouble_is_not_measured_never_stalled(kafka: Kafka) -> None:
+    monitor, _ = make_monitor(
+        [resource("orders")], kafka_config=ClusterUnusable("ConnectCluster local has no spec.kafka")
+    )
+    await monitor.measure("ns", "local", CLIENT, {"orders": connector("orders")})
+    _, condition = judge(monitor.registry.get("ns", "orders"), SPEC, datetime.now(UTC) + timedelta(hours=1))
+    assert condition is not None and (condition.status, condition.reason) == ("Unknown", "NotMeasured")
+    assert "needs Kafka access" in condition.message and "no spec.kafka" in condition.message
+    monitor, _ = make_monitor([resource("orders")])
+    kafka.fail = "list topics on cluster kafka:9092: _TRANSPORT"
+    await monitor.measure("ns", "local", CLIENT, {"orders": connector("orders")})
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.measured_at is None and "_TRANSPORT" in (entry.error or "")
