@@ -35,11 +35,15 @@ __all__ = [
     "KafkaAdminError",
     "LogOffsets",
     "TimestampOffsets",
+    "admin_client",
+    "client_settings",
     "cluster_id",
     "delete_topic",
+    "kafka_text",
     "librdkafka_config",
     "log_offsets",
     "offsets_for_timestamp",
+    "tenant_call",
 ]
 
 log = logging.getLogger(__name__)
@@ -327,3 +331,11 @@ async def offsets_for_timestamp(
         return TimestampOffsets({**found, **ends}, missing)
 
     return await _tenant_call(namespace, config, run)
+
+
+# The helpers above, for the other modules of clients that talk to tenants' brokers (kafka_groups):
+# one way to build a client for a tenant's brokers and one way to run it, whichever module calls.
+client_settings = _client_settings
+admin_client = _admin
+kafka_text = _kafka_text
+tenant_call = _tenant_call

@@ -49,6 +49,7 @@ from connect_offsets.planning.plan import (
     Plan,
     RestoreSource,
     SeekOffsets,
+    SourceOffsets,
 )
 from connect_offsets.planning.targets import (
     ConnectorTarget,
@@ -76,6 +77,7 @@ __all__ = [
     "Plan",
     "RestoreSource",
     "SeekOffsets",
+    "SourceOffsets",
     "auto_restart_backoff",
     "check_binding",
     "connector_name_prefix",
