@@ -126,12 +126,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     # The lag monitor measures, the MM2 service reports: one registry between them.
     lag = LagRegistry()
-    # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
+    # ... and one reader of the mirrors' secretConfig values between them and the KafkaConnectors that
+    # start from a mirror's checkpoints (reused for a minute).
     mirror_secrets = MirrorSecrets(kube, policy)
     memo["state"] = OperatorState(
         kube=kube,
         clusters=clusters,
-        connectors=ConnectorService(kube, clusters),
+        connectors=ConnectorService(kube, clusters, mirror_secrets),
         cluster_service=ClusterService(kube, clusters),
         mirrors=MirrorMaker2Service(kube, clusters, lag, mirror_secrets),
         lag=LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets),

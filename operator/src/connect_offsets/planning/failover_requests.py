@@ -61,6 +61,8 @@ class FailoverRequest:
     removals: tuple[Action, ...] = ()
     #: The resourceVersion this request is handled at (its record's ``instance``).
     instance: str | None = None
+    #: ``<source>-><target>`` when known before the mirror is looked up (spec entries, resumed records).
+    mirror: str | None = None
 
 
 def failover_key(annotations: dict[str, str]) -> str | None:
@@ -122,6 +124,7 @@ def failover_requests(
                 if record.source == "annotation" and record.request_key == failover_key(annotations)
                 else (),
                 instance=meta.resource_version or None,
+                mirror=record.mirror,
             )
         )
     busy = {(r.mirror, r.group) for r in committing}
@@ -158,7 +161,9 @@ def failover_requests(
                 )
             )
         elif mine is not None and mine.result == "Failed" and mine.generation == meta.generation:
-            conditions.append(ConditionSpec("GroupFailoverFailed", "True", mine.reason or "RequestFailed", mine.message))
+            conditions.append(
+                ConditionSpec("GroupFailoverFailed", "True", mine.reason or "RequestFailed", mine.message)
+            )
         elif len(group) > 249 or not group.strip():
             conditions.append(
                 ConditionSpec(
@@ -200,7 +205,9 @@ def failover_requests(
                 )
                 continue
             requests.append(
-                FailoverRequest("spec", group, mirror.source_cluster, instance=meta.resource_version or None)
+                FailoverRequest(
+                    "spec", group, mirror.source_cluster, instance=meta.resource_version or None, mirror=name
+                )
             )
     return requests, conditions, finish
 
