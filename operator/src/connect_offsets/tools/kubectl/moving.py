@@ -276,6 +276,10 @@ async def _copy(
                 "--to-cluster only chooses the cluster of a new TO",
                 EXIT_USAGE,
             )
+        if values["state"] is not None:
+            raise PluginError(
+                f"--state applies to a new TO; {namespace}/{target} exists (edit its spec.state)", EXIT_USAGE
+            )
         options.copy_from = source
         options.copy_cluster = None if source_cluster == cluster else f"{source_cluster[0]}/{source_cluster[1]}"
         outcomes = await run(options, kube, namespace)
@@ -288,6 +292,8 @@ async def _copy(
         )
     cluster = _cluster(values["to_cluster"], namespace, "--to-cluster") if values["to_cluster"] else source_cluster
     manifest = copied_manifest(source_body, target, namespace, cluster, source_cluster)
+    if values["state"] is not None:
+        manifest["spec"]["state"] = values["state"]
     if values["dry_run"]:
         print(serialize(manifest, "json" if values["output"] == "json" else "yaml"))
         return EXIT_OK

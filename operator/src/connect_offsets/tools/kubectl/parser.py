@@ -98,8 +98,8 @@ DESCRIPTIONS["copy"] = (
 )
 EXAMPLES["copy"] = """\
 examples:
-  # rename: orders-v2 is created from orders-v1's spec and starts where orders-v1 is
-  kubectl connect-offsets copy orders-v1 orders-v2 -n kafka
+  # rename: orders-v2 is created from orders-v1's spec and starts where orders-v1 (stopped) is
+  kubectl connect-offsets copy orders-v1 orders-v2 -n kafka --state running
   # the same connector on another Connect cluster (cluster migration)
   kubectl connect-offsets copy orders orders-west --to-cluster connect-west
   # into an existing connector: preview, then let the operator stop it, copy and resume it
@@ -283,6 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a new TO: the ConnectCluster it runs on (default: FROM's)",
     )
     copy.add_argument("--from-namespace", metavar="NS", help="FROM's namespace (default: -n's)")
+    copy.add_argument(
+        "--state",
+        choices=("running", "paused", "stopped"),
+        help="a new TO: its spec.state once its offsets are in (default: FROM's)",
+    )
     copy.add_argument(
         "--stop-connector",
         action="store_true",
