@@ -84,105 +84,105 @@ def test_copies_across_tenants_are_refused_naming_the_rule_until_the_owner_share
     tmp_path: Path,
     unique: str,
 ) -> None:
-    with tenant_namespaces(core, custom, namespace) as (team_a, team_b):
-        with chart_operator(stack, core, custom, tmp_path, [namespace, team_a, team_b]):
-            create_cluster(custom, namespace, connect_url, name="shared", allowedNamespaces=[team_a, team_b])
-            create_cluster(custom, team_a, connect_url, name="private")
-            shared = {f"{GROUP}/cluster": "shared", f"{GROUP}/cluster-namespace": namespace}
-            data = tmp_path / "orders.txt"
-            data.write_text("".join(f"line-{i}\n" for i in range(8)))
-            src, dst = f"src-{unique}", f"dst-{unique}"
-            spec = {"class": FILE_SOURCE, "tasksMax": 1, "config": {"file": str(data), "topic": f"t-{unique}"}}
-            connector(custom, team_a, src, {**spec, "state": "running"}, shared, {})
-            connector(
+    with (
+        tenant_namespaces(core, custom, namespace) as (team_a, team_b),
+        chart_operator(stack, core, custom, tmp_path, [namespace, team_a, team_b]),
+    ):
+        create_cluster(custom, namespace, connect_url, name="shared", allowedNamespaces=[team_a, team_b])
+        create_cluster(custom, team_a, connect_url, name="private")
+        shared = {f"{GROUP}/cluster": "shared", f"{GROUP}/cluster-namespace": namespace}
+        data = tmp_path / "orders.txt"
+        data.write_text("".join(f"line-{i}\n" for i in range(8)))
+        src, dst = f"src-{unique}", f"dst-{unique}"
+        spec = {"class": FILE_SOURCE, "tasksMax": 1, "config": {"file": str(data), "topic": f"t-{unique}"}}
+        connector(custom, team_a, src, {**spec, "state": "running"}, shared, {})
+        connector(
+            custom,
+            team_b,
+            dst,
+            {**spec, "state": "stopped", "listOffsets": {"toConfigMap": {"name": f"{dst}-offsets"}}},
+            shared,
+            {},
+        )
+        size = data.stat().st_size
+        at_end = [{"partition": {"filename": str(data)}, "offset": {"position": size}}]
+        wait_for(f"{src} read its file", lambda: connect_offsets(connect, src) == at_end, timeout=90)
+        wait_connect_state(connect, dst, "STOPPED")
+        before = connect_offsets(connect, dst)
+        assert before == []
+
+        def unchanged(what: str) -> None:
+            assert connect_offsets(connect, dst) == before, what
+            assert written_configmaps(core, team_b) == [], what
+            assert connect.get(f"/connectors/{dst}/status").json()["connector"]["state"] == "STOPPED", what
+
+        # Another tenant's connector, not shared: refused through the plugin, naming the rule.
+        refused = plugin(stack, "copy", src, dst, "-n", team_b, "--from-namespace", team_a)
+        assert refused.returncode == 1, (refused.stdout, refused.stderr)
+        assert "SourceConnectorNotAllowed" in refused.stderr, refused.stderr
+        assert f"{team_a}/{src}" in refused.stderr and "offsets-readers" in refused.stderr
+        unchanged("not shared")
+        assert "connect-offsets.io/alter-from-connector" not in (
+            get_connector(custom, team_b, dst)["metadata"].get("annotations") or {}
+        )
+        # The same into a new connector: created, refused, deleted again; nothing in Connect.
+        fresh = f"fresh-{unique}"
+        refused = plugin(stack, "copy", src, fresh, "-n", team_b, "--from-namespace", team_a)
+        assert refused.returncode == 1 and "SourceConnectorNotAllowed" in refused.stderr, refused.stderr
+        assert "was deleted again" in refused.stderr
+        wait_for(
+            "the refused new connector is gone",
+            lambda: (
+                not any(
+                    c["metadata"]["name"] == fresh
+                    for c in custom.list_namespaced_custom_object(GROUP, VERSION, team_b, "kafkaconnectors")["items"]
+                )
+            ),
+            timeout=60,
+        )
+        assert connect.get(f"/connectors/{fresh}").status_code == 404
+
+        # A connector that does not exist, and a cluster that does not allow the namespace.
+        for request_id, annotations, reason in (
+            ("missing", {"alter_from_connector": f"nope-{unique}"}, "SourceConnectorNotFound"),
+            (
+                "private",
+                {"alter_from_connector": src, "alter_from_cluster": f"{team_a}/private"},
+                "ClusterNotAllowed",
+            ),
+        ):
+            annotate(custom, team_b, dst, connector_offsets="alter", request_id=request_id, **annotations)
+            last = wait_for(
+                f"{reason} recorded",
+                lambda rid=request_id: (
+                    lambda r: r if r.get("requestId") == rid and r.get("result") == "Failed" else None
+                )((get_connector(custom, team_b, dst).get("status") or {}).get("lastOffsetsOperation") or {}),
+                timeout=60,
+            )
+            assert last["reason"] == reason, last
+            unchanged(reason)
+            annotate(
                 custom,
                 team_b,
                 dst,
-                {**spec, "state": "stopped", "listOffsets": {"toConfigMap": {"name": f"{dst}-offsets"}}},
-                shared,
-                {},
+                connector_offsets=None,
+                request_id=None,
+                alter_from_connector=None,
+                alter_from_cluster=None,
             )
-            size = data.stat().st_size
-            at_end = [{"partition": {"filename": str(data)}, "offset": {"position": size}}]
-            wait_for(f"{src} read its file", lambda: connect_offsets(connect, src) == at_end, timeout=90)
-            wait_connect_state(connect, dst, "STOPPED")
-            before = connect_offsets(connect, dst)
-            assert before == []
+        assert "does not list namespace" in last["message"] and team_b in last["message"], last
 
-            def unchanged(what: str) -> None:
-                assert connect_offsets(connect, dst) == before, what
-                assert written_configmaps(core, team_b) == [], what
-                assert connect.get(f"/connectors/{dst}/status").json()["connector"]["state"] == "STOPPED", what
-
-            # Another tenant's connector, not shared: refused through the plugin, naming the rule.
-            refused = plugin(stack, "copy", src, dst, "-n", team_b, "--from-namespace", team_a)
-            assert refused.returncode == 1, (refused.stdout, refused.stderr)
-            assert "SourceConnectorNotAllowed" in refused.stderr, refused.stderr
-            assert f"{team_a}/{src}" in refused.stderr and "offsets-readers" in refused.stderr
-            unchanged("not shared")
-            assert "connect-offsets.io/alter-from-connector" not in (
-                get_connector(custom, team_b, dst)["metadata"].get("annotations") or {}
-            )
-            # The same into a new connector: created, refused, deleted again; nothing in Connect.
-            fresh = f"fresh-{unique}"
-            refused = plugin(stack, "copy", src, fresh, "-n", team_b, "--from-namespace", team_a)
-            assert refused.returncode == 1 and "SourceConnectorNotAllowed" in refused.stderr, refused.stderr
-            assert "was deleted again" in refused.stderr
-            wait_for(
-                "the refused new connector is gone",
-                lambda: (
-                    not any(
-                        c["metadata"]["name"] == fresh
-                        for c in custom.list_namespaced_custom_object(GROUP, VERSION, team_b, "kafkaconnectors")[
-                            "items"
-                        ]
-                    )
-                ),
-                timeout=60,
-            )
-            assert connect.get(f"/connectors/{fresh}").status_code == 404
-
-            # A connector that does not exist, and a cluster that does not allow the namespace.
-            for request_id, annotations, reason in (
-                ("missing", {"alter_from_connector": f"nope-{unique}"}, "SourceConnectorNotFound"),
-                (
-                    "private",
-                    {"alter_from_connector": src, "alter_from_cluster": f"{team_a}/private"},
-                    "ClusterNotAllowed",
-                ),
-            ):
-                annotate(custom, team_b, dst, connector_offsets="alter", request_id=request_id, **annotations)
-                last = wait_for(
-                    f"{reason} recorded",
-                    lambda rid=request_id: (
-                        lambda r: r if r.get("requestId") == rid and r.get("result") == "Failed" else None
-                    )((get_connector(custom, team_b, dst).get("status") or {}).get("lastOffsetsOperation") or {}),
-                    timeout=60,
-                )
-                assert last["reason"] == reason, last
-                unchanged(reason)
-                annotate(
-                    custom,
-                    team_b,
-                    dst,
-                    connector_offsets=None,
-                    request_id=None,
-                    alter_from_connector=None,
-                    alter_from_cluster=None,
-                )
-            assert "does not list namespace" in last["message"] and team_b in last["message"], last
-
-            # The owner shares it: the copy goes through, with a backup of dst's offsets first.
-            custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                team_a,
-                "kafkaconnectors",
-                src,
-                {"metadata": {"annotations": {f"{GROUP}/offsets-readers": team_b}}},
-            )
-            done = plugin(stack, "copy", src, dst, "-n", team_b, "--from-namespace", team_a)
-            assert done.returncode == 0, done.stderr
-            assert connect_offsets(connect, dst) == at_end
-            assert any(name.startswith(f"{dst}-backup-") for name in written_configmaps(core, team_b))
-            assert "backup of the previous offsets" in done.stdout
+        # The owner shares it: the copy goes through, with a backup of dst's offsets first.
+        custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            team_a,
+            "kafkaconnectors",
+            src,
+            {"metadata": {"annotations": {f"{GROUP}/offsets-readers": team_b}}},
+        )
+        done = plugin(stack, "copy", src, dst, "-n", team_b, "--from-namespace", team_a)
+        assert done.returncode == 0, done.stderr
+        assert connect_offsets(connect, dst) == at_end
+        assert any(name.startswith(f"{dst}-backup-") for name in written_configmaps(core, team_b))
+        assert "backup of the previous offsets" in done.stdout
