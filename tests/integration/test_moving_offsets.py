@@ -428,7 +428,11 @@ def test_failover_of_a_group_and_a_sink_connector_through_mirrormaker2_checkpoin
         }
         create_connector(custom, namespace, sink_a, sink_a_spec)
         initial = initial_applied(custom, namespace, sink_a)
-        assert f"group {sink_group} through the checkpoints" in initial["message"], initial
+        assert f"the group of connector {sink_b} through the checkpoints" in initial["message"], initial
+        pin = core.read_namespaced_config_map(initial["configMap"], namespace)
+        assert pin.metadata.annotations[f"{GROUP}/pinned-from"].startswith(
+            f"group {sink_group} through the checkpoints"
+        )
         _, sink_translated = checkpoints(kafka_a, checkpoints_topic)[(sink_group, remote, 0)]
         wait_for("the DR sink wrote to the end", lambda: out_a.exists() and f"r-{total - 1}\n" in out_a.read_text(), 90)
         written = out_a.read_text().splitlines()

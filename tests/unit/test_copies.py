@@ -19,6 +19,7 @@ import pytest
 
 from connect_offsets.models.crds import InitialOffsetsSpec
 from connect_offsets.planning.copies import offsets_readers, source_refusal
+from connect_offsets.tools.kubectl.main import main
 from connect_offsets.tools.kubectl.moving import copied_manifest, created_state
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS, OWNER_CONFIG_KEY
 from tests.fakes import FakeConnector
@@ -243,3 +244,19 @@ def test_the_plugin_copies_a_spec_without_its_offsets_configmaps() -> None:
     assert created_state(refused) == ("Failed", "ClusterNotAllowed", "m")
     creating = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Creating", "message": "m"}]}}
     assert created_state(creating) is None and created_state({}) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["copy", "a", "b", "--dry-run", "--stop-connector"], "--dry-run changes nothing"),
+        (["copy", "mm2/a", "b"], "copy works on KafkaConnectors"),
+        (["failover-group", " ", "--mirror", "dr"], "is not a consumer group id"),
+        (["failover-group", "app", "--mirror", "cokc/dr"], "--mirror names a KafkaMirrorMaker2"),
+    ],
+)
+def test_the_plugin_refuses_what_it_can_before_reaching_the_cluster(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err

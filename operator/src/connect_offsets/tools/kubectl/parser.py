@@ -122,15 +122,17 @@ examples:
 # create a resource, and a failover is a request on a KafkaMirrorMaker2 that is not a connector's.
 
 
-def _view_options(parser: argparse.ArgumentParser) -> None:
-    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command."""
+def _view_options(parser: argparse.ArgumentParser, *, kinds: bool = True) -> None:
+    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command.
+    ``kinds``: the command works on either kind (``--kind``); ``copy`` and ``failover-group`` have theirs."""
     s = argparse.SUPPRESS
     parser.add_argument("-n", "--namespace", default=s, help="namespace (default: the kubeconfig context's)")
-    parser.add_argument(
-        "--kind",
-        default=s,
-        help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
-    )
+    if kinds:
+        parser.add_argument(
+            "--kind",
+            default=s,
+            help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
+        )
     parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
     parser.add_argument(
@@ -299,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="an existing TO: report what would change (and which of FROM's partitions will not match it); a new "
         "TO: print the KafkaConnector that would be created. Change nothing",
     )
-    _view_options(copy)
+    _view_options(copy, kinds=False)
     _wait_options(copy)
     failover = sub.add_parser(
         "failover-group",
@@ -318,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the translated offsets (kept in a ConfigMap of the KafkaMirrorMaker2); commit nothing",
     )
-    _view_options(failover)
+    _view_options(failover, kinds=False)
     _wait_options(failover)
     return parser
 
