@@ -155,7 +155,9 @@ def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
 def error_text(outcome: RequestOutcome, options: Options) -> str:
     if outcome.result == "Failed":
         where = f"{outcome.kind} {outcome.namespace}/{outcome.name}"
-        if outcome.kind == MIRROR.kind:
+        if outcome.operation == "failover-group":
+            where += f" ({outcome.connector})"
+        elif outcome.kind == MIRROR.kind:
             where += f" (connector {outcome.connector})"
         text = f"error: {where}: {outcome.operation} failed ({outcome.reason or 'Failed'}): {outcome.message}"
         kept = {"failover-group": "status.groupFailovers"}.get(outcome.operation, "status.lastOffsetsOperation")
