@@ -32,7 +32,8 @@ from typing import Any, TypeVar
 import httpx
 import respx
 
-from connect_offsets.clients.kafka import ClusterIdCache
+from connect_offsets.clients.kafka import ClusterIdCache, KafkaAdminError
+from connect_offsets.clients.kafka_groups import TP, Checkpoint, CheckpointRead, GroupActive, GroupState
 from connect_offsets.clients.kubernetes import KubernetesError, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.reconcile.clusters import ClusterRegistry
@@ -175,16 +176,23 @@ class Applied:
 
 class SimConnect(FakeConnect):
     """The Connect fake with every request but a GET going through ``Faults``; it records the
-    offsets changes it applied (``applied``)."""
+    offsets changes it applied (``applied``). Connectors in ``moving`` advance by one position each
+    time their offsets are read: a copy's source that keeps running."""
 
     def __init__(self, faults: Faults) -> None:
         super().__init__(URL)
         self.faults = faults
         self.applied: list[Applied] = []
+        self.moving: set[str] = set()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
-            return super().handle(request)
+            response = super().handle(request)
+            parts = request.url.path.rstrip("/").split("/")
+            if len(parts) == 4 and parts[3] == "offsets" and parts[2] in self.moving and parts[2] in self.connectors:
+                for entry in self.connectors[parts[2]].offsets:
+                    entry["offset"]["position"] += 1
+            return response
         what = f"connect: {request.method} {request.url.path}"
         failure = self.faults.before(what)
         if failure == "conflict":
@@ -203,15 +211,69 @@ class SimConnect(FakeConnect):
         return response
 
 
+@dataclass(frozen=True)
+class Committed:
+    """A consumer-group commit the Kafka fake applied."""
+
+    cluster: str
+    group: str
+    offsets: tuple[tuple[TP, int], ...]
+
+
+class SimKafka:
+    """Consumer groups and MirrorMaker 2 checkpoints of the fake clusters (``clients.kafka_groups``'s
+    calls); a commit is a write, through ``Faults``, recorded in ``applied``."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        #: checkpoints topic -> the records in it, in order (the newest per partition wins).
+        self.records: dict[str, list[Checkpoint]] = {}
+        #: (cluster bootstrap, group) -> committed offsets; active members.
+        self.groups: dict[tuple[str, str], dict[TP, int]] = {}
+        self.members: dict[tuple[str, str], int] = {}
+        self.topics: dict[str, set[str]] = {}
+        self.applied: list[Committed] = []
+
+    async def checkpoints(self, config: dict[str, Any], topic: str, group: str, *, namespace: str) -> CheckpointRead:
+        if topic not in self.records:
+            return CheckpointRead(False, {}, 0, 0)
+        newest = {(c.topic, c.partition): c for c in self.records[topic] if c.group == group}
+        return CheckpointRead(True, newest, len(self.records[topic]), 0)
+
+    async def committed(self, config: dict[str, Any], group: str, *, namespace: str) -> dict[TP, int]:
+        return dict(self.groups.get((str(config["bootstrap.servers"]), group), {}))
+
+    async def describe(self, config: dict[str, Any], group: str, *, namespace: str) -> GroupState:
+        members = self.members.get((str(config["bootstrap.servers"]), group), 0)
+        return GroupState("STABLE" if members else "EMPTY", members)
+
+    async def existing_topics(self, config: dict[str, Any], names: Any, *, namespace: str) -> set[str]:
+        return set(names) & self.topics.get(str(config["bootstrap.servers"]), set())
+
+    async def commit(self, config: dict[str, Any], group: str, offsets: Any, *, namespace: str) -> None:
+        cluster = str(config["bootstrap.servers"])
+        what = f"kafka: commit group {group} on {cluster}"
+        failure = self.faults.before(what)
+        if failure is not None:
+            raise KafkaAdminError(f"{what}: {failure} (injected)")
+        if self.members.get((cluster, group), 0):
+            raise GroupActive(f"group {group} has active members (UNKNOWN_MEMBER_ID)")
+        self.groups[(cluster, group)] = {**self.groups.get((cluster, group), {}), **dict(offsets)}
+        self.applied.append(Committed(cluster, group, tuple(sorted(dict(offsets).items()))))
+        if self.faults.after(what):
+            raise KafkaAdminError(f"{what}: no answer (injected, after the commit)")
+
+
 @dataclass
 class World:
-    """What persists across a restart: the API objects and the worker's state (deep copies)."""
+    """What persists across a restart: the API objects, the worker's state and the Kafka groups (deep copies)."""
 
     objects: dict[str, Any]
     resources: dict[tuple[str, str, str], Any]
     secrets: dict[str, Any]
     version: int
     connectors: dict[str, Any]
+    committed: dict[tuple[str, str], dict[TP, int]]
 
 
 class Sim:
@@ -222,6 +284,7 @@ class Sim:
         self.faults = Faults()
         self.kube = SimKube(self.faults)
         self.connect = SimConnect(self.faults)
+        self.kafka = SimKafka(self.faults)
         self.restarts = 0
         self.kube.put_resource(
             CLUSTERS,
@@ -240,8 +303,9 @@ class Sim:
         for (plural, namespace, name), body in self.kube.resources.items():
             self.kube.cache.observe(plural, namespace, name, body)
         self.clusters = ClusterRegistry(self.kube)  # type: ignore[arg-type]
-        self.connectors = ConnectorService(self.kube, self.clusters)  # type: ignore[arg-type]
+        self.connectors = ConnectorService(self.kube, self.clusters, kafka_groups=self.kafka)  # type: ignore[arg-type]
         self.mirrors = MirrorMaker2Service(self.kube, self.clusters)  # type: ignore[arg-type]
+        self.mirrors.failovers.kafka = self.kafka  # type: ignore[assignment]
 
         async def cluster_id(config: dict[str, Any], namespace: str) -> str:
             return CLUSTER_IDS[str(config["bootstrap.servers"])]
@@ -272,6 +336,7 @@ class Sim:
             copy.deepcopy(self.kube.secrets),
             self.kube.version,
             copy.deepcopy(self.connect.connectors),
+            copy.deepcopy(self.kafka.groups),
         )
 
     async def load(self, world: World) -> None:
@@ -286,6 +351,8 @@ class Sim:
         self.connect.requests.clear()
         self.connect.applied.clear()
         self.connect.failures.clear()
+        self.kafka.groups = copy.deepcopy(world.committed)
+        self.kafka.applied.clear()
         self.faults.arm(None)
         await self.restart()
 

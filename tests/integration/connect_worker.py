@@ -63,11 +63,14 @@ class DedicatedWorker:
         scheme: str = "http",
         probe_options: dict[str, Any] | None = None,
         version: str | None = None,
+        kafka: str = "kafka-a",
     ) -> None:
         """``scheme="https"`` with ``listeners.https.ssl.*`` in ``extra_props`` serves TLS;
         ``probe_options`` (httpx keywords: ``verify``, ``cert``) let the readiness probe through.
         ``version``: a Kafka Connect release other than the stack's, from its own jars
-        (``hack/fetch-kafka.sh VERSION``), still against the stack's brokers (test_connect_versions)."""
+        (``hack/fetch-kafka.sh VERSION``), still against the stack's brokers (test_connect_versions).
+        ``kafka``: the stack's Kafka cluster it uses, ``kafka-a`` (the shared worker's) or ``kafka-b``
+        (a second site, for MirrorMaker 2 failover tests)."""
         self.stack = stack_module()
         self.version: str = version or self.stack.VERSIONS["KAFKA_VERSION"]
         self.libs: Path = self.stack.kafka_libs(self.version)
@@ -78,7 +81,7 @@ class DedicatedWorker:
         self.port = free_port()
         self.suffix = f"{name}-{uuid.uuid4().hex[:6]}"
         self.topics = [f"connect-{kind}-{self.suffix}" for kind in ("offsets", "configs", "status")]
-        self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS['kafka-a']}"
+        self.bootstrap = f"{self.stack.HOST}:{self.stack.PORTS[kafka]}"
         self.url = f"{scheme}://{self.stack.HOST}:{self.port}"
         self.log: Path = self.stack.LOG_DIR / f"connect-{self.suffix}.log"
         #: The worker config (written by ``start()``): what ``connect-offsets export|import -w`` reads.

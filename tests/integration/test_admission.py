@@ -101,6 +101,16 @@ REFUSED_CONNECTORS = [
         'spec.state: Unsupported value: "sleeping"',
         id="state-enum",
     ),
+    pytest.param(
+        {"initialOffsets": {"fromConfigMap": {"name": "offsets"}, "fromConnector": {"name": "orders-v1"}}},
+        "spec.initialOffsets: Invalid value: set exactly one of fromConfigMap, fromConnector and fromMirror",
+        id="initial-offsets-two-sources",
+    ),
+    pytest.param(
+        {"initialOffsets": {"fromConnector": {"name": "orders-v1", "clusterRef": {"name": "Other_Cluster"}}}},
+        'spec.initialOffsets.fromConnector.clusterRef.name: Invalid value: "Other_Cluster"',
+        id="initial-offsets-cluster-name",
+    ),
 ]
 
 

@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from connect_offsets.clients.kafka_groups import Checkpoint
 from connect_offsets.models.crds import KafkaConnectorResource
 from connect_offsets.planning import mirror_configmap_key, request_key, target_for_connector
 from connect_offsets.vocabulary import (
@@ -66,7 +67,20 @@ FILE = "/data/orders.txt"
 NAME, CM, INITIAL_CM = "orders", "orders-offsets", "orders-initial"
 MM2, MM2_CM = "east-to-west", "mm2-offsets"
 SOURCE = "east->west.MirrorSourceConnector"
-OUTCOME_EVENTS = {"OffsetsOperationSucceeded", "OffsetsOperationFailed", "OffsetsDryRun", "InitialOffsetsApplied"}
+OUTCOME_EVENTS = {
+    "OffsetsOperationSucceeded",
+    "OffsetsOperationFailed",
+    "OffsetsDryRun",
+    "InitialOffsetsApplied",
+    "GroupFailoverSucceeded",
+    "GroupFailoverFailed",
+}
+#: A copy's source: a connector of the same namespace that keeps running (its position moves on every read).
+SOURCE_V1 = "orders-v1"
+SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+GROUP = "app"
+#: The checkpoint both failover flows translate: upstream offset 40 of east's orders-0 is 38 on west.
+TRANSLATED = {("east.orders", 0): 38}
 
 
 def position(at: int, file: str = FILE) -> list[dict[str, Any]]:
@@ -172,7 +186,8 @@ class Flow:
     setup: Callable[[Sim], Awaitable[None]]
     trigger: Callable[[Sim], Awaitable[None]]
     operation: str  # what the terminal record says ("" for initial offsets)
-    offsets: list[dict[str, Any]]  # Connect's offsets at the end
+    #: Connect's offsets at the end (a copy: computed from the pinned copy, as the source moves on).
+    offsets: list[dict[str, Any]] | Callable[[Sim], list[dict[str, Any]]]
     state: str = "RUNNING"  # the connector's state at the end
     backup_of: list[dict[str, Any]] | None = None  # the backup's offsets (None: no backup)
     changes: int = 1  # offsets changes applied to Connect (chunks)
@@ -180,6 +195,10 @@ class Flow:
     resource: str = NAME
     connector: str = NAME
     annotated: bool = True  # asked with annotations (removed and marked handled at the end)
+    #: A flow's own invariants, checked after the common ones (a copy is pinned once ...).
+    extra: Callable[[Sim, str], None] | None = None
+    #: The invariants themselves (a group failover's differ: its result is a commit in Kafka).
+    invariants: Callable[[Sim, Flow, dict[str, Any], tuple[Any, ...], str], None] | None = None
 
 
 async def _stopped(sim: Sim) -> None:
@@ -236,6 +255,110 @@ async def _mm2(sim: Sim, state: str) -> None:
     await sim.settle([(MIRRORS, MM2)])
     sim.connect.connectors[SOURCE].offsets = mirrored(40)
     await put_document(sim, mirrored(7), MM2_CM, mirror_configmap_key(SOURCE))
+
+
+async def _copy_source(sim: Sim, state: str) -> None:
+    """The connector to copy from (same namespace, running: it moves on every read) and the target."""
+    await with_connector(sim, state, position(30))
+    sim.connect.connectors[SOURCE_V1] = FakeConnector(
+        {"connector.class": FILE_SOURCE, "file": FILE, OWNER_CONFIG_KEY: f"{NS}/{SOURCE_V1}"}, "RUNNING", position(50)
+    )
+    sim.connect.moving = {SOURCE_V1}
+
+
+async def _copy_initial(sim: Sim) -> None:
+    await bystanders(sim)
+    sim.connect.connectors[SOURCE_V1] = FakeConnector(
+        {"connector.class": FILE_SOURCE, "file": FILE, OWNER_CONFIG_KEY: f"{NS}/{SOURCE_V1}"}, "RUNNING", position(50)
+    )
+    sim.connect.moving = {SOURCE_V1}
+
+
+async def _create_copy(sim: Sim) -> None:
+    sim.kube.put_resource(
+        CONNECTORS, connector_body(NAME, "running", initialOffsets={"fromConnector": {"name": SOURCE_V1}})
+    )
+
+
+def _failover_mm2() -> dict[str, Any]:
+    body = mm2_body("running")
+    body["spec"]["mirrors"][0]["checkpointConnector"] = {"config": {"groups.exclude": "__.*"}}
+    return body
+
+
+async def _failover_world(sim: Sim) -> None:
+    """A mirror east -> west with a checkpoint connector, and east's group ``app`` (and a sink
+    connector's group) checkpointed at upstream 40 -> downstream 38; nobody consumes on west."""
+    await bystanders(sim)
+    sim.kube.put_resource(MIRRORS, _failover_mm2())
+    await sim.settle([(MIRRORS, MM2)])
+    sim.kafka.records = {
+        "east.checkpoints.internal": [
+            Checkpoint(group, "east.orders", 0, upstream, downstream)
+            for group in (GROUP, "connect-orders-sink")
+            for upstream, downstream in ((20, 19), (40, 38))
+        ]
+    }
+    sim.kafka.groups = {("east:9092", group): {("orders", 0): 40} for group in (GROUP, "connect-orders-sink")}
+    sim.kafka.topics = {"west:9092": {"east.orders"}}
+
+
+async def _create_dr_sink(sim: Sim) -> None:
+    body = connector_body(
+        NAME,
+        "running",
+        SINK_CLASS,
+        initialOffsets={"fromMirror": {"mirror": MM2, "sourceConnector": "orders-sink"}},
+    )
+    body["spec"]["config"] = {"file": "/data/out.txt", "topics": "east.orders"}
+    sim.kube.put_resource(CONNECTORS, body)
+
+
+async def _declare_failover(sim: Sim) -> None:
+    body = resource(sim, MIRRORS, MM2)
+    body["spec"]["mirrors"][0]["groupFailover"] = {"groups": [GROUP]}
+    body["metadata"]["generation"] += 1
+    sim.kube.put_resource(MIRRORS, body)
+
+
+def _pinned(sim: Sim, kind: str) -> list[dict[str, Any]]:
+    """The offsets in the one pinned copy of ``kind`` left (older ones are pruned)."""
+    pins = sim.kube.configmaps_labelled(f"{API_GROUP}/pin-kind={kind}")
+    assert len(pins) == 1, f"pinned copies: {sorted(pins)}"
+    (pin,) = pins.values()
+    return list(json.loads(pin["data"]["offsets.json"])["offsets"])
+
+
+def _status_values(sim: Sim, *path: str) -> list[Any]:
+    """Every value the status patches wrote at ``path`` (None skipped), in order."""
+    found = []
+    for patch in sim.kube.status_patches:
+        value: Any = patch
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            found.append(value)
+    return found
+
+
+def _pinned_once(sim: Sim, what: str) -> None:
+    """Once a copy is recorded as pinned, the request never pins another: a retry applies that copy."""
+    names = set(_status_values(sim, "offsetsProgress", "pinned")) | set(
+        _status_values(sim, "pendingOffsetsOperation", "pinned")
+    )
+    assert len(names) <= 1, f"{what}: the copy was pinned again: {sorted(names)}"
+
+
+def _initial_pinned_once(sim: Sim, what: str) -> None:
+    """Once the connector is created from a pinned copy, that copy is the one applied."""
+    used = {
+        patch["initialOffsets"]["configMap"]
+        for patch in sim.kube.status_patches
+        if isinstance(patch.get("initialOffsets"), dict)
+        and patch["initialOffsets"].get("step") in ("Creating", "Applied")
+        and "configMap" in patch["initialOffsets"]
+    }
+    assert len(used) <= 1, f"{what}: created from more than one copy: {sorted(used)}"
 
 
 def _request(plural: str, name: str, **annotations: str) -> Callable[[Sim], Awaitable[None]]:
@@ -372,6 +495,43 @@ FLOWS = [
         resource=MM2,
         connector=SOURCE,
     ),
+    Flow(
+        "copy-alter",
+        lambda sim: _copy_source(sim, "stopped"),
+        _request(CONNECTORS, NAME, connector_offsets="alter", alter_from_connector=SOURCE_V1),
+        "alter",
+        lambda sim: _pinned(sim, "alter"),
+        "STOPPED",
+        position(30),
+        extra=_pinned_once,
+    ),
+    Flow(
+        "copy-staged-alter",
+        lambda sim: _copy_source(sim, "running"),
+        _request(CONNECTORS, NAME, connector_offsets="alter", alter_from_connector=SOURCE_V1, stop_connector="true"),
+        "alter",
+        lambda sim: _pinned(sim, "alter"),
+        backup_of=position(30),
+        extra=_pinned_once,
+    ),
+    Flow(
+        "copy-initial",
+        _copy_initial,
+        _create_copy,
+        "",
+        lambda sim: _pinned(sim, "initial"),
+        annotated=False,
+        extra=_initial_pinned_once,
+    ),
+    Flow(
+        "mirror-initial",
+        _failover_world,
+        _create_dr_sink,
+        "",
+        [{"partition": {"kafka_topic": "east.orders", "kafka_partition": 0}, "offset": {"kafka_offset": 38}}],
+        annotated=False,
+        extra=_initial_pinned_once,
+    ),
 ]
 
 
@@ -429,7 +589,8 @@ def check_invariants(sim: Sim, flow: Flow, before: dict[str, Any], outside: tupl
         record = {}
         assert status.get("initialOffsets", {}).get("step") == "Applied", f"{what}: {status}"
     # 3. it happened, and the request is gone and marked
-    assert sim.connect.connectors[flow.connector].offsets == flow.offsets, f"{what}: offsets in Connect"
+    wanted = flow.offsets(sim) if callable(flow.offsets) else flow.offsets
+    assert sim.connect.connectors[flow.connector].offsets == wanted, f"{what}: offsets in Connect"
     annotations = body["metadata"].get("annotations") or {}
     assert ANNOTATION_OFFSETS not in annotations, f"{what}: request still annotated: {annotations}"
     if flow.annotated:
@@ -445,6 +606,70 @@ def check_invariants(sim: Sim, flow: Flow, before: dict[str, Any], outside: tupl
     assert "pendingOffsetsOperation" not in entry and "offsetsProgress" not in entry, f"{what}: {entry}"
     # 6. nothing else
     assert _outside(sim) == outside, f"{what}: something outside the resource changed"
+    if flow.extra is not None:
+        flow.extra(sim, what)
+
+
+def check_failover(sim: Sim, flow: Flow, before: dict[str, Any], outside: tuple[Any, ...], what: str) -> None:
+    """A group failover: committed on the target at most once, ended in one terminal record (and at
+    most one outcome Event), the group at the translated offsets, the request gone and marked."""
+    body = resource(sim, MIRRORS, MM2)
+    status = body.get("status") or {}
+    # 1. at most once
+    commits = [c for c in sim.kafka.applied if c.group == GROUP]
+    assert len(commits) <= 1, f"{what}: committed {len(commits)} times: {commits}"
+    # 2. one terminal record, at most one outcome Event
+    terminal: list[dict[str, Any]] = []
+    replayed = dict(before)
+    for patch in sim.kube.status_patches:
+        replayed = apply_merge_patch(replayed, patch)
+        for record in replayed.get("groupFailovers") or []:
+            if record.get("group") == GROUP and record.get("result") and record not in terminal:
+                terminal.append(record)
+    assert len(terminal) == 1, f"{what}: terminal records {terminal}"
+    (record,) = terminal
+    assert record["result"] == "Succeeded" and record["partitions"] == 1, f"{what}: {record}"
+    events = [e.reason for e in sim.kube.events if e.reason in OUTCOME_EVENTS]
+    assert events == ["GroupFailoverSucceeded"] or events == [], f"{what}: outcome Events {events}"
+    # 3. it happened: the group is at the translated offsets on west; the request is gone
+    assert sim.kafka.groups[("west:9092", GROUP)] == TRANSLATED, f"{what}: {sim.kafka.groups}"
+    annotations = body["metadata"].get("annotations") or {}
+    assert f"{API_GROUP}/failover-group" not in annotations, f"{what}: {annotations}"
+    if flow.annotated:
+        assert annotations.get(ANNOTATION_HANDLED_REQUEST) == record.get("instance"), f"{what}: {annotations}"
+    # 4. the pinned translation it committed is kept; nothing in progress
+    assert record["pinned"] in sim.kube.objects, f"{what}: pinned copy {record['pinned']} missing"
+    assert all(r.get("step") is None for r in status.get("groupFailovers") or []), f"{what}: {status}"
+    # 5. the mirror's connectors untouched, nothing else changed
+    assert not [a for a in sim.connect.applied if a.connector == SOURCE], f"{what}: {sim.connect.applied}"
+    assert _outside(sim) == outside, f"{what}: something outside the resource changed"
+
+
+FLOWS += [
+    Flow(
+        "group-failover",
+        _failover_world,
+        _request(MIRRORS, MM2, failover_group=GROUP),
+        "",
+        [],
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+        invariants=check_failover,
+    ),
+    Flow(
+        "group-failover-spec",
+        _failover_world,
+        _declare_failover,
+        "",
+        [],
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+        annotated=False,
+        invariants=check_failover,
+    ),
+]
 
 
 @dataclass
@@ -464,7 +689,8 @@ async def _run(sim: Sim, world: World, flow: Flow, at: int | None, kind: str) ->
     sim.faults.arm(at, kind)
     await flow.trigger(sim)
     await sim.settle([(flow.plural, flow.resource)])
-    check_invariants(sim, flow, before, outside, f"{flow.name}, {kind} at write {at} ({sim.faults.hit})")
+    invariants = flow.invariants or check_invariants
+    invariants(sim, flow, before, outside, f"{flow.name}, {kind} at write {at} ({sim.faults.hit})")
 
 
 @pytest.mark.parametrize("flow", FLOWS, ids=[f.name for f in FLOWS])

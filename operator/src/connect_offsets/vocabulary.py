@@ -17,11 +17,16 @@ from typing import Any
 
 __all__ = [
     "ANNOTATION_ADOPT",
+    "ANNOTATION_ALTER_FROM_CLUSTER",
+    "ANNOTATION_ALTER_FROM_CONNECTOR",
     "ANNOTATION_DRY_RUN",
     "ANNOTATION_DRY_RUN_FROM",
+    "ANNOTATION_FAILOVER_FROM",
+    "ANNOTATION_FAILOVER_GROUP",
     "ANNOTATION_HANDLED_REQUEST",
     "ANNOTATION_MM2_CONNECTOR",
     "ANNOTATION_OFFSETS",
+    "ANNOTATION_OFFSETS_READERS",
     "ANNOTATION_PREFIX",
     "ANNOTATION_REQUEST_ID",
     "ANNOTATION_RESET_OFFSET_SYNCS",
@@ -45,6 +50,7 @@ __all__ = [
     "OFFSETS_KEY",
     "OFFSETS_OPERATIONS",
     "OWNER_CONFIG_KEY",
+    "PINNED_FOR_LABEL",
     "REQUEST_ANNOTATIONS",
     "WATCH_LABEL",
     "MirrorHoldReason",
@@ -92,6 +98,22 @@ ANNOTATION_SEEK_TO = ANNOTATION_PREFIX + "seek-to"
 ANNOTATION_MM2_CONNECTOR = ANNOTATION_PREFIX + "mirrormaker-connector"
 #: ``true`` next to a reset of a MirrorSourceConnector: also delete its offset-syncs topic.
 ANNOTATION_RESET_OFFSET_SYNCS = ANNOTATION_PREFIX + "reset-offset-syncs"
+#: ``<connector name>`` next to ``alter`` (KafkaConnector): the offsets come from that connector, read
+#: at the request's first attempt and pinned in a ConfigMap of the resource, so a retry never reads a
+#: newer position of a source that keeps moving (docs/moving-offsets.md).
+ANNOTATION_ALTER_FROM_CONNECTOR = ANNOTATION_PREFIX + "alter-from-connector"
+#: ``[<namespace>/]<ConnectCluster>`` next to ``alter-from-connector``: the cluster the source connector
+#: runs on (default: the resource's own).
+ANNOTATION_ALTER_FROM_CLUSTER = ANNOTATION_PREFIX + "alter-from-cluster"
+#: On a KafkaConnector or KafkaMirrorMaker2, set by its owner: the namespaces (comma-separated) whose
+#: resources may copy its connectors' offsets (``alter-from-connector``, ``initialOffsets.fromConnector``).
+ANNOTATION_OFFSETS_READERS = ANNOTATION_PREFIX + "offsets-readers"
+#: ``<consumer group>`` on a KafkaMirrorMaker2: translate the group's offsets through a mirror's
+#: checkpoints and commit them for the group on the mirror's target cluster.
+ANNOTATION_FAILOVER_GROUP = ANNOTATION_PREFIX + "failover-group"
+#: ``<source cluster alias>`` next to ``failover-group``: which mirror (needed when several mirrors
+#: of the resource have a checkpoint connector).
+ANNOTATION_FAILOVER_FROM = ANNOTATION_PREFIX + "failover-from"
 #: Annotations that belong to an offsets request and are removed with it.
 REQUEST_ANNOTATIONS = (
     ANNOTATION_DRY_RUN,
@@ -99,6 +121,8 @@ REQUEST_ANNOTATIONS = (
     ANNOTATION_REQUEST_ID,
     ANNOTATION_SEEK_TO,
     ANNOTATION_DRY_RUN_FROM,
+    ANNOTATION_ALTER_FROM_CONNECTOR,
+    ANNOTATION_ALTER_FROM_CLUSTER,
 )
 OFFSETS_OPERATIONS = ("list", "alter", "reset", "restore")
 
@@ -117,6 +141,9 @@ CLUSTER_NAMESPACE_LABEL = f"{API_GROUP}/cluster-namespace"
 #: ConfigMaps with this label are streamed to the operator (server-side selector on its watch), so
 #: a change wakes the resources that read them at once; others are re-read every drift interval.
 WATCH_LABEL = f"{API_GROUP}/watch"
+#: On the ConfigMaps holding a pinned copy of offsets read from elsewhere (another connector, a
+#: mirror's checkpoints): the resource they were pinned for (``label_value`` of its name).
+PINNED_FOR_LABEL = f"{API_GROUP}/pinned-for"
 #: Who last created a connector of a given name: one ConfigMap per (namespace, connector name),
 #: labelled with the name's hash. It has no owner reference on purpose: it must outlive the
 #: resource, like the offsets it speaks for.

@@ -37,12 +37,16 @@ __all__ = [
     "LogOffsets",
     "SinkPositions",
     "TimestampOffsets",
+    "admin_client",
+    "client_settings",
     "cluster_id",
     "delete_topic",
+    "kafka_text",
     "librdkafka_config",
     "log_offsets",
     "offsets_for_timestamp",
     "sink_positions",
+    "tenant_call",
 ]
 
 log = logging.getLogger(__name__)
@@ -416,3 +420,11 @@ async def sink_positions(
         return SinkPositions(known, ends, starts, committed, errors, requests)
 
     return await _tenant_call(namespace, config, run)
+
+
+# The helpers above, for the other modules of clients that talk to tenants' brokers (kafka_groups):
+# one way to build a client for a tenant's brokers and one way to run it, whichever module calls.
+client_settings = _client_settings
+admin_client = _admin
+kafka_text = _kafka_text
+tenant_call = _tenant_call

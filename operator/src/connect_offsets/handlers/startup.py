@@ -121,7 +121,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     # The lag monitor measures, the MM2 service reports: one registry between them.
     lag = LagRegistry()
-    # ... and one reader of the mirrors' secretConfig values between them (reused for a minute).
+    # ... and one reader of the mirrors' secretConfig values between them and the KafkaConnectors that
+    # start from a mirror's checkpoints (reused for a minute).
     mirror_secrets = MirrorSecrets(kube, policy)
 
     def wake_connector(namespace: str, name: str) -> None:
@@ -135,7 +136,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     progress_monitor = (
         ProgressMonitor(kube, progress, clusters.kafka_config, wake_connector) if progress is not None else None
     )
-    connectors = ConnectorService(kube, clusters, progress)
+    connectors = ConnectorService(kube, clusters, progress, secrets=mirror_secrets)
     cluster_service = ClusterService(kube, clusters, progress_monitor)
     mirrors = MirrorMaker2Service(kube, clusters, lag, mirror_secrets)
     monitor = LagMonitor(kube, lag, functools.partial(mirror_connect, clusters), policy, mirror_secrets)

@@ -11,8 +11,11 @@ interrupted); a request that failed permanently waits until its inputs change (i
 operation, annotation value, resource generation, ConfigMap resourceVersion).
 
 The package, one concern per module (import-linter keeps the arrows in this order): ``lifecycle``
-(``plan_target``, the entry point: existence, config, state, restarts) -> ``offsets_requests`` and
-``initial_offsets`` -> ``mirrors`` and ``binding`` -> ``targets`` (``ConnectorTarget``, fingerprints)
+(``plan_target``, the entry point: existence, config, state, restarts) -> ``offsets_requests``,
+``initial_offsets``, ``failover`` (MirrorMaker 2's translation of a consumer group) and
+``failover_requests`` (a KafkaMirrorMaker2's group failovers, exactly once) -> ``mirrors``,
+``binding`` and ``copies`` (who may copy a connector's offsets, and which document a copy applies)
+-> ``targets`` (``ConnectorTarget``, fingerprints)
 -> ``plan`` (``Observed``, ``Plan``, ``Action``: what the planner is shown and returns). ``outcomes``
 (how a step's result is reported) is read by the reconcile layer only and is not re-exported. The
 names below are re-exported so there is one import path for the rest of the package's users.
@@ -49,6 +52,7 @@ from connect_offsets.planning.plan import (
     Plan,
     RestoreSource,
     SeekOffsets,
+    SourceOffsets,
 )
 from connect_offsets.planning.targets import (
     ConnectorTarget,
@@ -76,6 +80,7 @@ __all__ = [
     "Plan",
     "RestoreSource",
     "SeekOffsets",
+    "SourceOffsets",
     "auto_restart_backoff",
     "check_binding",
     "connector_name_prefix",

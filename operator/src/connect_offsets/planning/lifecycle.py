@@ -10,7 +10,7 @@ from connect_offsets.models.crds import (
     ConnectorState,
     KafkaConnectorResource,
 )
-from connect_offsets.planning.initial_offsets import initial_offsets_due, plan_initial_create, plan_initial_resume
+from connect_offsets.planning.initial_offsets import initial_offsets_due, plan_initial, plan_initial_resume
 from connect_offsets.planning.offsets_requests import plan_annotation_conditions, plan_offsets
 from connect_offsets.planning.plan import RESTART_VALUES, SETTLE_DELAY_S, Action, ConditionSpec, Observed, Plan
 from connect_offsets.planning.targets import (
@@ -51,7 +51,7 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
     spec_state = target.state
     if observed.config is None:
         if initial_offsets_due(target):
-            plan_initial_create(target, observed, desired, plan)
+            plan_initial(target, observed, desired, plan)
         else:
             initial = CONNECT_STATE[spec_state] if observed.supports_initial_state else None
             plan.actions.append(Action("create", config=desired, initial_state=initial))

@@ -13,13 +13,17 @@ from collections.abc import Callable, Mapping
 
 from connect_offsets.models.java_regex import JavaPattern, compile_java
 
-__all__ = ["DEFAULT_EXCLUDE", "mirrored_topic_filter"]
+__all__ = ["DEFAULT_EXCLUDE", "DEFAULT_GROUPS_EXCLUDE", "mirrored_group_filter", "mirrored_topic_filter"]
 
 DEFAULT_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 #: DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT (Kafka 3.x/4.x).
 DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
+#: DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT: sink connectors' groups (``connect-<name>``) are not
+#: checkpointed unless the checkpoint connector's ``groups.exclude`` says otherwise.
+DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
+DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
 #: ConfigDef's LIST type splits on commas with surrounding whitespace.
 _LIST_SPLIT = re.compile(r"\s*,\s*")
 
@@ -119,5 +123,24 @@ def mirrored_topic_filter(config: Mapping[str, str]) -> Callable[[str], bool] | 
         if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
             return (filtered or heartbeat) and not is_internal(topic)
         return (filtered or heartbeat) and not is_internal(topic) and not is_cycle(topic)
+
+    return accepts
+
+
+# --- which consumer groups MirrorCheckpointConnector checkpoints ---------------------------------
+
+
+def mirrored_group_filter(config: Mapping[str, str]) -> Callable[[str], bool] | None:
+    """The groups a MirrorCheckpointConnector with this config checkpoints (``DefaultGroupFilter``:
+    matched by ``groups``, default ``.*``, and not by ``groups.exclude``), or None for a custom
+    ``group.filter.class``."""
+    if config.get("group.filter.class", DEFAULT_GROUP_FILTER) != DEFAULT_GROUP_FILTER:
+        return None
+    include = _compile(_java_list(config.get("groups", ".*")), "groups")
+    exclude_raw = config.get("groups.exclude", config.get("groups.blacklist", DEFAULT_GROUPS_EXCLUDE))
+    exclude = _compile(_java_list(exclude_raw), "groups.exclude")
+
+    def accepts(group: str) -> bool:
+        return include is not None and include.full_match(group) and (exclude is None or not exclude.full_match(group))
 
     return accepts

@@ -19,6 +19,7 @@ from connect_offsets.offsets import (
     restore_compact_json,
     validated_compact_json,
 )
+from connect_offsets.planning.copies import copy_document, pin_action, pinned_copy, typed_problems
 from connect_offsets.planning.plan import (
     KAFKA_RETRY_S,
     RESTART_VALUES,
@@ -57,6 +58,9 @@ from connect_offsets.vocabulary import (
     REQUEST_ANNOTATIONS,
     iso,
 )
+
+#: Refusals that pass: the request is tried again after ``KAFKA_RETRY_S``, nothing is recorded.
+TRANSIENT_REASONS = frozenset({"KafkaUnavailable", "SourceUnavailable"})
 
 
 def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> None:
@@ -141,17 +145,32 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
     if not dry_run:
         plan.alter_content = _applied_content(target, observed, value)
     if isinstance(requested, PlannedRefusal):
-        transient = requested.reason == "KafkaUnavailable"
+        transient = requested.reason in TRANSIENT_REASONS
         _refuse(plan, value, requested.reason, requested.message, not transient)
         if transient:
             plan.requeue(KAFKA_RETRY_S)
         return
+    copies = value == "alter" and target.copies()
     if dry_run:
-        # Needs no STOPPED state: it only reads the offsets.
+        # Needs no STOPPED state: it only reads the offsets. A copy's report lists what will not match.
+        copied = observed.copy_source.description if copies and observed.copy_source else None
+        unmatched = typed_problems(target, observed, requested) if copies and requested else ()
         plan.actions += [
-            Action("dry_run_offsets", operation=value, configmap=target.list_configmap, offsets_json=requested),
+            Action(
+                "dry_run_offsets",
+                operation=value,
+                configmap=target.list_configmap,
+                offsets_json=requested,
+                source=copied,
+                not_matching=unmatched,
+            ),
             *removals,
         ]
+        return
+    if copies and requested is not None and pinned_copy(target) is None:
+        # The source as read now is what this request applies, whenever it gets to: pinned first.
+        plan.actions.append(pin_action(observed, requested, plan.request_key))
+        plan.requeue(0.0)
         return
 
     status = observed.status
@@ -192,6 +211,8 @@ def _requested_offsets(
 ) -> str | PlannedRefusal | None:
     """The validated document an alter or restore sends (None for reset), or why there is none."""
     key = target.configmap_key
+    if operation == "alter" and target.copies():
+        return copy_document(target, observed, dry_run=target.annotations.get(ANNOTATION_DRY_RUN) == "true")
     if operation == "alter" and target.seek_to() is not None:
         return _seek_document(target, observed, target.seek_to() or "")
     if operation == "alter":
@@ -239,6 +260,9 @@ def _alter_source(target: ConnectorTarget, observed: Observed) -> tuple[str | No
     dry_run_source = target.dry_run_source()
     if dry_run_source is not None:
         return dry_run_source, observed.dry_run_configmap
+    if target.copies():
+        # A copy's identity is its annotations: the pinned copy is made by the request itself.
+        return None, None
     return target.alter_configmap, observed.alter_configmap
 
 
@@ -323,6 +347,7 @@ def _begin(
         request_key=request_key(target) if source == "annotation" else None,
         content_hash=content,
         restore_from=observed.restore.name if operation == "restore" and observed.restore else None,
+        pinned=pinned_copy(target) if operation == "alter" else None,
         started=iso(observed.now),
     )
     plan.actions.append(Action("begin_offsets_change", pending=pending))
@@ -405,7 +430,7 @@ def _plan_pending(target: ConnectorTarget, observed: Observed, plan: Plan, pendi
         plan.requeue(SETTLE_DELAY_S)
         return
     requested = _requested_offsets(target, observed, operation, plan)
-    if isinstance(requested, PlannedRefusal) and requested.reason == "KafkaUnavailable":
+    if isinstance(requested, PlannedRefusal) and requested.reason in TRANSIENT_REASONS:
         plan.conditions.append(ConditionSpec("OffsetsOperationInProgress", "True", "Changing", requested.message))
         plan.requeue(KAFKA_RETRY_S)
         return

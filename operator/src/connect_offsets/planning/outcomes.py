@@ -173,6 +173,7 @@ def progress_of(
         request=request.request,
         request_key=request.request_key,
         restore_from=request.restore_from,
+        pinned=request.pinned,
         backup=request.backup,
         fingerprint=chunks.fingerprint,
         applied_chunks=chunks.applied,
@@ -255,14 +256,29 @@ class DryRunReport:
 
 
 def dry_run_report(
-    target: ConnectorTarget, operation: str, diff: OffsetsDiff, now: datetime, configmap: str | None, key: str
+    target: ConnectorTarget,
+    operation: str,
+    diff: OffsetsDiff,
+    now: datetime,
+    configmap: str | None,
+    key: str,
+    *,
+    source: str | None = None,
+    not_matching: tuple[str, ...] = (),
 ) -> DryRunReport:
-    """Describe what a change would do, for a person deciding whether to run it."""
-    document = {
+    """Describe what a change would do, for a person deciding whether to run it. A copy's preview
+    names its source and lists what of it will not match this connector (the real request refuses
+    those: its partitions are copied as they are)."""
+    summary = diff.summary()
+    if not_matching:
+        summary += f"; {len(not_matching)} problem(s): the source's partitions will not all match this connector"
+    document: dict[str, Any] = {
         "operation": operation,
         "connector": target.name,
         "time": iso(now),
-        "summary": diff.summary(),
+        "summary": summary,
+        **({"source": source} if source is not None else {}),
+        **({"notMatching": list(not_matching)} if not_matching else {}),
         **diff.to_json_obj(),
     }
     where = (

@@ -74,6 +74,23 @@ class SeekOffsets:
 
 
 @dataclass(frozen=True)
+class SourceOffsets:
+    """Offsets read from elsewhere for a copy: another connector's (``GET .../offsets``), or a consumer
+    group's translated through MirrorMaker 2 checkpoints; or why there are none.
+
+    ``reason`` set: refused (a condition reason: SourceConnectorNotFound, SourceConnectorNotAllowed,
+    ClusterNotAllowed, UntranslatablePartitions ...), ``transient``: try again later.
+    """
+
+    description: str  # what was read, for messages: "connector orders-v1 on ConnectCluster team-a/local"
+    document_json: str | None = None
+    reason: str | None = None
+    message: str = ""
+    transient: bool = False
+    notes: tuple[str, ...] = ()  # said next to the outcome (a stale checkpoint, a source that was not listed)
+
+
+@dataclass(frozen=True)
 class Observed:
     """What the service saw before planning. ``config is None``: the connector does not exist."""
 
@@ -91,6 +108,11 @@ class Observed:
     #: The Ready reason for ``cluster_error`` (e.g. SecretNotOptedIn, PlaintextCredentials, HostNotAllowed,
     #: ClusterNotAllowed, ConnectorNameNotAllowed).
     cluster_error_reason: str = "ConnectClusterUnavailable"
+    #: A copy's source read now (alter-from-connector before it is pinned, or its dry run;
+    #: initialOffsets.fromConnector / fromMirror before they are pinned).
+    copy_source: SourceOffsets | None = None
+    #: The pinned copy of an alter-from-connector request (read at its first attempt).
+    pinned_copy: OffsetsConfigMap | None = None
 
     def without_documents(self) -> Observed:
         """The same observation without the offsets texts, once the plan holds what it needs of them:
@@ -102,6 +124,8 @@ class Observed:
             initial_configmap=_without_data(self.initial_configmap),
             dry_run_configmap=_without_data(self.dry_run_configmap),
             seek=None if self.seek is None else replace(self.seek, document_json=None),
+            copy_source=None if self.copy_source is None else replace(self.copy_source, document_json=None),
+            pinned_copy=_without_data(self.pinned_copy),
         )
 
 
@@ -127,6 +151,8 @@ Kind = Literal[
     "finish_offsets_change",
     "create_with_initial_offsets",
     "apply_initial_offsets",
+    "pin_offsets",
+    "pin_initial_offsets",
     "remove_annotation",
     "mark_handled",
 ]
@@ -135,7 +161,16 @@ Kind = Literal[
 #: and a pass that planned one from the cluster's snapshot plans again from a fresh read first
 #: (``reconcile.runner``): the connector may have been deleted and re-created by someone else.
 CONNECT_READ_ONLY = frozenset(
-    {"list_offsets", "dry_run_offsets", "update_pending", "finish_offsets_change", "remove_annotation", "mark_handled"}
+    {
+        "list_offsets",
+        "dry_run_offsets",
+        "update_pending",
+        "finish_offsets_change",
+        "remove_annotation",
+        "mark_handled",
+        "pin_offsets",
+        "pin_initial_offsets",
+    }
 )
 
 
@@ -156,6 +191,11 @@ class Action:
     #: stop -> change -> resume: the in-progress record the executor checkpoints to status.
     pending: PendingOffsetsOperation | None = None
     request: str | None = None  # initial offsets: fingerprint of the inputs
+    #: A copy (pin_offsets, a copy's dry run, initial offsets from elsewhere): what the offsets were read from.
+    source: str | None = None
+    #: A copy's dry run: the problems this connector's typed checks find in the source's offsets (the
+    #: partitions that will not match it), listed in the report instead of refusing the preview.
+    not_matching: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

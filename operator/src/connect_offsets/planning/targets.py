@@ -14,6 +14,8 @@ from connect_offsets.models.crds import (
     AutoRestartSpec,
     AutoRestartStatus,
     ConnectorState,
+    FromConnectorSpec,
+    FromMirrorSpec,
     InitialOffsetsStatus,
     KafkaConnectorResource,
     OffsetsOperationStatus,
@@ -22,6 +24,8 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning.plan import TASK_ID, OffsetsConfigMap
 from connect_offsets.vocabulary import (
+    ANNOTATION_ALTER_FROM_CLUSTER,
+    ANNOTATION_ALTER_FROM_CONNECTOR,
     ANNOTATION_DRY_RUN,
     ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_HANDLED_REQUEST,
@@ -84,6 +88,23 @@ class ConnectorTarget:
     #: Config keys whose values come from Secrets (MirrorMaker 2 ``secretConfig``): (key, prefix of
     #: the Kafka client settings it belongs to, Secret name).
     secret_keys: tuple[tuple[str, str, str], ...] = ()
+    #: spec.initialOffsets.fromConnector / fromMirror: read once, pinned, then applied as a ConfigMap's
+    #: (``initial_configmap`` is the pinned copy once status says it was pinned for this source).
+    initial_source: FromConnectorSpec | FromMirrorSpec | None = None
+    #: Whether an alter may copy another connector's offsets (alter-from-connector): KafkaConnectors only.
+    accepts_copies: bool = False
+
+    def copy_from(self) -> tuple[str, str | None] | None:
+        """(connector name, its ConnectCluster as written or None) of an alter-from-connector request."""
+        name = self.annotations.get(ANNOTATION_ALTER_FROM_CONNECTOR)
+        return None if name is None else (name, self.annotations.get(ANNOTATION_ALTER_FROM_CLUSTER))
+
+    def copies(self) -> bool:
+        """Whether this target's alter applies a copy: a staged one pinned its source (the pending
+        record says which copy); otherwise the request's annotations say so."""
+        if self.pending is not None:
+            return self.pending.pinned is not None
+        return self.copy_from() is not None
 
     def seek_to(self) -> str | None:
         """The time an alter seeks to (annotation first), or None for an alter from a ConfigMap."""
@@ -130,9 +151,37 @@ def dry_run_from_problem(target: ConnectorTarget) -> str | None:
     return None
 
 
+def initial_source_text(source: FromConnectorSpec | FromMirrorSpec) -> str:
+    """What spec.initialOffsets copies from, in words (recorded as status.initialOffsets.source: a
+    pinned copy is used only while the spec still names what it was read from)."""
+    if isinstance(source, FromConnectorSpec):
+        ref = source.cluster_ref
+        where = "" if ref is None else f" on ConnectCluster {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+        return f"connector {source.name}{where}"
+    group = f"group {source.group}" if source.group else f"the group of connector {source.source_connector}"
+    via = f" (source cluster {source.source_cluster})" if source.source_cluster else ""
+    return f"{group} through the checkpoints of KafkaMirrorMaker2 {source.mirror}{via}"
+
+
+def _initial(resource: KafkaConnectorResource) -> tuple[str | None, FromConnectorSpec | FromMirrorSpec | None]:
+    """(the ConfigMap initial offsets are read from, the source to copy them from)."""
+    initial = resource.spec.initial_offsets
+    if initial is None:
+        return None, None
+    if initial.from_config_map is not None:
+        return initial.from_config_map.name, None
+    source = initial.from_connector or initial.from_mirror
+    assert source is not None
+    status = resource.status.initial_offsets
+    if status is not None and status.step != "Applied" and status.source == initial_source_text(source):
+        return status.config_map, source
+    return None, source
+
+
 def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
     spec = resource.spec
     config = spec.connect_config(resource.connector_name)
+    initial_configmap, initial_source = _initial(resource)
     return ConnectorTarget(
         name=resource.connector_name,
         owner=owner_id(resource),
@@ -157,11 +206,13 @@ def target_for_connector(resource: KafkaConnectorResource) -> ConnectorTarget:
         handled_request_ids=tuple(resource.status.handled_request_ids),
         apply_on_change=bool(spec.alter_offsets and spec.alter_offsets.apply_on_change),
         applied_offsets=resource.status.applied_offsets,
-        initial_configmap=spec.initial_offsets.from_config_map.name if spec.initial_offsets else None,
+        initial_configmap=initial_configmap,
+        initial_source=initial_source,
         initial_status=resource.status.initial_offsets,
         resource_version=resource.metadata.resource_version,
         handled_marker=resource.metadata.annotations.get(ANNOTATION_HANDLED_REQUEST),
         tenant_keys=frozenset(spec.config),
+        accepts_copies=True,
     )
 
 

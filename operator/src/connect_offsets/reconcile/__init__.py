@@ -16,10 +16,12 @@ Errors decide what happens next (``settings.Outcome``): transient ones (Connect 
 
 The rooms, from the top of the import contract down (pyproject.toml, "Inside reconcile"):
 ``connectors`` (KafkaConnector), ``mirrormaker2`` (KafkaMirrorMaker2) -> ``runner`` (one pass over
-one planned connector) -> ``execute`` (the plan's actions in order), ``observe`` (every read the
-planner needs) -> ``offsets_changes`` (list/alter/reset/restore, staged changes, dry runs),
-``initial`` (initial offsets), ``lifecycle`` (create, stop, resume, restart ...) -> ``backups``,
-``owners`` (last owner of a connector name) -> ``context`` (``Pass``, the per-pass context every
+one planned connector), ``group_failover`` (a KafkaMirrorMaker2's consumer-group failovers) ->
+``execute`` (the plan's actions in order), ``observe`` (every read the planner needs) ->
+``offsets_changes`` (list/alter/reset/restore, staged changes, dry runs), ``initial`` (initial
+offsets), ``lifecycle`` (create, stop, resume, restart ...), ``sources`` (where a copy reads its
+source) -> ``backups``, ``pins`` (a copy's source kept at its first attempt), ``owners`` (last owner
+of a connector name) -> ``context`` (``Pass``, the per-pass context every
 step receives) -> ``clusters`` (Connect clients per ConnectCluster, the ConnectCluster reconcile)
 -> ``status`` (the one status writer, refusals, Events) -> ``outcomes`` (pure decisions about
 results), ``settings`` (environment, ``Outcome``).

@@ -14,10 +14,12 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectError,
 )
+from connect_offsets.clients.kafka_groups import KafkaGroups
 from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
+from connect_offsets.lag import MirrorSecrets
 from connect_offsets.models.connect import ConnectorStatus, plugin_version_refusal
 from connect_offsets.models.crds import (
     KafkaConnectorResource,
@@ -45,6 +47,7 @@ from connect_offsets.reconcile.context import post_events
 from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
+from connect_offsets.reconcile.sources import SourceReader
 from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
 from connect_offsets.vocabulary import (
     CONNECTORS,
@@ -76,7 +79,13 @@ class ConnectorService:
     """Reconcile one KafkaConnector."""
 
     def __init__(
-        self, kube: KubernetesApi, clusters: ClusterRegistry, progress: ProgressRegistry | None = None
+        self,
+        kube: KubernetesApi,
+        clusters: ClusterRegistry,
+        progress: ProgressRegistry | None = None,
+        *,
+        secrets: MirrorSecrets | None = None,
+        kafka_groups: KafkaGroups | None = None,
     ) -> None:
         self.kube = kube
         self.clusters = clusters
@@ -84,6 +93,10 @@ class ConnectorService:
         self.progress = progress
         self.runner = TargetRunner(kube)
         self._quiet: dict[tuple[str, str], _Quiet] = {}
+        #: For initialOffsets.fromMirror: the mirrors' secretConfig (shared with the MM2 service) and
+        #: the checkpoint and group calls (a fake in the unit simulation).
+        self.secrets = secrets if secrets is not None else MirrorSecrets(kube, clusters.policy)
+        self.kafka_groups = kafka_groups if kafka_groups is not None else KafkaGroups()
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         metrics.RESOURCE_CHECKS.labels(_KIND).inc()
@@ -165,6 +178,15 @@ class ConnectorService:
             return await self.clusters.kafka_config(*cluster)
 
         snapshot = self.clusters.snapshot(*cluster)
+        sources = SourceReader(
+            self.kube,
+            self.clusters,
+            self.kafka_groups,
+            self.secrets,
+            namespace=namespace,
+            labels=resource.metadata.labels,
+            connector=target.name,
+        )
         result = await self.runner.run(
             target,
             body,
@@ -175,6 +197,7 @@ class ConnectorService:
             kafka=kafka,
             snapshot=snapshot,
             health=self.clusters.health(*cluster),
+            sources=sources,
         )
         if result.superseded:
             return Outcome(
@@ -229,6 +252,8 @@ class ConnectorService:
             and observed.initial_configmap is None
             and observed.seek is None
             and observed.restore is None
+            and observed.copy_source is None
+            and observed.pinned_copy is None
         ):
             # The version this pass planned from, not the cache's now: a request that arrived
             # while the pass ran is in a newer body, and remembering that one as "nothing to do"

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.clients.kubernetes import KubernetesApi, label_value
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.models.connect import ServerInfo
-from connect_offsets.models.crds import KafkaConnectorStatus, PendingOffsetsOperation
-from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan
+from connect_offsets.models.crds import FromMirrorSpec, KafkaConnectorStatus, PendingOffsetsOperation
+from connect_offsets.planning import Action, ConditionSpec, ConnectorTarget, Observed, Plan, SourceOffsets
 from connect_offsets.planning.outcomes import handled_request_ids, op_status, truncate
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.reconcile.status import record_event
@@ -40,6 +40,16 @@ KafkaConfig = Callable[[], Awaitable[dict[str, Any]]]
 #: multi-step change survives an operator restart. The fields set in the update are written; a
 #: field set to None is removed.
 Checkpoint = Callable[[KafkaConnectorStatus], Awaitable[None]]
+
+
+class CopySources(Protocol):
+    """Where a copy reads its source (``reconcile.sources.SourceReader``): another connector's offsets
+    through the same binding and ownership checks as the resource's own, or a group translated
+    through a KafkaMirrorMaker2's checkpoints. Refusals come back as ``SourceOffsets.reason``."""
+
+    async def connector(self, name: str, cluster: str | None) -> SourceOffsets: ...
+
+    async def mirror(self, spec: FromMirrorSpec) -> SourceOffsets: ...
 
 
 class OffsetsRequestInvalid(UserError):
@@ -163,6 +173,8 @@ class Pass:
     snapshot: ConnectorsSnapshot | None = None
     #: The worker's last ``GET /health`` answer (3.9+), (state, message); None: not known.
     health: tuple[str, str] | None = None
+    #: Where copies read their source (KafkaConnectors; None: this resource kind copies nothing).
+    sources: CopySources | None = None
 
     @property
     def namespace(self) -> str:

@@ -20,6 +20,7 @@ from connect_offsets.reconcile.offsets_changes import (
     report_refusal,
     staged_change,
 )
+from connect_offsets.reconcile.pins import pin_copy, pin_initial
 
 
 async def execute(p: Pass, plan: Plan) -> None:
@@ -61,6 +62,10 @@ async def execute(p: Pass, plan: Plan) -> None:
             await finish_change(p, action)
         elif action.kind in ("create_with_initial_offsets", "apply_initial_offsets"):
             await initial_offsets(p, plan, action)
+        elif action.kind == "pin_offsets":
+            await pin_copy(p, plan, action)
+        elif action.kind == "pin_initial_offsets":
+            await pin_initial(p, action)
         elif action.kind in ("remove_annotation", "mark_handled"):
             # Done after the status write (TargetRunner.finish_requests): once the annotation is
             # gone, the status already tells how the request ended.

@@ -52,7 +52,9 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
                 raise OffsetsRequestInvalid("InvalidConfig", "Connect rejects the config: " + "; ".join(problems))
             await p.sink.fields(
                 KafkaConnectorStatus(
-                    initial_offsets=InitialOffsetsStatus(config_map=configmap, step="Creating", time=now)
+                    initial_offsets=InitialOffsetsStatus(
+                        config_map=configmap, step="Creating", time=now, source=action.source
+                    )
                 )
             )
             current_step = "create"
@@ -77,7 +79,10 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
             current_step = "patch"
             answer = await client.alter_offsets(name, requested.to_json_obj())
             fault_point("initial-after-patch")
-            message = f"{wiped}applied {len(requested)} initial offset(s) from ConfigMap {action.configmap}: {answer}"
+            where = f"ConfigMap {action.configmap}"
+            if action.source is not None:
+                where = f"{action.source} (pinned in ConfigMap {action.configmap})"
+            message = f"{wiped}applied {len(requested)} initial offset(s) from {where}: {answer}"
     except (ConnectHTTPError, OffsetsRequestInvalid, TimeoutError) as error:
         if isinstance(error, ConnectHTTPError) and _transient_for_initial(error):
             raise
@@ -95,13 +100,15 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
                 cleanup = f"; deleting the half-created connector failed: {delete_error}"
         full = f"initial offsets failed at step {current_step}: {text}{cleanup}"
         failed = InitialOffsetsStatus(
-            config_map=configmap, step="Failed", time=now, request=action.request, message=full
+            config_map=configmap, step="Failed", time=now, request=action.request, message=full, source=action.source
         )
         await p.sink.fields(KafkaConnectorStatus(initial_offsets=failed))
         p.sink.not_ready("InitialOffsetsFailed", full)
         p.event("Warning", "InitialOffsetsFailed", f"{name}: {full}")
         return
-    applied = InitialOffsetsStatus(config_map=configmap, step="Applied", time=now, message=message)
+    applied = InitialOffsetsStatus(
+        config_map=configmap, step="Applied", time=now, message=message, source=action.source
+    )
     await p.sink.fields(KafkaConnectorStatus(initial_offsets=applied))
     # Recorded once the leftovers were judged: before, this very record would be the newest.
     await record_owner(p, name)

@@ -57,6 +57,7 @@ from connect_offsets.reconcile.clusters import (
     resolve_cluster,
 )
 from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult, post_events
+from connect_offsets.reconcile.group_failover import GroupFailovers
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
@@ -96,6 +97,9 @@ class MirrorMaker2Service:
         self.runner = TargetRunner(kube)
         self.lag = lag if lag is not None else LagRegistry()  # measured by lag.LagMonitor, reported here
         self.cluster_ids = ClusterIdCache()
+        #: Consumer-group failovers through the mirrors' checkpoints (spec.mirrors[].groupFailover and
+        #: the connect-offsets.io/failover-group annotation).
+        self.failovers = GroupFailovers(kube)
         #: Connect's validation of producer-override configs: (when, problems) by (Connect, config).
         self._validated: dict[str, tuple[float, list[str]]] = {}
 
@@ -232,6 +236,12 @@ class MirrorMaker2Service:
                         ConditionSpec(item.type, item.status, item.reason, f"{target.name}: {item.message}")
                     )
         await self._delete_undeclared(body, client, {t.name for t in mirror.targets}, snapshot)
+        failover = await self.failovers.run(body, resource, secrets, now)
+        if failover.superseded:  # the request changed: plan again from the fresh body
+            return Outcome(requeue_after=0.0, connectors=outcome.connectors)
+        conditions += failover.conditions
+        if failover.transient_error is not None and outcome.transient_error is None:
+            outcome.transient_error = failover.transient_error
         if not mirror.targets:
             ready_condition = ConditionSpec("Ready", "False", "NoConnectors", "no mirror declares a connector")
         elif not_ready:
@@ -258,9 +268,11 @@ class MirrorMaker2Service:
             conditions.append(stored)
         await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
         try:
-            outcome.seen = await self.runner.finish_requests(results, body, MIRRORS)
+            outcome.seen = await self.runner.finish_requests(results, body, MIRRORS, failover.removals)
         finally:
             await post_events(self.kube, body, results)
+            for event in failover.events:
+                await record_event(self.kube, body, event.type, event.reason, event.message)
         return outcome
 
     async def _gate(

@@ -13,9 +13,11 @@ import json
 from connect_offsets.clients.kafka import KafkaAdminError, offsets_for_timestamp
 from connect_offsets.clients.offsets_configmaps import OffsetsCorrupt, OffsetsKeyMissing, OffsetsTooLarge
 from connect_offsets.models.connect import supports_initial_state
-from connect_offsets.models.crds import parse_rfc3339
+from connect_offsets.models.crds import FromConnectorSpec, parse_rfc3339
 from connect_offsets.models.java_regex import PatternRefused, compile_java
-from connect_offsets.planning import Observed, OffsetsConfigMap, RestoreSource, SeekOffsets
+from connect_offsets.planning import Observed, OffsetsConfigMap, RestoreSource, SeekOffsets, SourceOffsets
+from connect_offsets.planning.copies import copy_read_needed, pinned_copy
+from connect_offsets.planning.initial_offsets import initial_pin_due
 from connect_offsets.reconcile.backups import pinned_restore, restore_source
 from connect_offsets.reconcile.clusters import ClusterUnusable
 from connect_offsets.reconcile.context import Pass
@@ -54,6 +56,7 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     restore: RestoreSource | None = None
     if operation == "restore" and config is not None:
         restore = await restore_source(p, pinned_restore(target) or target.annotations.get(ANNOTATION_RESTORE_FROM))
+    copy_source, pinned = await _copy(p, operation, config is not None)
     observed = Observed(
         now=p.now,
         cluster_error=None,
@@ -65,8 +68,33 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         initial_configmap=initial,
         seek=seek,
         dry_run_configmap=dry_run,
+        copy_source=copy_source,
+        pinned_copy=pinned,
     )
     return observed, read.digest
+
+
+async def _copy(p: Pass, operation: str | None, exists: bool) -> tuple[SourceOffsets | None, OffsetsConfigMap | None]:
+    """What a copy reads: an alter-from-connector request's pinned copy, or its source before it is
+    pinned (and for its dry run); the source of initial offsets from elsewhere before they are pinned."""
+    target = p.target
+    if p.sources is None or not target.accepts_copies:
+        return None, None
+    if operation == "alter" and exists and target.copies():
+        pinned = pinned_copy(target)
+        if pinned is not None:
+            return None, await _offsets_configmap(p, pinned)
+        copy = target.copy_from()
+        if copy is not None and copy_read_needed(target):
+            return await p.sources.connector(*copy), None
+    source = target.initial_source
+    if not exists and source is not None and initial_pin_due(target):
+        if isinstance(source, FromConnectorSpec):
+            ref = source.cluster_ref
+            cluster = None if ref is None else (f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name)
+            return await p.sources.connector(source.name, cluster), None
+        return await p.sources.mirror(source), None
+    return None, None
 
 
 def _needs_fresh(p: Pass, operation: str | None) -> bool:
@@ -77,7 +105,8 @@ def _needs_fresh(p: Pass, operation: str | None) -> bool:
     if target.pending is not None or operation in ("alter", "reset", "restore"):
         return True
     initial = target.initial_status
-    return target.initial_configmap is not None and (initial is None or initial.step != "Applied")
+    copies = target.initial_configmap is not None or target.initial_source is not None
+    return copies and (initial is None or initial.step != "Applied")
 
 
 async def read_connector(p: Pass, *, fresh: bool = False) -> ConnectorRead:

@@ -29,6 +29,7 @@ from connect_offsets.offsets import (
 )
 from connect_offsets.offsets.chunking import ChunkProgress, document_entries, plan_chunks
 from connect_offsets.planning import Action, Plan
+from connect_offsets.planning.copies import pinned_copy
 from connect_offsets.planning.outcomes import (
     OFFSETS_OPS,
     already_applied,
@@ -85,7 +86,10 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
             else:
                 restoring = action.configmap if action.kind == "restore_offsets" else None
                 request = OffsetsProgressStatus(
-                    request=plan.offsets_request, request_key=plan.request_key, restore_from=restoring
+                    request=plan.offsets_request,
+                    request_key=plan.request_key,
+                    restore_from=restoring,
+                    pinned=pinned_copy(p.target),
                 )
                 if restoring is not None and p.target.chunk_progress != request:
                     # The backup to restore is pinned before this request writes a backup of its
@@ -105,6 +109,7 @@ async def direct_change(p: Pass, plan: Plan, action: Action) -> bool:
                 request=plan.offsets_request,
                 request_key=plan.request_key,
                 restore_from=action.configmap if action.kind == "restore_offsets" else None,
+                pinned=pinned_copy(p.target),
                 backup=backup_name,
             )
             message = prefix + await _offsets_action(p, action, request)
@@ -174,7 +179,7 @@ async def staged_change(p: Pass, action: Action) -> None:
             message = already_applied_text(operation)
         else:
             prefix = await p.before_offsets(action) if p.before_offsets is not None else ""
-            request = OffsetsProgressStatus(request=pending.request, backup=pending.backup)
+            request = OffsetsProgressStatus(request=pending.request, backup=pending.backup, pinned=pending.pinned)
             message = prefix + await _offsets_action(p, action, request)
             fault_point("after-patch")
         done = pending.model_copy(update={"step": "Resuming", "result": "Succeeded", "message": message})
@@ -239,7 +244,9 @@ async def dry_run(p: Pass, plan: Plan, action: Action) -> None:
 
     diff = await asyncio.to_thread(compute, await p.client.get_offsets_raw(p.target.name))
     key = dry_run_key(p.target.configmap_key)
-    report = dry_run_report(p.target, operation, diff, p.now, action.configmap, key)
+    report = dry_run_report(
+        p.target, operation, diff, p.now, action.configmap, key, source=action.source, not_matching=action.not_matching
+    )
     where: str | None = None
     if action.configmap:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,11 +21,12 @@ from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.faults import fault_point
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
-from connect_offsets.planning import CONNECT_READ_ONLY, ConnectorTarget, Observed, plan_target
+from connect_offsets.planning import CONNECT_READ_ONLY, Action, ConnectorTarget, Observed, plan_target
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
     BeforeOffsets,
     Checkpoint,
+    CopySources,
     KafkaConfig,
     Pass,
     RequestChanged,
@@ -61,11 +63,27 @@ class TargetRunner:
         kafka: KafkaConfig | None = None,
         snapshot: ConnectorsSnapshot | None = None,
         health: tuple[str, str] | None = None,
+        sources: CopySources | None = None,
     ) -> TargetResult:
         """One pass: ``checkpoint`` receives status fields as they happen (restartable steps),
-        ``before_offsets`` runs right before each offsets request, ``kafka`` resolves Kafka access."""
+        ``before_offsets`` runs right before each offsets request, ``kafka`` resolves Kafka access,
+        ``sources`` reads what copies copy."""
         sink = StatusSink(checkpoint)
-        p = Pass(self.kube, self.store, target, body, client, info, now, sink, before_offsets, kafka, snapshot, health)
+        p = Pass(
+            self.kube,
+            self.store,
+            target,
+            body,
+            client,
+            info,
+            now,
+            sink,
+            before_offsets,
+            kafka,
+            snapshot,
+            health=health,
+            sources=sources,
+        )
         try:
             observed, digest = await observe(p)
         except ConnectError as error:
@@ -122,17 +140,20 @@ class TargetRunner:
             events=sink.events,
         )
 
-    async def finish_requests(self, results: list[TargetResult], body: dict[str, Any], plural: str) -> tuple[Any, ...]:
+    async def finish_requests(
+        self, results: list[TargetResult], body: dict[str, Any], plural: str, extra: Sequence[Action] = ()
+    ) -> tuple[Any, ...]:
         """Remove the annotations of finished requests and mark them handled, in one patch; call
         after their status is written (once the annotations are gone, status tells how it ended).
+        ``extra``: removals of requests that are not a connector's (a KafkaMirrorMaker2's group failover).
 
         Returns what the pass accounted for (``Outcome.seen``): the request view of ``body``
         without the annotations removed."""
         meta = body["metadata"]
         expected: dict[str, str] = {}
         instances: list[str] = []
-        for result in results:
-            for action in result.removals:
+        for removals in [*(result.removals for result in results), list(extra)]:
+            for action in removals:
                 assert action.annotation is not None and action.annotation_value is not None
                 if action.kind == "mark_handled":
                     instances.append(action.annotation_value)

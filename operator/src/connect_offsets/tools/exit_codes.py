@@ -77,7 +77,8 @@ TOOL_DETAILS: Final[dict[Tool, dict[ExitCode, str]]] = {
     },
     "kubectl": {
         ExitCode.OK: "",
-        ExitCode.FAILED: "the operator's reason and Connect's message are printed",
+        ExitCode.FAILED: "the operator's reason and Connect's (or Kafka's) message are printed; also a refused copy or "
+        "failover (its reason names the rule)",
         ExitCode.INVALID: "also a resource or backup that does not exist, or a request already pending",
         ExitCode.TIMEOUT: "the error says how to cancel it",
         ExitCode.KUBERNETES: "",

@@ -157,6 +157,10 @@ class PendingOffsetsOperation(StatusModel):
     content_hash: str | None = Field(None, description="applyOnChange: hash of the offsets being applied.")
     restore_from: str | None = Field(None, description="restore: the backup chosen when the request started.")
     seek_to: str | None = Field(None, description="alter by timestamp: the RFC 3339 time sought.")
+    pinned: str | None = Field(
+        None,
+        description="alter-from-connector: the ConfigMap holding the source's offsets as read at the first attempt.",
+    )
     backup: str | None = Field(None, description="Backup taken before the change (set once it exists).")
     started: str = Field(description="When the request started (RFC 3339).")
     result: Literal["Succeeded", "Failed"] | None = Field(None, description="Outcome of the change, once made.")
@@ -199,6 +203,11 @@ class OffsetsProgressStatus(StatusModel):
         "backup the same request wrote), and retention never prunes it.",
     )
     backup: str | None = Field(None, description="The backup taken before the change; a retry reuses it.")
+    pinned: str | None = Field(
+        None,
+        description="alter-from-connector: the ConfigMap holding the source connector's offsets as read at the first "
+        "attempt; every retry applies this copy, never a newer position of the source.",
+    )
     fingerprint: str | None = Field(
         None, description="Chunked alter: fingerprint of its chunk plan (a changed document starts over)."
     )

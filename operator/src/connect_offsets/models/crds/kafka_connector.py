@@ -7,10 +7,11 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from connect_offsets.models.crds.base import (
     CONDITIONS,
+    NAMESPACE_NAME,
     OBSERVED_GENERATION,
     PRESERVE_UNKNOWN,
     Condition,
@@ -18,7 +19,9 @@ from connect_offsets.models.crds.base import (
     Model,
     ObjectMeta,
     StatusModel,
+    cel,
     flat_values,
+    object_name,
 )
 from connect_offsets.models.crds.connector_parts import (
     ALTER_OFFSETS,
@@ -41,13 +44,98 @@ from connect_offsets.models.crds.connector_parts import (
 )
 from connect_offsets.vocabulary import java_string
 
+#: Connector names are Connect's (any text); bounded so a hostile spec cannot grow requests and messages.
+MAX_CONNECTOR_NAME = 253
+
+
+class ClusterRef(Model):
+    """A ConnectCluster, by name, in the resource's namespace unless ``namespace`` says otherwise."""
+
+    name: Annotated[str, object_name("ConnectCluster name.")]
+    namespace: str | None = Field(
+        None,
+        max_length=63,
+        pattern=NAMESPACE_NAME,
+        description="Its namespace (default: the resource's); the ConnectCluster must allow this resource's namespace.",
+    )
+
+
+class FromConnectorSpec(Model):
+    """Another connector whose offsets a new connector starts from (rename, blue/green, cluster migration)."""
+
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_CONNECTOR_NAME,
+            description="The connector's name in Connect (a KafkaConnector's connector is named after it).",
+        ),
+    ]
+    cluster_ref: ClusterRef | None = Field(
+        None, description="The ConnectCluster it runs on (default: this resource's). Both must allow this namespace."
+    )
+
+
+class FromMirrorSpec(Model):
+    """A sink connector of the other site whose consumer group MirrorMaker 2 checkpoints: its offsets,
+    translated to this cluster, are where a new sink connector starts (disaster recovery)."""
+
+    mirror: Annotated[
+        str, object_name("The KafkaMirrorMaker2 in this namespace whose checkpoint connector replicates the group.")
+    ]
+    source_cluster: str | None = Field(
+        None,
+        max_length=100,
+        description="The source cluster alias of its mirror (needed when several mirrors have a checkpoint connector).",
+    )
+    source_connector: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_CONNECTOR_NAME,
+            description="The sink connector of the source site; its group is connect-<name>, or the "
+            "consumer.override.group.id of the KafkaConnector of that name in this namespace.",
+        ),
+    ]
+    group: str | None = Field(
+        None, min_length=1, max_length=249, description="The consumer group to translate, when it is neither of those."
+    )
+
 
 class InitialOffsetsSpec(Model):
-    """Offsets a new connector starts from (created STOPPED, offsets applied, then brought to spec.state)."""
+    """Offsets a new connector starts from (created STOPPED, offsets applied, then brought to spec.state):
+    a ConfigMap's document, another connector's offsets, or a consumer group translated through
+    MirrorMaker 2 checkpoints. The last two are read once, checked for this connector's class and
+    pinned in a ConfigMap of the resource (status.initialOffsets.configMap) before the connector is
+    created."""
 
-    from_config_map: ConfigMapRef = Field(
-        description="ConfigMap whose `offsets.json` the connector starts from when it is first created (KIP-995)."
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "[has(self.fromConfigMap), has(self.fromConnector), has(self.fromMirror)].filter(x, x).size() == 1",
+                "set exactly one of fromConfigMap, fromConnector and fromMirror",
+            )
+        )
     )
+
+    from_config_map: ConfigMapRef | None = Field(
+        None, description="ConfigMap whose `offsets.json` the connector starts from when it is first created (KIP-995)."
+    )
+    from_connector: FromConnectorSpec | None = Field(
+        None, description="Start where another connector is: its offsets, read when this connector is first created."
+    )
+    from_mirror: FromMirrorSpec | None = Field(
+        None,
+        description="Start where the other site's sink connector stopped: its group's offsets translated through "
+        "the mirror's checkpoints (KIP-875 sink form, remote topic names).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InitialOffsetsSpec:
+        given = [x for x in (self.from_config_map, self.from_connector, self.from_mirror) if x is not None]
+        if len(given) != 1:
+            raise ValueError("set exactly one of fromConfigMap, fromConnector and fromMirror")
+        return self
 
 
 #: The connector config key KIP-891 (Kafka Connect 4.1) reads the plugin version from; spec.version sets it.
@@ -200,9 +288,17 @@ class KafkaConnectorSpec(Model):
 class InitialOffsetsStatus(StatusModel):
     """Progress of spec.initialOffsets: the connector is created STOPPED, offsets applied, then started."""
 
-    config_map: str = Field(description="The ConfigMap the initial offsets come from.")
-    step: Literal["Creating", "Applied", "Failed"] = Field(
-        description="Creating: created STOPPED, offsets not yet applied; Applied: done; Failed: see message."
+    config_map: str = Field(
+        description="The ConfigMap the initial offsets come from (fromConnector, fromMirror: the pinned copy)."
+    )
+    step: Literal["Pinned", "Creating", "Applied", "Failed"] = Field(
+        description="Pinned: another connector's offsets (or a translated group) copied into configMap, nothing "
+        "created yet; Creating: created STOPPED, offsets not yet applied; Applied: done; Failed: see message."
+    )
+    source: str | None = Field(
+        None,
+        description="fromConnector, fromMirror: what was read and pinned (the connector and its cluster, or "
+        "the group).",
     )
     time: str = Field(description="When the step was reached (RFC 3339).")
     request: str | None = Field(None, description="Fingerprint of the inputs of a failed attempt.")

@@ -4,7 +4,7 @@ of MirrorMaker 2 connectors), replication lag settings, and its status."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -118,6 +118,24 @@ class WriteToTarget(StrEnum):
     PRODUCER_OVERRIDE = "producerOverride"
 
 
+#: Kafka limits a group id to 249 characters in practice (like topic names); more is surely a mistake.
+MAX_GROUP_ID = 249
+
+
+class GroupFailoverSpec(Model):
+    """Consumer groups of the source cluster to fail over to the target (disaster recovery)."""
+
+    groups: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_GROUP_ID)]],
+        Field(
+            min_length=1,
+            max_length=100,
+            description="Group ids. Each is failed over once (status.groupFailovers); remove a group and add it "
+            "again to fail it over again.",
+        ),
+    ]
+
+
 class MirrorSpec(Model):
     """One replication flow: its source and target clusters, and the connectors that run it."""
 
@@ -148,6 +166,11 @@ class MirrorSpec(Model):
     source_connector: MirrorConnectorSpec | None = None
     checkpoint_connector: MirrorConnectorSpec | None = None
     heartbeat_connector: MirrorConnectorSpec | None = None
+    group_failover: GroupFailoverSpec | None = Field(
+        None,
+        description="Fail these consumer groups over to the target: each group's offsets, translated through this "
+        "mirror's checkpoints, are committed on the target cluster once (while the group has no active members).",
+    )
 
 
 class ReplicationLagSpec(Model):
@@ -279,6 +302,35 @@ class MirrorConnectorStatus(StatusModel):
     offsets_progress: OffsetsProgressStatus | None = Field(None, description=OFFSETS_PROGRESS)
 
 
+class GroupFailoverStatus(StatusModel):
+    """One consumer group failed over through a mirror's checkpoints (or a failover being carried out)."""
+
+    mirror: str = Field(description="`<source>-><target>`: the mirror whose checkpoints translated the group.")
+    group: str = Field(description="The consumer group.")
+    source: Literal["annotation", "spec"] = Field(
+        description="What asked for it: the connect-offsets.io/failover-group annotation, or "
+        "spec.mirrors[].groupFailover."
+    )
+    step: Literal["Committing"] | None = Field(
+        None,
+        description="Committing: the translated offsets are pinned (pinned) and being committed; a restarted "
+        "operator checks the group's offsets before committing again.",
+    )
+    result: Literal["Succeeded", "Failed"] | None = Field(None, description="The outcome, once there is one.")
+    reason: str = Field("", description="Why it failed (the condition reason), empty on success.")
+    message: str = Field("", description="What was done, or why not; every untranslatable partition with why.")
+    time: str = Field(description="When the step or the outcome was reached (RFC 3339).")
+    partitions: int | None = Field(None, description="Partitions translated (committed, unless a dry run).")
+    pinned: str | None = Field(None, description="The ConfigMap holding the translated offsets (key offsets.json).")
+    dry_run: bool | None = Field(None, description="True: a dry run; nothing was committed.")
+    generation: int | None = Field(None, description="metadata.generation of the resource it was decided for.")
+    request_id: str | None = Field(None, description="The connect-offsets.io/request-id of the request, if any.")
+    request_key: str | None = Field(None, description="Identity of the annotations that asked for it.")
+    instance: str | None = Field(
+        None, description="The resourceVersion the outcome was decided at (see lastOffsetsOperation.instance)."
+    )
+
+
 class KafkaMirrorMaker2Status(StatusModel):
     """What the operator last observed and did: conditions, each mirror connector's state and last
     offsets operation, and the replication lag. Written by the operator only."""
@@ -307,6 +359,11 @@ class KafkaMirrorMaker2Status(StatusModel):
     last_offsets_operation: OffsetsOperationStatus | None = None
     handled_request_ids: list[str] = Field(
         default_factory=list, description="The newest connect-offsets.io/request-id values already handled."
+    )
+    group_failovers: list[GroupFailoverStatus] = Field(
+        default_factory=list,
+        description="Consumer group failovers: one entry per group of spec.mirrors[].groupFailover, and the newest "
+        "ones asked with the connect-offsets.io/failover-group annotation.",
     )
 
 

@@ -28,10 +28,10 @@ for ``kubectl connect-offsets``. Never imports kopf, ``reconcile``, ``handlers``
 (import-linter contracts).
 
 The rooms, top to bottom (an import-linter layers contract): ``main`` (the entry point), ``lag``
-(the read-only ``lag`` command), ``runner`` (annotate and wait, per resource), ``parser`` (the
-command line) and ``render`` (what is printed), ``api`` (kubeconfig, connection flags, the watch,
-API errors), ``completion`` (has the operator answered? how far is it?), ``request`` (the request
-and its local checks), ``common``.
+(the read-only ``lag`` command) and ``moving`` (``copy``, ``failover-group``), ``runner`` (annotate
+and wait, per resource), ``parser`` (the command line) and ``render`` (what is printed), ``api``
+(kubeconfig, connection flags, the watch, API errors), ``completion`` (has the operator answered?
+how far is it?), ``request`` (the request and its local checks), ``common``.
 """
 
 from connect_offsets.tools.kubectl.api import Connection, connection_cause, kube_error, load_kube
@@ -61,6 +61,7 @@ from connect_offsets.tools.kubectl.completion import (
 )
 from connect_offsets.tools.kubectl.lag import lag_command, render_connector_lag, render_lag
 from connect_offsets.tools.kubectl.main import main
+from connect_offsets.tools.kubectl.moving import copied_manifest, copy_command, created_state, failover_command
 from connect_offsets.tools.kubectl.parser import build_parser, parse_options
 from connect_offsets.tools.kubectl.render import WaitProgress, render_single, render_table, report
 from connect_offsets.tools.kubectl.request import (
@@ -100,8 +101,12 @@ __all__ = [
     "check_request",
     "classify",
     "connection_cause",
+    "copied_manifest",
+    "copy_command",
+    "created_state",
     "dry_run_input_name",
     "dry_run_key",
+    "failover_command",
     "kube_error",
     "lag_command",
     "last_operation",

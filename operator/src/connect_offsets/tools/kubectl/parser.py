@@ -96,17 +96,47 @@ examples:
 """
 # `lag` is a read-only view rather than an annotation request: its own function (lag_command),
 # not a Runner operation.
+DESCRIPTIONS["copy"] = (
+    "Copy a KafkaConnector's offsets to another: an existing one (an alter, stop -> change -> resume), or a new "
+    "one created from FROM's spec (on this or another ConnectCluster) that starts where FROM is."
+)
+EXAMPLES["copy"] = """\
+examples:
+  # rename: orders-v2 is created from orders-v1's spec and starts where orders-v1 (stopped) is
+  kubectl connect-offsets copy orders-v1 orders-v2 -n kafka --state running
+  # the same connector on another Connect cluster (cluster migration)
+  kubectl connect-offsets copy orders orders-west --to-cluster connect-west
+  # into an existing connector: preview, then let the operator stop it, copy and resume it
+  kubectl connect-offsets copy orders-v1 orders-v2 --dry-run
+  kubectl connect-offsets copy orders-v1 orders-v2 --stop-connector
+"""
+DESCRIPTIONS["failover-group"] = (
+    "Fail a consumer group over to a KafkaMirrorMaker2's target cluster: its offsets translated through the "
+    "mirror's checkpoints and committed there, while the group has no active members."
+)
+EXAMPLES["failover-group"] = """\
+examples:
+  # show the translated offsets first (nothing is committed)
+  kubectl connect-offsets failover-group orders-app --mirror b-to-a -n kafka --dry-run
+  kubectl connect-offsets failover-group orders-app --mirror b-to-a -n kafka
+  # a KafkaMirrorMaker2 with several mirrors: name the source cluster alias
+  kubectl connect-offsets failover-group orders-app --mirror dr --source-cluster east
+"""
+# `copy` and `failover-group` have their own functions too (tools/kubectl/moving.py): a copy may
+# create a resource, and a failover is a request on a KafkaMirrorMaker2 that is not a connector's.
 
 
-def _view_options(parser: argparse.ArgumentParser) -> None:
-    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command."""
+def _view_options(parser: argparse.ArgumentParser, *, kinds: bool = True) -> None:
+    """Options of every command, ``lag`` included; SUPPRESS so they may stand before or after the command.
+    ``kinds``: the command works on either kind (``--kind``); ``copy`` and ``failover-group`` have theirs."""
     s = argparse.SUPPRESS
     parser.add_argument("-n", "--namespace", default=s, help="namespace (default: the kubeconfig context's)")
-    parser.add_argument(
-        "--kind",
-        default=s,
-        help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
-    )
+    if kinds:
+        parser.add_argument(
+            "--kind",
+            default=s,
+            help="kafkaconnector (default, short cokc) or kafkamirrormaker2 (comm2, mm2); or write TYPE/NAME",
+        )
     parser.add_argument("--kubeconfig", default=s, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", default=s, help="kubeconfig context (default: the current one)")
     parser.add_argument(
@@ -244,7 +274,76 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, mm2/NAME, or cokc/NAME for a KafkaConnector")
     _view_options(lag)
+    copy = sub.add_parser(
+        "copy",
+        help=DESCRIPTIONS["copy"],
+        description=DESCRIPTIONS["copy"],
+        epilog=EXAMPLES["copy"] + "\n" + EXIT_CODES_TEXT,
+        formatter_class=_Formatter,
+    )
+    copy.add_argument("source", metavar="FROM", help="the KafkaConnector whose offsets are copied")
+    copy.add_argument("destination", metavar="TO", help="the KafkaConnector that gets them (created if absent)")
+    copy.add_argument(
+        "--to-cluster",
+        metavar="[NS/]CLUSTER",
+        help="a new TO: the ConnectCluster it runs on (default: FROM's)",
+    )
+    copy.add_argument("--from-namespace", metavar="NS", help="FROM's namespace (default: -n's)")
+    copy.add_argument(
+        "--state",
+        choices=("running", "paused", "stopped"),
+        help="a new TO: its spec.state once its offsets are in (default: FROM's)",
+    )
+    copy.add_argument(
+        "--stop-connector",
+        action="store_true",
+        help="an existing TO: let the operator stop it first and resume it afterwards",
+    )
+    copy.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="an existing TO: report what would change (and which of FROM's partitions will not match it); a new "
+        "TO: print the KafkaConnector that would be created. Change nothing",
+    )
+    _view_options(copy, kinds=False)
+    _wait_options(copy)
+    failover = sub.add_parser(
+        "failover-group",
+        help=DESCRIPTIONS["failover-group"],
+        description=DESCRIPTIONS["failover-group"],
+        epilog=EXAMPLES["failover-group"] + "\n" + EXIT_CODES_TEXT,
+        formatter_class=_Formatter,
+    )
+    failover.add_argument("group", metavar="GROUP", help="the consumer group (its id on the source cluster)")
+    failover.add_argument("--mirror", required=True, metavar="NAME", help="the KafkaMirrorMaker2 (mm2/NAME works too)")
+    failover.add_argument(
+        "--source-cluster", metavar="ALIAS", help="the mirror's source cluster alias (when several have checkpoints)"
+    )
+    failover.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the translated offsets (kept in a ConfigMap of the KafkaMirrorMaker2); commit nothing",
+    )
+    _view_options(failover, kinds=False)
+    _wait_options(failover)
     return parser
+
+
+def _wait_options(parser: argparse.ArgumentParser) -> None:
+    """The wait of ``copy`` and ``failover-group`` (as the request commands')."""
+    s = argparse.SUPPRESS
+    parser.add_argument(
+        "--wait", action=argparse.BooleanOptionalAction, default=s, help="wait for the operator's result (default)"
+    )
+    parser.add_argument(
+        "--timeout", type=parse_duration, default=s, help="how long to wait, e.g. 90s, 5m (default: 2m)"
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=s,
+        help="while waiting, print the operator's progress to stderr (default: when stderr is a terminal)",
+    )
 
 
 def connection(values: dict[str, Any]) -> Connection:

@@ -155,11 +155,14 @@ def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
 def error_text(outcome: RequestOutcome, options: Options) -> str:
     if outcome.result == "Failed":
         where = f"{outcome.kind} {outcome.namespace}/{outcome.name}"
-        if outcome.kind == MIRROR.kind:
+        if outcome.operation == "failover-group":
+            where += f" ({outcome.connector})"
+        elif outcome.kind == MIRROR.kind:
             where += f" (connector {outcome.connector})"
         text = f"error: {where}: {outcome.operation} failed ({outcome.reason or 'Failed'}): {outcome.message}"
-        if outcome.reason != "Withdrawn":
-            text += "\nthe request annotations were removed; the failure stays in status.lastOffsetsOperation"
+        kept = {"failover-group": "status.groupFailovers"}.get(outcome.operation, "status.lastOffsetsOperation")
+        if outcome.reason != "Withdrawn" and not (outcome.operation == "copy" and outcome.hint):
+            text += f"\nthe request annotations were removed; the failure stays in {kept}"
     else:
         text = f"error: {outcome.message}"
     if outcome.hint:

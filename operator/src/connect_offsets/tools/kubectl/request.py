@@ -19,6 +19,8 @@ from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for
 from connect_offsets.planning.targets import MAX_NAME_LENGTH
 from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
 from connect_offsets.vocabulary import (
+    ANNOTATION_ALTER_FROM_CLUSTER,
+    ANNOTATION_ALTER_FROM_CONNECTOR,
     ANNOTATION_DRY_RUN,
     ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_MM2_CONNECTOR,
@@ -59,6 +61,9 @@ class Request:
     reset_offset_syncs: bool = False
     #: alter --from-file --dry-run: the plugin's own ConfigMap holding the file (``dry-run-from``)
     dry_run_from: str | None = None
+    #: copy into an existing connector: the connector copied from, and its ConnectCluster when not the target's
+    copy_from: str | None = None
+    copy_cluster: str | None = None
 
     def annotations(self) -> dict[str, str]:
         """The annotations that make up this request (all removed again when it fails)."""
@@ -75,6 +80,10 @@ class Request:
             values[ANNOTATION_RESET_OFFSET_SYNCS] = "true"
         if self.dry_run_from is not None:
             values[ANNOTATION_DRY_RUN_FROM] = self.dry_run_from
+        if self.copy_from is not None:
+            values[ANNOTATION_ALTER_FROM_CONNECTOR] = self.copy_from
+        if self.copy_cluster is not None:
+            values[ANNOTATION_ALTER_FROM_CLUSTER] = self.copy_cluster
         return values
 
     @property
@@ -206,7 +215,8 @@ def check_request(resolved: Resolved, request: Request) -> None:
         )
     if request.operation == "list" and (request.dry_run or request.stop_connector):
         raise PluginError("list changes nothing: --dry-run and --stop-connector do not apply", EXIT_USAGE)
-    if request.operation == "alter" and target.alter_configmap is None and not request.previews_a_file:
+    copies = request.copy_from is not None
+    if request.operation == "alter" and target.alter_configmap is None and not request.previews_a_file and not copies:
         raise PluginError(
             f"{_spec_hint(resolved, 'alterOffsets', suggested)} (alter reads the offsets from there)", EXIT_USAGE
         )
@@ -261,6 +271,8 @@ class Options:
     offsets_text: str | None = None
     offsets_source: str = ""
     reset_offset_syncs: bool = False
+    copy_from: str | None = None  # copy: the connector copied from
+    copy_cluster: str | None = None  # copy: its ConnectCluster when not the target's
     all_namespaces: bool = False  # -A with -l
     progress: bool = False  # progress lines on stderr while waiting
     request_timeout: float = 0.0  # --request-timeout (the wait's watch uses it to connect)
@@ -276,6 +288,8 @@ class Options:
             offsets_text=self.offsets_text,
             offsets_source=self.offsets_source,
             reset_offset_syncs=self.reset_offset_syncs,
+            copy_from=self.copy_from,
+            copy_cluster=self.copy_cluster,
         )
 
 

@@ -102,7 +102,7 @@ class Runner:
             body = await self._fetch(kind, namespace, name)
         resolved = resolve(kind, body, request.mirror_connector)
         outcome.connector = resolved.target.name
-        if request.operation == "alter" and request.offsets_text is None:
+        if request.operation == "alter" and request.offsets_text is None and request.copy_from is None:
             # alter without --from-file applies the ConfigMap's current content: check that instead.
             request = await self._with_configmap_content(resolved, request)
         check_request(resolved, request)
@@ -116,7 +116,7 @@ class Runner:
             configmap_rv = await self._write_offsets(resolved, request, request.dry_run_from or "")
         elif request.operation == "alter" and request.offsets_source.startswith("file "):
             configmap_rv = await self._write_offsets(resolved, request, str(resolved.target.alter_configmap))
-        elif request.operation == "alter":
+        elif request.operation == "alter" and request.copy_from is None:
             current = await self.kube.get_configmap(namespace, str(resolved.target.alter_configmap))
             configmap_rv = current.resource_version if current else ""
         before = last_operation(kind, body, resolved.target.name)
@@ -251,6 +251,8 @@ class Runner:
         alter = resource.spec.alter_offsets
         if request.dry_run_from is not None:
             configmap = OffsetsConfigMap(request.dry_run_from, True, configmap_rv)
+        elif request.copy_from is not None:
+            configmap = None  # a copy's identity is its annotations (the operator pins the source itself)
         elif request.operation == "alter" and alter is not None and alter.from_config_map is not None:
             configmap = OffsetsConfigMap(alter.from_config_map.name, True, configmap_rv)
         return offsets_request_fingerprint(resource, configmap)
