@@ -321,10 +321,12 @@ class FakeKube:
         self._deliver(plural, namespace, name)
         return keys
 
-    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """A JSON merge patch of status, as the API server applies it (RFC 7386: objects merged
         key by key at any depth, None removes a key, lists replaced whole), recorded in
-        ``status_patches``."""
+        ``status_patches``; the whole resource is the answer."""
         obj = self.resources.get((plural, namespace, name))
         if obj is None:
             raise KubernetesRejected(f"patch status of {plural} {namespace}/{name}: 404 not found", 404)
@@ -334,6 +336,7 @@ class FakeKube:
         self._deliver(plural, namespace, name)
         self.status_patches.append(copy.deepcopy(status))
         self.journal.append(f"kube: status {sorted(status)}")
+        return copy.deepcopy(obj)
 
     async def post_event(self, *, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         self.events.append(Event(event_type, reason, message[:MAX_QUOTED_TEXT], involved["metadata"]["name"]))

@@ -152,8 +152,10 @@ class SimKube(FakeKube):
             lambda: super(SimKube, self).remove_annotations(plural, namespace, name, expected, set_also=set_also),
         )
 
-    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self._write(
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        return await self._write(
             f"status of {name}", lambda: super(SimKube, self).patch_status(plural, namespace, name, status)
         )
 

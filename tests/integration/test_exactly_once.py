@@ -232,7 +232,13 @@ def test_a_connector_recreated_by_another_team_before_a_spec_edit_is_not_overwri
         connect.delete(f"/connectors/{name}")
 
 
-def test_a_thousand_back_to_back_lists_are_all_answered(
+# 250 in every make test run: five times past where the field notes' resource went deaf (after the
+# 44th and 50th request); the full thousand under the load marker (make test-load), at 145 s too
+# slow for every run (issue 32).
+@pytest.mark.parametrize(
+    "requests", [pytest.param(250, id="250"), pytest.param(1000, id="1000", marks=pytest.mark.load)]
+)
+def test_back_to_back_lists_are_all_answered(
     custom: Any,
     namespace: str,
     connect: httpx.Client,
@@ -240,6 +246,7 @@ def test_a_thousand_back_to_back_lists_are_all_answered(
     tmp_path: Path,
     unique: str,
     operator: OperatorProcess,
+    requests: int,
 ) -> None:
     """The field notes' deaf resource: each request annotated as soon as the previous one's
     annotation is gone. Before the fix a request after the 44th-50th waited for ever."""
@@ -253,14 +260,15 @@ def test_a_thousand_back_to_back_lists_are_all_answered(
     )
     wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
     took: list[float] = []
-    for _ in range(1000):
+    for _ in range(requests):
         asked, version = ask_request(custom, namespace, name)
         took.append(wait_answered(custom, namespace, name, version, timeout=LOST_AFTER_S) - asked)
     took.sort()
     print(
-        f"\n1,000 back-to-back lists: p50 {statistics.median(took) * 1000:.0f} ms, "
-        f"p99 {took[989] * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
+        f"\n{requests:,} back-to-back lists: p50 {statistics.median(took) * 1000:.0f} ms, "
+        f"p99 {took[int(len(took) * 0.99) - 1] * 1000:.0f} ms, max {took[-1] * 1000:.0f} ms"
     )
+    assert len(took) == requests
     assert took[-1] <= LOST_AFTER_S, took[-10:]
     last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
     assert (last["operation"], last["result"]) == ("list", "Succeeded")

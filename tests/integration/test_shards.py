@@ -101,3 +101,10 @@ def test_each_resource_is_reconciled_by_one_shard_and_a_standby_takes_over(
         for name in names.values():
             connect.delete(f"/connectors/{name}")
     assert wait_for("operators stopped", lambda: all(p.process is None for p in (active, standby, other)))
+    for index in range(2):
+        # The presence daemon leaves no finalizer: stopped operators do not block the namespace's
+        # (or the peering CRD's) deletion.
+        peering = custom.get_namespaced_custom_object(
+            "kopf.dev", "v1", namespace, "kopfpeerings", f"shards-shard-{index}"
+        )
+        assert not peering["metadata"].get("finalizers"), peering["metadata"]

@@ -481,8 +481,11 @@ class StatusKube:
 
     cached_resource = get_resource  # no watch here: the cache answers what a GET would
 
-    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any] | None:
         self.patches.append(status)
+        return None
 
 
 class ProbeRegistry:

@@ -111,6 +111,24 @@ def test_status_numbers_are_rewritten_at_most_every_refresh_while_the_condition_
     assert condition is not None and condition.reason == "NotAdvancing"
 
 
+def test_the_first_time_a_connector_is_seen_moving_is_shown_at_once() -> None:
+    """A source's first ``lastMoved`` is news, not a refreshed number: it is shown at the next
+    pass, not up to ``STATUS_REFRESH_S`` later (a user waiting for it waited a minute)."""
+    registry = ProgressRegistry()
+    registry.put("ns", "src", progress(kind="source", lag=None, partitions=1))
+    shown, _, _ = registry.report("ns", "src", SPEC, T0)
+    assert shown is not None and shown.last_moved is None
+    soon = T0 + timedelta(seconds=5)
+    registry.put("ns", "src", progress(kind="source", lag=None, partitions=1, last_moved=soon))
+    assert registry.would_change("ns", "src", SPEC, soon)
+    shown, _, version = registry.report("ns", "src", SPEC, soon)
+    assert shown is not None and shown.last_moved is not None and version == 2
+    # later moves only refresh the number: at most every STATUS_REFRESH_S
+    moved_again = soon + timedelta(seconds=5)
+    registry.put("ns", "src", progress(kind="source", lag=None, partitions=1, last_moved=moved_again))
+    assert not registry.would_change("ns", "src", SPEC, moved_again)
+
+
 # --- the monitor -------------------------------------------------------------------------------------
 
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

@@ -2,9 +2,8 @@
 
 Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
 event loop, so each call goes through a thread of this module's own pool (``KUBE_THREADS``) here and
-nowhere else. Errors are
-mapped to two classes that say whether retrying can help. Secret values are returned to the caller
-and never logged or put into exception text.
+nowhere else. Errors are mapped to two classes that say whether retrying can help. Secret values are
+returned to the caller and never logged or put into exception text.
 
 Error tree::
 
@@ -58,6 +57,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+JsonObject = dict[str, Any]
 
 
 #: Kubernetes calls get threads of their own (the client is synchronous): a tenant's Kafka calls
@@ -543,9 +543,9 @@ class KubernetesApi:
             return keys
         raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: values kept changing")
 
-    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch the status subresource; the answer (the whole resource) refreshes the cache,
-        so the next pass compares against what it wrote even before the watch event arrives."""
+    async def patch_status(self, plural: str, namespace: str, name: str, status: JsonObject) -> JsonObject | None:
+        """Merge-patch the status subresource; the answer (the whole resource, returned) refreshes the
+        cache, so the next pass compares against what it wrote even before the watch event arrives."""
         result: Any = await self._call(
             f"patch status of {plural} {namespace}/{name}",
             self.custom.patch_namespaced_custom_object_status,
@@ -556,8 +556,10 @@ class KubernetesApi:
             name,
             {"status": status},
         )
-        if isinstance(result, dict):
-            self.cache.observe(plural, namespace, name, result, watched=False)
+        if not isinstance(result, dict):
+            return None
+        self.cache.observe(plural, namespace, name, result, watched=False)
+        return result
 
     async def post_event(
         self,

@@ -231,7 +231,9 @@ class ProgressRegistry:
             return status is not None or condition is not None
         if _key(shown.condition) != _key(condition):
             return True
-        return shown.status != status and (now - shown.at).total_seconds() >= STATUS_REFRESH_S
+        return shown.status != status and (
+            (now - shown.at).total_seconds() >= STATUS_REFRESH_S or not _same_kind(shown.status, status)
+        )
 
 
 def _key(condition: ConditionSpec | None) -> tuple[str, str] | None:
@@ -241,4 +243,11 @@ def _key(condition: ConditionSpec | None) -> tuple[str, str] | None:
 
 
 def _same_kind(a: ProgressStatus | None, b: ProgressStatus | None) -> bool:
-    return a is not None and b is not None and a.type == b.type
+    """Whether ``b`` only refreshes ``a``'s numbers: the same type and the same fields known. A field
+    known for the first time (a source's first ``lastMoved``) is news, shown at once."""
+    return (
+        a is not None
+        and b is not None
+        and a.type == b.type
+        and a.model_dump(exclude_none=True).keys() == b.model_dump(exclude_none=True).keys()
+    )

@@ -249,7 +249,7 @@ async def write_status(
     if _canonical(new) == _canonical(old):
         return
     try:
-        await kube.patch_status(
+        written = await kube.patch_status(
             plural,
             body["metadata"]["namespace"],
             body["metadata"]["name"],
@@ -260,6 +260,29 @@ async def write_status(
         raise
     # Later writes in the same pass (checkpoints, then the final one) compare against this one.
     body["status"] = new
+    if written is not None and _same_but_status(written, body):
+        # Our own write is the only change since the pass read the body: the body is the written
+        # version now, so a pass that found nothing to do is recognised as such by the next check
+        # (the quiet path compares resourceVersions) instead of needing one more full pass.
+        # Anything else changed meanwhile (a label, a request annotation): the old version stays
+        # and the next check looks at the resource in full.
+        body["metadata"]["resourceVersion"] = written["metadata"].get("resourceVersion")
+
+
+#: Metadata that changes with every write, whoever writes: not what a pass read.
+_WRITE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def _same_but_status(written: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Whether ``written`` (the API server's answer to our status patch) is ``body`` apart from
+    status and the bookkeeping of the write itself."""
+
+    def read(resource: dict[str, Any]) -> tuple[Any, ...]:
+        metadata = resource.get("metadata") or {}
+        kept = {k: v for k, v in metadata.items() if k not in _WRITE_METADATA}
+        return (_canonical(kept), _canonical({k: v for k, v in resource.items() if k not in ("metadata", "status")}))
+
+    return read(written) == read(body)
 
 
 async def write_status_fields(
