@@ -25,11 +25,13 @@ import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: pytest's exit code when a session selected no test: one part may have none (a selection of files).
 NO_TESTS = 5
+#: How many of the slowest tests the summary names.
+SLOWEST = 25
 
 
 @dataclass
@@ -40,6 +42,8 @@ class Part:
     tests: int = 0
     failed: int = 0
     skipped: int = 0
+    #: (seconds, test id) of every test, from the JUnit report.
+    timings: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -59,6 +63,9 @@ def read_report(part: Part, report: Path) -> None:
         part.tests += int(suite.get("tests", 0))
         part.failed += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         part.skipped += int(suite.get("skipped", 0))
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        part.timings.append((float(case.get("time", 0) or 0), name))
 
 
 def run_part(name: str, command: list[str], env: dict[str, str], report: Path) -> Part:
@@ -107,6 +114,12 @@ def main(argv: list[str]) -> int:
             f"{part.name}: {part.passed} passed, {part.failed} failed, {part.skipped} skipped "
             f"in {minutes(part.seconds)}: {outcome}"
         )
+    # The slowest tests: where the next minute of `make test` is (issue 32 keeps it under 15 minutes).
+    timings = sorted((t for p in parts for t in p.timings), reverse=True)
+    if timings:
+        print(f"slowest of {len(timings)} tests (sum {minutes(sum(t for t, _ in timings))}):")
+        for seconds, name in timings[:SLOWEST]:
+            print(f"  {seconds:6.1f}s {name}")
     total = sum(p.tests for p in parts)
     failed = sum(p.failed for p in parts)
     skipped = sum(p.skipped for p in parts)
