@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -367,3 +368,33 @@ async def test_a_label_changed_while_the_pass_ran_makes_the_next_check_full(stac
     assert after[0] - before[0] == 2 and after[1] - before[1] == 0  # both full
     await stack.reconcile()
     assert checks()[1] - after[1] == 1  # quiet again once a full pass saw the label
+
+
+async def test_a_listing_slower_than_the_interval_does_not_hold_every_check() -> None:
+    """20,000 connectors took Connect minutes to list: a snapshot was already past its age when it
+    arrived, and every check then waited for the next listing. Readers are answered from it (a
+    refresh started behind them) while its age is explained by how long the listing took."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=1)
+    await snapshot.refresh()
+    # As if that listing had taken 30 s and finished a second ago: 31 s old, 1 s allowed.
+    snapshot._took = 30.0
+    snapshot._taken = snapshots._Taken(snapshot._taken.connectors, time.monotonic() - 31, 0)  # type: ignore[union-attr]
+    connect.requests.clear()
+    listing = asyncio.Event()
+    real = client.list_connectors_expanded
+
+    async def slow_listing() -> Any:
+        await listing.wait()
+        return await real()
+
+    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(50))), timeout=2)
+    assert all(r.config == {"k": "v"} and r.digest for r in reads)  # answered, nobody waited
+    assert snapshot._inflight is not None  # one refresh started behind them
+    listing.set()
+    await asyncio.wait_for(snapshot._inflight, timeout=2)
+    assert [str(r) for r in connect.requests] == ["GET /connectors"]
+    await client.aclose()

@@ -25,6 +25,7 @@ Where the snapshot is not trusted, a connector is read on its own (``GET .../con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -52,7 +53,7 @@ TOPICS_REFRESH_S = 300.0
 FAILED_REFRESH_HOLD_S = 2.0
 
 #: While a refresh is in flight, readers are answered from a snapshot up to this many ``max_age``
-#: old instead of waiting for it.
+#: old (plus how long the last listing took) instead of waiting for it.
 STALE_WHILE_REFRESHING = 2.0
 
 
@@ -90,6 +91,9 @@ class ConnectorsSnapshot:
         self._failed: tuple[float, ConnectError] | None = None
         self._off: str | None = None  # why snapshots are not used for this endpoint
         self._topics_at: dict[str, float] = {}
+        #: How long the last listing took: a snapshot is at least that old when it arrives.
+        self._took = 0.0
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def usable(self) -> bool:
@@ -145,6 +149,7 @@ class ConnectorsSnapshot:
         """
         at, seq = time.monotonic(), self._client.write_seq
         taken = _Taken(await self._client.list_connectors_expanded(), at, seq)
+        self._took = time.monotonic() - at
         previous, self._taken, self._failed = self._taken, taken, None
         if previous is not None and self._on_change is not None:
             changed = {
@@ -173,15 +178,27 @@ class ConnectorsSnapshot:
         age = None if taken is None else time.monotonic() - taken.at
         if age is not None and age <= self.max_age:
             return taken
-        if age is not None and self._inflight is not None and age <= STALE_WHILE_REFRESHING * self.max_age:
-            # A refresh is on its way (5,000 connectors take Connect seconds to list): answer from
-            # the last snapshot rather than queue every check behind it. Changes it finds still
-            # wake their resources (on_change); writes and fresh reads never come here.
+        if age is not None and age <= STALE_WHILE_REFRESHING * self.max_age + self._took:
+            # 5,000 connectors take Connect seconds to list, 20,000 minutes: answer from the last
+            # snapshot while a refresh is on its way (started here if none is) rather than queue
+            # every check behind it. A listing slower than the interval would otherwise make each
+            # check wait for one (bench_steady_state at 20,000: one check a second). Changes it
+            # finds still wake their resources (on_change); writes and fresh reads never come here.
+            held = self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
+            if self._inflight is None and not held:
+                task = asyncio.get_running_loop().create_task(self._refresh_quietly())
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
             return taken
         if self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S:
             raise self._failed[1]
         await self.refresh()
         return self._taken
+
+    async def _refresh_quietly(self) -> None:
+        """A refresh nobody waits for: its failure is kept (``_failed``) for the next reader."""
+        with contextlib.suppress(ConnectError):
+            await self.refresh()
 
     async def _read_one(self, name: str) -> ConnectorRead:
         # One after the other, not concurrently: against a frozen or overloaded worker each retry
