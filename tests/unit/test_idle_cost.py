@@ -358,7 +358,7 @@ async def test_a_label_changed_while_the_pass_ran_makes_the_next_check_full(stac
         body["metadata"]["resourceVersion"] = stack.kube._bump()
         stack.kube._deliver(plural, namespace, name)
         stack.kube.patch_status = write  # type: ignore[method-assign]
-        return await write(plural, namespace, name, status)  # type: ignore[arg-type]
+        return await write(plural, namespace, name, status)
 
     stack.kube.patch_status = labelled_first  # type: ignore[assignment]
     before = checks()
