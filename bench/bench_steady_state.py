@@ -531,7 +531,7 @@ def main() -> int:
         proxy.start()
         kubeconfig = str(proxy.write_kubeconfig(work / "proxy-kubeconfig.json"))
         for count in COUNTS:
-            worker = DedicatedWorker(heap="-Xmx1g", name=f"steady{count}")
+            worker = DedicatedWorker(heap="-Xmx2g" if count > 5000 else "-Xmx1g", name=f"steady{count}")
             setup: dict[str, Any] = {"count": count}
             setups.append(setup)
             try:
