@@ -607,6 +607,33 @@ def install_peering_crds(stack: dict[str, Any]) -> None:
             text=True,
         ).stdout.strip()
         if deleting:
+            # Its objects keep it terminating while they have finalizers: an operator of an older
+            # version (its presence daemon had kopf's finalizer) left them behind when it stopped,
+            # and no operator will remove them now.
+            plural = crd.split("/")[1].split(".")[0]
+            left = subprocess.run(
+                [stack["kubectl"], "get", plural, "-A", "-o", "json"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            for item in json.loads(left.stdout or '{"items": []}').get("items", []):
+                meta = item["metadata"]
+                where = ["-n", meta["namespace"]] if meta.get("namespace") else []
+                subprocess.run(
+                    [
+                        stack["kubectl"],
+                        "patch",
+                        plural,
+                        meta["name"],
+                        *where,
+                        "--type=merge",
+                        "-p",
+                        '{"metadata":{"finalizers":null}}',
+                    ],
+                    env=env,
+                    capture_output=True,
+                )
             subprocess.run([stack["kubectl"], "wait", "--for=delete", "--timeout=120s", crd], env=env, check=True)
     subprocess.run(
         [stack["kubectl"], "apply", "--server-side", "-f", "-"],
