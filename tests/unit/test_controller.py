@@ -150,6 +150,45 @@ async def test_a_shut_down_queue_releases_its_workers() -> None:
         await asyncio.wait_for(waiting, timeout=1.0)
 
 
+async def test_a_change_wakes_one_waiting_worker_and_one_keeps_the_timer() -> None:
+    """Eight idle workers, keys arriving one at a time and on timers: each key costs about one
+    look at the queue, not one per idle worker (waking all of them cost 7 looks and 7 event-loop
+    timers per key at 5,000 resources)."""
+    queue = WorkQueue()
+    looks = 0
+    real_take = queue._take
+
+    def counting_take() -> tuple[tuple[str, str, str], float] | None:
+        nonlocal looks
+        looks += 1
+        return real_take()
+
+    queue._take = counting_take  # type: ignore[method-assign]
+    taken: list[tuple[str, str, str]] = []
+
+    async def worker() -> None:
+        while True:
+            item, _ = await queue.get()
+            taken.append(item)
+            queue.done(item)
+
+    workers = [asyncio.create_task(worker()) for _ in range(8)]
+    await asyncio.sleep(0.01)
+    looks = 0
+    for i in range(50):
+        queue.add(key("a", f"now{i}"))
+        await asyncio.sleep(0)
+    for i in range(50):
+        queue.add_after(key("a", f"later{i}"), 0.01 + i * 0.002)
+    assert await until(lambda: len(taken) == 100)
+    assert sorted(taken) == sorted(
+        [key("a", f"now{i}") for i in range(50)] + [key("a", f"later{i}") for i in range(50)]
+    )
+    assert looks <= 3 * 100, looks  # ~8 per key when every change woke every idle worker
+    queue.shut_down()
+    await asyncio.gather(*workers, return_exceptions=True)
+
+
 # --- the controller ----------------------------------------------------------------------------------
 
 NS, NAME = "team-a", "orders"

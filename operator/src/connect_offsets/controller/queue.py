@@ -14,7 +14,11 @@ and a fixed number of workers take keys out:
   another's key by at most one turn of each worker;
 * a key whose Connect cluster already has ``cluster_cap`` passes running is skipped until one
   ends: a slow Connect cluster holds at most its share of the workers;
-* failures back off per key, 2 s doubling to 60 s, until ``forget``.
+* failures back off per key, 2 s doubling to 60 s, until ``forget``;
+* a change wakes one waiting worker, not all of them, and only one waiting worker keeps the timer
+  of the next due key: waking every idle worker on every change cost 7 wake-ups (and 7 timers on
+  the event loop) per key at 5,000 resources, 40 % more CPU per key than one worker
+  (bench/README.md, the work queue's wake-ups).
 
 The queue is pure asyncio and knows nothing of Kubernetes: keys are tuples, the cluster of a key
 and the clock are given.
@@ -72,7 +76,10 @@ class WorkQueue:
         self._inflight: Counter[Hashable] = Counter()  # passes running per cluster
         self._failures: Counter[Key] = Counter()
         self._seq = 0
-        self._changed = asyncio.Event()
+        # Workers waiting for a key, oldest first; one of them (``_keeper``) also waits for the
+        # next due key's time.
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._keeper: asyncio.Future[None] | None = None
         self._shut = False
         self.stats = QueueStats()
 
@@ -99,7 +106,7 @@ class WorkQueue:
             self._ready[namespace] = {}
             self._turns.append(namespace)
         self._ready[namespace].setdefault(cluster, deque()).append(key)
-        self._changed.set()
+        self._wake_one()
 
     def add_after(self, key: Key, delay: float) -> None:
         """Ready in ``delay`` seconds, or sooner if it is added again meanwhile; a key already ready,
@@ -116,10 +123,12 @@ class WorkQueue:
         current = self._due.get(key)
         if current is not None and current <= due:
             return
+        earliest = self._next_due()
         self._due[key] = due
         self._seq += 1
         heapq.heappush(self._delayed, (due, self._seq, key))
-        self._changed.set()
+        if earliest is None or due < earliest:
+            self._wake_keeper()  # its timer is for a later time
 
     def add_rate_limited(self, key: Key) -> float:
         """Ready after the key's back-off (2 s, doubling with each failure, at most 60 s); the delay."""
@@ -160,16 +169,27 @@ class WorkQueue:
             self._promote_due()
             taken = self._take()
             if taken is not None:
+                if self._queued:
+                    self._wake_one()  # more may be takeable: the next waiting worker looks
                 return taken
             if self._shut:
                 raise asyncio.CancelledError("work queue shut down")
-            self._changed.clear()
-            wait = self._next_due_in()
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            keeps_timer = self._keeper is None
+            wait = self._next_due_in() if keeps_timer else None
+            if keeps_timer:
+                self._keeper = waiter
+            else:
+                self._waiters.append(waiter)
             try:
                 async with asyncio.timeout(wait):
-                    await self._changed.wait()
+                    await waiter
             except TimeoutError:
                 pass
+            finally:
+                if self._keeper is waiter:
+                    self._keeper = None
+                    self._wake_one()  # another waiting worker keeps the timer now
 
     def done(self, key: Key) -> None:
         """The worker finished ``key``: its cluster's slot is free, and a key added meanwhile is ready."""
@@ -181,11 +201,15 @@ class WorkQueue:
         if key in self._dirty:
             self._dirty.discard(key)
             self._make_ready(key)
-        self._changed.set()
+        elif self._queued and cluster is not None:
+            self._wake_one()  # a key its cluster's cap held back may be takeable now
 
     def shut_down(self) -> None:
         self._shut = True
-        self._changed.set()
+        for waiter in (*self._waiters, self._keeper):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
 
     # --- inside ---------------------------------------------------------------------------------
 
@@ -197,12 +221,27 @@ class WorkQueue:
                 del self._due[key]
                 self._make_ready(key)
 
-    def _next_due_in(self) -> float | None:
+    def _next_due(self) -> float | None:
         while self._delayed and self._due.get(self._delayed[0][2]) != self._delayed[0][0]:
             heapq.heappop(self._delayed)  # superseded entries
-        if not self._delayed:
-            return None
-        return max(self._delayed[0][0] - self._clock(), 0.0)
+        return self._delayed[0][0] if self._delayed else None
+
+    def _next_due_in(self) -> float | None:
+        due = self._next_due()
+        return None if due is None else max(due - self._clock(), 0.0)
+
+    def _wake_one(self) -> None:
+        """One waiting worker looks again; if none waits but the timer's keeper, it does."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._wake_keeper()
+
+    def _wake_keeper(self) -> None:
+        if self._keeper is not None and not self._keeper.done():
+            self._keeper.set_result(None)
 
     def _take(self) -> tuple[Key, float] | None:
         """The first ready key, namespaces in turn (and their clusters in turn), that a worker may
