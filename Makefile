@@ -67,8 +67,9 @@ unit: go-tools venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
 # Parallel test processes for make test and make integration (pytest-xdist on the one stack; they
-# mostly wait, so 4 on 2 cores): hack/suite.py runs the parallel part, then the serial part (tests
-# marked `serial`), and prints one summary with the wall time. TEST_WORKERS=1 runs everything in order.
+# mostly wait, so 4 on 2 cores): hack/suite.py runs the parallel part (integration), then the serial
+# part (tests marked `serial`) with the unit tests beside it at nice 19, and prints one summary with
+# the wall time. TEST_WORKERS=1 runs everything in order.
 TEST_WORKERS ?= 4
 SUITE := $(VPY) hack/suite.py --workers $(TEST_WORKERS)
 

@@ -73,7 +73,10 @@ def test_standby_takes_over_pending_work(
         wait_annotation_removed(custom, namespace, name, timeout=90)
         print(f"take-over and list completed {time.monotonic() - killed:.1f}s after SIGKILL of the active operator")
         assert "Resuming operations" in standby.log()
-        assert "wrote 1 partition offset(s)" in standby.log()
+        # The outcome is logged with its Event, after the annotation's removal (Events after status).
+        assert wait_for(
+            "the standby logged the list", lambda: "wrote 1 partition offset(s)" in standby.log(), timeout=10
+        )
     finally:
         active.stop()
         standby.stop()

@@ -184,7 +184,7 @@ async def test_a_change_wakes_one_waiting_worker_and_one_keeps_the_timer() -> No
     assert sorted(taken) == sorted(
         [key("a", f"now{i}") for i in range(50)] + [key("a", f"later{i}") for i in range(50)]
     )
-    assert looks <= 3 * 100, looks  # ~8 per key when every change woke every idle worker
+    assert looks <= 4 * 100, looks  # 8 and more per key when every change woke every idle worker
     queue.shut_down()
     await asyncio.gather(*workers, return_exceptions=True)
 
