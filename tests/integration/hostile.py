@@ -134,7 +134,7 @@ class CountingListener:
 
     ``mode`` may change while it runs (a broker that stops answering): new connections get the new one.
 
-    ``connections`` counts accepted connections, ``peak_open`` the most open at once; listeners
+    ``connections`` counts accepted connections (``accepted``: when), ``peak_open`` the most open at once; listeners
     given one ``ConnectionTally`` also count together (``tally.peak_open``: the most open at once
     over all of them).
     """
@@ -154,6 +154,7 @@ class CountingListener:
         self.upstream = upstream
         self.delay = delay
         self.connections = 0
+        self.accepted: list[float] = []  # time.monotonic() of each accepted connection
         self.open = 0
         self.peak_open = 0
         self.bytes_sent = 0
@@ -182,6 +183,7 @@ class CountingListener:
                 return
             with self._lock:
                 self.connections += 1
+                self.accepted.append(time.monotonic())
                 self.open += 1
                 self.peak_open = max(self.peak_open, self.open)
                 self._sockets.append(conn)

@@ -51,6 +51,19 @@ WINDOW_S = 70.0
 #: By then every address has failed once (10 s timeouts, four at a time); the rest of the window is
 #: one back-off period.
 SETTLED_S = 35.0
+#: One attempt's connections: the first, and librdkafka's reconnect at the end of its 10 s timeout
+#: (a loaded machine stretches the attempt, never to the 30 s back-off).
+ATTEMPT_S = 15.0
+
+
+def attempts_since(accepted: list[float], blackholed: float, since: float) -> int:
+    """Attempts on one address that began at ``since`` or later: its connections after the brokers
+    hung, those within ``ATTEMPT_S`` of an attempt's first connection counted with it."""
+    starts: list[float] = []
+    for at in sorted(t for t in accepted if t >= blackholed):
+        if not starts or at - starts[-1] > ATTEMPT_S:
+            starts.append(at)
+    return sum(1 for at in starts if at >= since)
 
 
 @pytest.mark.local_stack
@@ -98,6 +111,7 @@ def test_a_tenant_with_hanging_brokers_does_not_starve_another(
             # The brokers stop answering.
             for listener in listeners:
                 listener.mode = "blackhole"
+            blackholed = time.monotonic()
             time.sleep(1)
             before = [listener.connections for listener in listeners]
             tally.restart()
@@ -107,6 +121,7 @@ def test_a_tenant_with_hanging_brokers_does_not_starve_another(
             while time.monotonic() - started < WINDOW_S:
                 if halfway is None and time.monotonic() - started >= SETTLED_S:
                     halfway = [listener.connections for listener in listeners]
+                    halfway_at = time.monotonic()
                 begun = time.monotonic()
                 annotate(custom, tenant_b, name, connector_offsets="list")
                 # Not a speed target (that is the benchmark's): a starved tenant waited minutes.
@@ -122,9 +137,12 @@ def test_a_tenant_with_hanging_brokers_does_not_starve_another(
             assert tally.connections > 0  # tenant A's mirrors were measured against the hanging brokers
             assert tally.peak_open <= PER_NAMESPACE, tally.peak_open
             # Once every address has failed (the calls in flight when it stopped answering), one
-            # attempt per address per back-off period: a single retry in the rest of the window
-            # (two connections at most if the client reconnects at the end of its timeout).
-            assert max(later) <= 2, later
+            # attempt per address per back-off period: a single retry in the rest of the window.
+            # Counted in attempts, not connections: an attempt's client may reconnect at the end of
+            # its timeout, and on a loaded machine once more (3 connections, one attempt, in CI).
+            attempts = [attempts_since(listener.accepted, blackholed, halfway_at) for listener in listeners]
+            print(f"... attempts per address after {SETTLED_S:.0f} s: {attempts}")
+            assert max(attempts) <= 1, (attempts, later)
     finally:
         for listener in listeners:
             listener.close()
