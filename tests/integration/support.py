@@ -225,6 +225,28 @@ def connect_state(connect: httpx.Client, name: str) -> str | None:
     return state
 
 
+def connector_config(connect: httpx.Client, name: str, timeout: float = 30) -> dict[str, Any]:
+    """The connector's config as Connect answers it once it can.
+
+    Right after connectors are created or changed, the worker rebalances, and ``GET .../config`` is
+    answered 409 ("rebalance is expected") or, on a worker that has not read the config topic yet,
+    404. Both pass by themselves, so this asks again until 200 and reports the last answer if not.
+    """
+    answers: list[httpx.Response] = []
+
+    def answered() -> bool:
+        answers.append(connect.get(f"/connectors/{name}/config"))
+        return answers[-1].status_code == 200
+
+    try:
+        wait_for(f"config of {name} in Connect", answered, timeout)
+    except AssertionError as error:
+        last = answers[-1] if answers else None
+        raise AssertionError(f"{error}; last answer: {last and (last.status_code, last.text[:300])}") from None
+    config: dict[str, Any] = answers[-1].json()
+    return config
+
+
 def wait_connect_state(connect: httpx.Client, name: str, state: str, timeout: float = 60) -> None:
     seen: list[str | None] = []
 

@@ -45,6 +45,7 @@ from tests.integration.support import (
     configmap_offsets,
     connect_offsets,
     connect_state,
+    connector_config,
     create_cluster,
     create_connector,
     create_connector_kept,
@@ -487,7 +488,7 @@ def test_plugin_version_upgrade_or_refusal(
                 (b := get_connector(custom, namespace, name))["status"].get("pluginVersion") == worker.version and b
             ),
         )
-        assert rest.get(f"/connectors/{name}/config").json()["connector.plugin.version"] == worker.version
+        assert connector_config(rest, name)["connector.plugin.version"] == worker.version
         major = int(worker.version.split(".")[0])
         wanted = f"[{major}.0,{major + 1}.0)"
         patch_connector(custom, namespace, name, {"spec": {"version": wanted}})

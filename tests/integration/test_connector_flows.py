@@ -27,6 +27,7 @@ from tests.integration.support import (
     configmap_offsets,
     connect_offsets,
     connect_state,
+    connector_config,
     create_cluster,
     create_connector,
     events_for,
@@ -371,7 +372,7 @@ def test_lifecycle_config_drift_and_deletion(
                     custom, other_ns, name, "Ready", status="False", reason="ConnectorOwnedElsewhere"
                 )
                 assert f"{namespace}/{name}" in found["message"]
-                assert connect.get(f"/connectors/{name}/config").json()["topic"] == f"life2-{unique}"
+                assert connector_config(connect, name)["topic"] == f"life2-{unique}"
                 custom.delete_namespaced_custom_object(
                     "connect-offsets.io", "v1alpha1", other_ns, "kafkaconnectors", name
                 )

@@ -40,6 +40,7 @@ from tests.integration.support import (
     ask_request,
     connect_log,
     connect_offsets,
+    connector_config,
     create_cluster,
     create_connector,
     file_source_spec,
@@ -223,7 +224,7 @@ def test_a_connector_recreated_by_another_team_before_a_spec_edit_is_not_overwri
         patch_connector(custom, namespace, name, {"spec": {"config": {"topic": f"rc2-{unique}"}}})
         wait_condition(custom, namespace, name, "Ready", "False", reason="ConnectorOwnedElsewhere", timeout=60)
         time.sleep(drift)  # a drift interval later: still theirs
-        config = connect.get(f"/connectors/{name}/config").json()
+        config = connector_config(connect, name)
         assert {k: v for k, v in config.items() if k != "name"} == theirs
         puts = [line for line in requests_of(stack, name, "config") if f'"PUT /connectors/{name}/config' in line]
         assert puts == [], puts  # the operator never wrote its config over theirs

@@ -30,6 +30,7 @@ from tests.integration.support import (
     connect_log,
     connect_offsets,
     connect_state,
+    connector_config,
     create_cluster,
     create_mm2,
     events_for,
@@ -114,7 +115,7 @@ def test_mirrormaker2_offsets_flow(
 
     try:
         wait_mm2_condition(custom, namespace, name, "Ready", reason="ConnectorsReady")
-        config = connect.get(f"/connectors/{source_name}/config").json()
+        config = connector_config(connect, source_name)
         assert config["source.cluster.bootstrap.servers"] == stack["kafka_b"]
         assert config["target.cluster.alias"] == west
         assert config["topics"] == topic

@@ -35,6 +35,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     connect_state,
+    connector_config,
     create_cluster,
     create_mm2,
     events_for,
@@ -197,7 +198,7 @@ def test_reversed_mirror_creates_nothing_and_the_right_direction_mirrors(
         stopped = [e for e in events_for(core, namespace, name) if e.reason == "MirrorStopped"]
         assert sorted(e.message.split(" ", 1)[0] for e in stopped) == sorted(names), [e.message for e in stopped]
         assert all(e.type == "Warning" and id_b in e.message for e in stopped)
-        config = connect.get(f"/connectors/{names[0]}/config").json()
+        config = connector_config(connect, names[0])
         assert config["source.cluster.bootstrap.servers"] == kafka_b  # the config of the last allowed pass
         assert f"{east}.{east}.{topic}" not in topics(kafka_a) | topics(kafka_b)
 
@@ -223,7 +224,7 @@ def test_producer_override_writes_into_the_target(
     with mirror_resource(custom, namespace, "override", clusters, mirror, connect, stack):
         wait_mm2_condition(custom, namespace, "override", "Ready", reason="ConnectorsReady")
         for connector in names:
-            config = connect.get(f"/connectors/{connector}/config").json()
+            config = connector_config(connect, connector)
             assert config["producer.override.bootstrap.servers"] == kafka_b, connector
         assert read_topic(kafka_b, f"{east}.{topic}", 5, timeout=90) == values
         time.sleep(6)  # a refresh of MM2's topic list: its output must not become its input

@@ -41,6 +41,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     condition,
+    connector_config,
     create_cluster,
     create_connector,
     create_mm2,
@@ -158,7 +159,7 @@ def test_connector_overrides_cannot_point_kafka_clients_elsewhere(
             assert "schema.history.internal.kafka.bootstrap.servers" in refused["message"], refused
             assert elsewhere.address in refused["message"]
             assert connect.get(f"/connectors/{history}").status_code == 404
-            assert connect.get(f"/connectors/{control}/config").json()["producer.override.compression.type"] == "gzip"
+            assert connector_config(connect, control)["producer.override.compression.type"] == "gzip"
         finally:
             for name in [*names.values(), history, control]:
                 connect.delete(f"/connectors/{name}")

@@ -38,6 +38,7 @@ from tests.integration.hostile import ConnectLike, CountingListener
 from tests.integration.support import (
     GROUP,
     condition,
+    connector_config,
     create_cluster,
     create_mm2,
     get_mm2,
@@ -118,7 +119,7 @@ def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
 
             with httpx.Client(base_url=worker.url, timeout=30) as own:
                 wait_connect_state(own, name, "STOPPED", timeout=120)
-                config = own.get(f"/connectors/{name}/config").json()
+                config = connector_config(own, name)
                 assert config["source.cluster.client.id"] == f"${{mounted:{directory}/east-id:id}}", config
                 shown = own.get(f"/connectors/{name}/config").text + own.get(f"/connectors/{name}/tasks").text
                 assert value not in shown

@@ -36,6 +36,7 @@ from tests.integration.support import (
     annotate,
     connect_offsets,
     connect_state,
+    connector_config,
     create_cluster,
     create_connector,
     file_source_spec,
@@ -134,7 +135,7 @@ def test_drift_behind_the_back_is_repaired_from_the_snapshot(
     wait_connect_state(connect, name, "STOPPED")
 
     start = stopped.log.stat().st_size
-    changed = {**connect.get(f"/connectors/{name}/config").json(), "file": str(tmp_path / "other.txt")}
+    changed = {**connector_config(connect, name), "file": str(tmp_path / "other.txt")}
     assert connect.put(f"/connectors/{name}/config", json=changed).status_code == 200
     wait_operator_request(stopped.log, start, f"PUT /connectors/{name}/config")
     wait_for("config put back", lambda: connect.get(f"/connectors/{name}/config").json()["file"] == str(stopped.source))
