@@ -76,3 +76,36 @@ async def test_readers_use_the_last_snapshot_while_a_refresh_is_in_flight() -> N
     assert (await waiting).config == {"k": "v"}
     assert time.monotonic() - snapshot._taken.at < 1.0  # the new one
     await client.aclose()
+
+
+async def test_readers_in_the_stale_window_start_one_listing_between_them() -> None:
+    """A burst of checks that find the snapshot stale starts one background listing, not one each:
+    the first reader marks the listing under way before the next reader looks."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=5.0)
+    await snapshot.refresh()
+    assert snapshot._taken is not None
+    release = asyncio.Event()
+    real_take = snapshot._take
+    takes = 0
+
+    async def slow_take() -> snapshots._Taken:
+        nonlocal takes
+        takes += 1
+        await release.wait()
+        return await real_take()
+
+    snapshot._take = slow_take  # type: ignore[method-assign]
+    snapshot._taken = snapshots._Taken(snapshot._taken.connectors, time.monotonic() - 7.0, snapshot._taken.seq)
+    reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(50))), timeout=1.0)
+    assert all(read.config == {"k": "v"} for read in reads)
+    assert len(snapshot._background) == 1
+    release.set()
+    while snapshot._background:
+        await asyncio.sleep(0.01)
+    assert takes == 1
+    assert time.monotonic() - snapshot._taken.at < 1.0  # installed by the one listing
+    assert snapshot._inflight is None
+    await client.aclose()

@@ -93,6 +93,7 @@ class ConnectorsSnapshot:
         self._topics_at: dict[str, float] = {}
         #: How long the last listing took: a snapshot is at least that old when it arrives.
         self._took = 0.0
+        #: Refreshes nobody awaits (``_refresh_quietly``): held here, as asyncio keeps only weak references.
         self._background: set[asyncio.Task[None]] = set()
 
     @property
@@ -186,7 +187,11 @@ class ConnectorsSnapshot:
             # finds still wake their resources (on_change); writes and fresh reads never come here.
             held = self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
             if self._inflight is None and not held:
-                task = asyncio.get_running_loop().create_task(self._refresh_quietly())
+                # The listing starts here, so the next readers see it under way and join it
+                # rather than each start a task of their own; the quiet task only keeps its outcome.
+                loop = asyncio.get_running_loop()
+                self._inflight = loop.create_task(self._take())
+                task = loop.create_task(self._refresh_quietly())
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
             return taken
