@@ -275,12 +275,13 @@ _WRITE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 def _same_but_status(written: dict[str, Any], body: dict[str, Any]) -> bool:
     """Whether ``written`` (the API server's answer to our status patch) is ``body`` apart from
-    status and the bookkeeping of the write itself."""
+    status and the bookkeeping of the write itself. Both are parsed JSON, so plain ``==`` compares
+    them structurally."""
 
-    def read(resource: dict[str, Any]) -> tuple[Any, ...]:
+    def read(resource: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         metadata = resource.get("metadata") or {}
         kept = {k: v for k, v in metadata.items() if k not in _WRITE_METADATA}
-        return (_canonical(kept), _canonical({k: v for k, v in resource.items() if k not in ("metadata", "status")}))
+        return kept, {k: v for k, v in resource.items() if k not in ("metadata", "status")}
 
     return read(written) == read(body)
 
