@@ -3,6 +3,7 @@ operator's finalizer blocked the deletion of the object's namespace and of the p
 
 from __future__ import annotations
 
+import kopf
 import pytest
 
 from connect_offsets.handlers import presence
@@ -12,4 +13,6 @@ pytestmark = pytest.mark.unit
 
 def test_the_presence_daemon_requires_no_finalizer() -> None:
     presence.register("unit-presence", clusterwide=False)
-    assert presence.requires_finalizer() is False
+    registered = [h for h in kopf.get_default_registry()._spawning._handlers if h.id == "presence"]
+    assert registered, "the presence daemon is registered"
+    assert not any(h.requires_finalizer for h in registered)

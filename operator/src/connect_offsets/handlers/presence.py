@@ -21,7 +21,7 @@ import kopf
 
 from connect_offsets.handlers.startup import state_of
 
-__all__ = ["register", "requires_finalizer"]
+__all__ = ["register"]
 
 
 def register(peering: str, clusterwide: bool) -> None:
@@ -53,8 +53,3 @@ def _without_finalizer(fn: Any) -> None:
     spawning._handlers = [
         dataclasses.replace(h, requires_finalizer=False) if h.fn is fn else h for h in spawning._handlers
     ]
-
-
-def requires_finalizer() -> bool:
-    """Whether the registered presence daemon would put a finalizer on the peering object."""
-    return any(h.requires_finalizer for h in kopf.get_default_registry()._spawning._handlers if h.id == "presence")
