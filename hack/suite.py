@@ -49,6 +49,8 @@ class Part:
     skipped: int = 0
     #: (seconds, test id) of every test, from the JUnit report.
     timings: list[tuple[float, str]] = field(default_factory=list)
+    #: (CPU seconds, test id): the test process's and its waited-for children's (tests/conftest.py).
+    cpu: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -71,6 +73,9 @@ def read_report(part: Part, report: Path) -> None:
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         part.timings.append((float(case.get("time", 0) or 0), name))
+        for prop in case.iter("property"):
+            if prop.get("name") == "cpu_seconds":
+                part.cpu.append((float(prop.get("value", 0) or 0), name))
 
 
 def run_part(name: str, command: list[str], env: dict[str, str], report: Path) -> Part:
@@ -158,6 +163,13 @@ def main(argv: list[str]) -> int:
     if timings:
         print(f"slowest of {len(timings)} tests (sum {minutes(sum(t for t, _ in timings))}):")
         for seconds, name in timings[:SLOWEST]:
+            print(f"  {seconds:6.1f}s {name}")
+    # And the ones that cost the most CPU: on two cores the parallel part is CPU-bound, so a test's
+    # CPU (with the operator, CLI and JVMs it ran) is what it takes from the tests beside it.
+    cpu = sorted((c for p in parts for c in p.cpu), reverse=True)
+    if cpu:
+        print(f"most CPU of {len(cpu)} tests (sum {minutes(sum(c for c, _ in cpu))}):")
+        for seconds, name in cpu[:SLOWEST]:
             print(f"  {seconds:6.1f}s {name}")
     total = sum(p.tests for p in parts)
     failed = sum(p.failed for p in parts)

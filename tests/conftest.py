@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -40,6 +41,8 @@ T = TypeVar("T")
 #: hack/suite.py sets it for both parts of ``make test``), so a stack started by any of them is
 #: known to the process that ends the run.
 RUN_ID = "CONNECT_OFFSETS_TEST_RUN"
+#: CPU time (cpu_seconds) when a test's setup began.
+CPU_AT_SETUP = pytest.StashKey[float]()
 
 
 #: Target an existing cluster instead of the local stack (see deploy/kind/README.md).
@@ -400,8 +403,25 @@ def operator(
         print(op.log()[-8000:])
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of the children it has waited for (the operator, kubectl, the
+    CLI, dedicated Connect workers a test stopped)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[CPU_AT_SETUP] = cpu_seconds()
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     setattr(item, f"rep_{report.when}", report)
+    if report.when == "teardown" and CPU_AT_SETUP in item.stash:
+        # In the JUnit report (a property of the test): what hack/suite.py lists as the CPU each
+        # test cost. On two cores the parallel part is CPU-bound, so CPU, not wall time, is what a
+        # test takes from the others (issue 32).
+        report.user_properties.append(("cpu_seconds", f"{cpu_seconds() - item.stash[CPU_AT_SETUP]:.1f}"))

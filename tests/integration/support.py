@@ -216,8 +216,25 @@ def wait_annotation_removed(
     )
 
 
+def rebalancing(response: httpx.Response) -> bool:
+    """Connect's answer while its group rebalances: 409, or 500 with ``RebalanceNeededException``'s
+    message (``GET /connectors/{name}`` answers that way), which passes by itself."""
+    return response.status_code == 409 or (response.status_code == 500 and "rebalance" in response.text)
+
+
+def connect_get(connect: httpx.Client, path: str, timeout: float = 30) -> httpx.Response:
+    """``GET path`` asked again while Connect is rebalancing (right after connectors are created,
+    changed or deleted, by this test or another one); any other answer is returned as it is."""
+    deadline = time.monotonic() + timeout
+    response = connect.get(path)
+    while rebalancing(response) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        response = connect.get(path)
+    return response
+
+
 def connect_state(connect: httpx.Client, name: str) -> str | None:
-    response = connect.get(f"/connectors/{name}/status")
+    response = connect_get(connect, f"/connectors/{name}/status")
     if response.status_code == 404:
         return None
     response.raise_for_status()

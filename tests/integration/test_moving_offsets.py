@@ -46,6 +46,7 @@ from tests.integration.support import (
     FILE_SOURCE,
     GROUP,
     VERSION,
+    connect_get,
     connect_offsets,
     create_cluster,
     create_connector,
@@ -200,7 +201,7 @@ def test_a_connector_moves_to_another_connect_cluster_with_its_offsets(
         at_position(other, new, data)
     # On cluster B, through the other worker: exactly the lines written after P.
     assert read_topic(stack["kafka_b"], topic, 6, timeout=30) == encoded(10, 15)
-    assert connect.get(f"/connectors/{new}").status_code == 404  # nothing on the old worker
+    assert connect_get(connect, f"/connectors/{new}").status_code == 404  # nothing on the old worker
 
 
 # --- disaster recovery -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     annotate,
+    connect_get,
     connect_offsets,
     create_cluster,
     get_connector,
@@ -140,7 +141,7 @@ def test_copies_across_tenants_are_refused_naming_the_rule_until_the_owner_share
             ),
             timeout=60,
         )
-        assert connect.get(f"/connectors/{fresh}").status_code == 404
+        assert connect_get(connect, f"/connectors/{fresh}").status_code == 404
 
         # A connector that does not exist, and a cluster that does not allow the namespace.
         for request_id, annotations, reason in (

@@ -30,6 +30,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     CrdKeeper,
+    connect_get,
     connect_log,
     connect_offsets,
     create_cluster,
@@ -118,7 +119,7 @@ def test_keep_leaves_the_offsets_for_a_connector_of_the_same_name(
     source = running_source(custom, connect, namespace, name, tmp_path, None)
     try:
         delete_resource(custom, namespace, name)
-        assert connect.get(f"/connectors/{name}").status_code == 404
+        assert connect_get(connect, f"/connectors/{name}").status_code == 404
         assert not final_backups(core, namespace, name)
         offsets = recreated_offsets(connect, name, source)
         assert offsets and offsets[0]["offset"]["position"] == LINES * LINE  # continues where it was
@@ -141,7 +142,7 @@ def test_backup_writes_a_configmap_that_outlives_the_resource(
     source = running_source(custom, connect, namespace, name, tmp_path, "backup")
     try:
         delete_resource(custom, namespace, name)
-        assert connect.get(f"/connectors/{name}").status_code == 404
+        assert connect_get(connect, f"/connectors/{name}").status_code == 404
         time.sleep(5)  # the garbage collector (kube-controller-manager) would have deleted an owned one
         (backup,) = final_backups(core, namespace, name)
         assert not backup.metadata.owner_references

@@ -22,6 +22,7 @@ from tests.integration.support import (
     annotate,
     annotation,
     condition,
+    connect_get,
     connect_log,
     connect_offsets,
     connect_state,
@@ -658,7 +659,7 @@ def test_initial_offsets_failures_leave_no_connector(
         assert "half-created connector was deleted" in found["message"]
         time.sleep(3)
         for name in (bad_offsets, bad_config, bad_patch):
-            assert connect.get(f"/connectors/{name}").status_code == 404, name
+            assert connect_get(connect, f"/connectors/{name}").status_code == 404, name
         assert status_of(custom, namespace, bad_patch)["initialOffsets"]["step"] == "Failed"
     finally:
         for name in (bad_offsets, bad_config, bad_patch):

@@ -41,6 +41,7 @@ from tests.integration.support import (
     GROUP,
     VERSION,
     condition,
+    connect_get,
     connector_config,
     create_cluster,
     create_connector,
@@ -154,11 +155,11 @@ def test_connector_overrides_cannot_point_kafka_clients_elsewhere(
             for client, name in names.items():
                 refused = wait_condition(custom, tenant_a, name, "Ready", "False", reason="ReservedConfigKey")
                 assert f"spec.config.{client}.override.bootstrap.servers" in refused["message"], refused
-                assert connect.get(f"/connectors/{name}").status_code == 404
+                assert connect_get(connect, f"/connectors/{name}").status_code == 404
             refused = wait_condition(custom, tenant_a, history, "Ready", "False", reason="HostNotAllowed")
             assert "schema.history.internal.kafka.bootstrap.servers" in refused["message"], refused
             assert elsewhere.address in refused["message"]
-            assert connect.get(f"/connectors/{history}").status_code == 404
+            assert connect_get(connect, f"/connectors/{history}").status_code == 404
             assert connector_config(connect, control)["producer.override.compression.type"] == "gzip"
         finally:
             for name in [*names.values(), history, control]:
@@ -212,7 +213,7 @@ def test_mirror_connector_config_cannot_repoint_a_cluster_with_credentials(
             assert elsewhere.connections == 0, f"{elsewhere.connections} connections to {elsewhere.address}"
             refused = wait_mm2_condition(custom, tenant_a, "mm2", "Ready", "ReservedConfigKey", status="False")
             assert "spec.mirrors[0].sourceConnector.config.source.cluster.bootstrap.servers" in refused["message"]
-            assert connect.get(f"/connectors/{name}").status_code == 404
+            assert connect_get(connect, f"/connectors/{name}").status_code == 404
             for text in (op.operator.log(), str(_mm2(custom, tenant_a).get("status"))):
                 assert password not in text
         finally:
