@@ -118,6 +118,11 @@ def start_part(name: str, command: list[str], env: dict[str, str], folder: Path,
     return Background(name, process, output, report, time.monotonic())
 
 
+def names_tests(arg: str) -> bool:
+    """Whether a pytest argument is a file, folder or node id (then pytest collects only that)."""
+    return not arg.startswith("-") and Path(arg.split("::", 1)[0]).exists()
+
+
 def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
@@ -132,12 +137,18 @@ def main(argv: list[str]) -> int:
     env = {**os.environ}
     env.setdefault("CONNECT_OFFSETS_TEST_RUN", uuid.uuid4().hex)
     pytest = [args.python, "-m", "pytest"]
-    parallel = [*pytest, "-m", f"({args.markers}) and not serial and not unit", *pytest_args]
-    units = [*pytest, "-m", f"({args.markers}) and unit and not serial", *pytest_args]
+    # Without paths of its own, each part collects only its folder (the tiers are folders, see
+    # tests/conftest.py): importing the other tier's modules cost each of the seven pytest
+    # processes ~4 s of CPU, on two cores already busy with the integration tests.
+    whole = not any(names_tests(arg) for arg in pytest_args)
+    tests = Path(__file__).resolve().parent.parent / "tests"
+    stack_tests, unit_tests = ([str(tests / "integration")], [str(tests / "unit")]) if whole else ([], [])
+    parallel = [*pytest, "-m", f"({args.markers}) and not serial and not unit", *pytest_args, *stack_tests]
+    units = [*pytest, "-m", f"({args.markers}) and unit and not serial", *pytest_args, *unit_tests]
     if args.workers > 1:
         parallel += ["-n", str(args.workers), "--dist", "loadgroup"]
         units += ["-n", str(UNIT_WORKERS)]
-    serial = [*pytest, "-m", f"({args.markers}) and serial", *pytest_args]
+    serial = [*pytest, "-m", f"({args.markers}) and serial", *pytest_args, *stack_tests]
     keep = {**env, "CONNECT_OFFSETS_KEEP_STACK": "1"}
     with tempfile.TemporaryDirectory(prefix="connect-offsets-suite-") as folder:
         where = Path(folder)

@@ -297,6 +297,7 @@ def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
     """
     from kubernetes.client.exceptions import ApiException
 
+    delete_leftover_connectors(custom, namespace)
     for plural in ("kafkaconnectors", "kafkamirrormaker2s", "connectclusters"):
         try:
             items = custom.list_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, plural)["items"]
@@ -314,6 +315,44 @@ def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
                         {"metadata": {"finalizers": None}},
                     )
     core.delete_namespace(namespace)
+
+
+def delete_leftover_connectors(custom: Any, namespace: str) -> None:
+    """Delete in Connect the connectors of the namespace's resources, if they are still there.
+
+    Why: the test's operator has stopped by now, so nothing else deletes them, and a connector left
+    behind keeps its task, its polls and its share of every rebalance on the shared Connect worker
+    for the rest of the run and for every later run on the same stack (19 were still running after
+    one ``make test``). Best effort: a worker that is gone or refuses is left as it is.
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    def items(plural: str) -> list[dict[str, Any]]:
+        try:
+            found: list[dict[str, Any]] = custom.list_namespaced_custom_object(
+                "connect-offsets.io", "v1alpha1", namespace, plural
+            )["items"]
+        except ApiException:
+            return []
+        return found
+
+    urls = {c["metadata"]["name"]: (c.get("spec") or {}).get("url") for c in items("connectclusters")}
+    names: dict[str, set[str]] = {}
+    for connector in items("kafkaconnectors"):
+        cluster = (connector["metadata"].get("labels") or {}).get("connect-offsets.io/cluster", "")
+        names.setdefault(cluster, set()).add(connector["metadata"]["name"])
+    for mirror in items("kafkamirrormaker2s"):
+        cluster = (mirror["metadata"].get("labels") or {}).get("connect-offsets.io/cluster", "")
+        entries = (mirror.get("status") or {}).get("connectors") or []
+        names.setdefault(cluster, set()).update(e["name"] for e in entries if isinstance(e, dict) and e.get("name"))
+    for cluster, connectors in names.items():
+        url = urls.get(cluster)
+        if not url or not url.startswith("http://"):  # TLS workers need the test's client certificate
+            continue
+        with httpx.Client(base_url=url, timeout=5) as client:
+            for name in sorted(connectors):
+                with contextlib.suppress(httpx.HTTPError):
+                    client.delete(f"/connectors/{name}")
 
 
 @pytest.fixture
@@ -425,3 +464,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # test cost. On two cores the parallel part is CPU-bound, so CPU, not wall time, is what a
         # test takes from the others (issue 32).
         report.user_properties.append(("cpu_seconds", f"{cpu_seconds() - item.stash[CPU_AT_SETUP]:.1f}"))
+
+
+#: The tests' own SparkSessions (the ``spark`` fixture) compile with C1 only: their jobs are short,
+#: and C2's compilations cost a third of their CPU (tests/unit/test_pipeline.py: 60 s of CPU with the
+#: product's default, 39 s like this, the same wall time) on two cores the integration tests need
+#: (issue 32). The product's default (EMBEDDED_JAVA_OPTIONS) still runs in the tests that start the
+#: pipeline as a command.
+TEST_SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession per test process (the Spark tests share an xdist group, so one JVM)."""
+    from connect_offsets.tools.pipeline.session import EMBEDDED_JAVA_OPTIONS, SparkOptions, build_session
+
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": f"{EMBEDDED_JAVA_OPTIONS} {TEST_SPARK_JAVA_OPTIONS}",
+    }
+    session = build_session(SparkOptions(master="local[2]", shuffle_partitions=2, progress=False, conf=conf))
+    yield session
+    session.stop()

@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from connect_offsets.tools.pipeline.jobs import (
     only_connectors,
     read_kafka,
 )
-from connect_offsets.tools.pipeline.session import SparkOptions, build_session
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
     annotate,
@@ -49,17 +47,6 @@ from tests.integration.support import (
 
 # One xdist worker runs the Spark tests (here and tests/unit/test_pipeline.py): one SparkSession JVM.
 pytestmark = pytest.mark.xdist_group("spark-session")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = build_session(
-        SparkOptions(
-            master="local[2]", shuffle_partitions=2, progress=False, conf={"spark.sql.session.timeZone": "UTC"}
-        )
-    )
-    yield session
-    session.stop()
 
 
 def _position(connect: httpx.Client, name: str) -> int | None:

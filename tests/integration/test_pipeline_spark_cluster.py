@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import connect_offsets.tools.pipeline as pipeline_package
 from connect_offsets.tools.pipeline.session import find_kafka_jars
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, TEST_SPARK_JAVA_OPTIONS, wait_for
 from tests.integration.connect_worker import free_port, stack_module
 from tests.integration.support import FILE_SOURCE, connect_offsets
 
@@ -88,9 +88,26 @@ def standalone(stack: dict[str, Any]) -> Iterator[Standalone]:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _pipeline(launcher: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the pipeline (under spark-submit or as a module); a failure shows its stderr."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+def _pipeline(launcher: list[str], *args: str, conf_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run the pipeline (under spark-submit or as a module); a failure shows its stderr.
+
+    ``conf_dir`` is the machine's Spark configuration (``SPARK_CONF_DIR``): the test's drivers and
+    executors compile with C1 only, as the tests' SparkSessions do (tests/conftest.py,
+    TEST_SPARK_JAVA_OPTIONS), without a flag on the documented command line. An embedded run's own
+    setting (the product's default) still wins over it.
+    """
+    defaults = conf_dir / "spark-defaults.conf"
+    if not defaults.exists():
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        defaults.write_text(
+            "".join(f"spark.{side}.extraJavaOptions {TEST_SPARK_JAVA_OPTIONS}\n" for side in ("driver", "executor"))
+        )
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_CONF_DIR": str(conf_dir),
+    }
     env.pop("SPARK_HOME", None)  # spark-submit finds the venv's pyspark itself, as in docs/pipeline.md
     run = subprocess.run([*launcher, *args], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, f"{' '.join(launcher)} failed ({run.returncode}):\n{run.stderr[-6000:]}"
@@ -163,7 +180,9 @@ def test_latest_and_as_of_under_spark_submit_on_a_standalone_cluster(
         before = set(standalone.applications())
 
         # latest, on the cluster: Connect's own answer
-        run = _pipeline(_spark_submit(standalone), "latest", *read, "-o", str(tmp_path / "latest"))
+        run = _pipeline(
+            _spark_submit(standalone), "latest", *read, "-o", str(tmp_path / "latest"), conf_dir=tmp_path / "conf"
+        )
         assert on_the_master in run.stdout, run.stdout[-3000:]  # spark-submit passes the driver's stderr on there
         latest = json.loads((tmp_path / "latest" / f"{name}.json").read_text())
         assert latest == {"offsets": connect_offsets(connect, name)}
@@ -171,9 +190,15 @@ def test_latest_and_as_of_under_spark_submit_on_a_standalone_cluster(
 
         # as-of between the commits, on the cluster and embedded (local[*]): the same documents
         as_of = ["as-of", "--at", between, *read]
-        run = _pipeline(_spark_submit(standalone), *as_of, "-o", str(tmp_path / "cluster"))
+        run = _pipeline(_spark_submit(standalone), *as_of, "-o", str(tmp_path / "cluster"), conf_dir=tmp_path / "conf")
         assert on_the_master in run.stdout, run.stdout[-3000:]
-        run = _pipeline([sys.executable, "-m", "connect_offsets.tools.pipeline"], *as_of, "-o", str(tmp_path / "local"))
+        run = _pipeline(
+            [sys.executable, "-m", "connect_offsets.tools.pipeline"],
+            *as_of,
+            "-o",
+            str(tmp_path / "local"),
+            conf_dir=tmp_path / "conf",
+        )
         assert "master local[*]" in run.stderr, run.stderr[-3000:]
         on_cluster = json.loads((tmp_path / "cluster" / f"{name}.json").read_text())
         assert on_cluster == json.loads((tmp_path / "local" / f"{name}.json").read_text())

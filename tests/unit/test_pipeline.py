@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,23 +36,12 @@ from connect_offsets.tools.pipeline.jobs import (
     read_export,
     write_history,
 )
-from connect_offsets.tools.pipeline.session import SparkOptions, SparkSetupError, build_session, find_kafka_jars
+from connect_offsets.tools.pipeline.session import SparkSetupError, find_kafka_jars
 
 T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 RAW_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 # One xdist worker runs the Spark tests (here and tests/integration/test_pipeline.py): one SparkSession JVM.
 pytestmark = pytest.mark.xdist_group("spark-session")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    session = build_session(
-        SparkOptions(
-            master="local[2]", shuffle_partitions=2, progress=False, conf={"spark.sql.session.timeZone": "UTC"}
-        )
-    )
-    yield session
-    session.stop()
 
 
 Record = tuple[str | None, str | None, int, int, int]  # key, value, kafka partition, kafka offset, seconds after T0
