@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
+from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.controller import next_check_delay
 from connect_offsets.controller.core import MIN_DRIFT_GAP
 from connect_offsets.reconcile import snapshots
@@ -43,69 +45,75 @@ def test_back_off_and_requeues_are_unchanged() -> None:
     assert next_check_delay(Outcome(requeue_after=60.0), 0, 30.0, elapsed=1.0) == pytest.approx(29.0)
 
 
-async def test_readers_use_the_last_snapshot_while_a_refresh_is_in_flight() -> None:
+@dataclass
+class SlowListing:
+    """A snapshot of one connector whose next listings wait for ``release`` (Connect listing 5,000
+    connectors), counted in ``takes``."""
+
+    snapshot: ConnectorsSnapshot
+    client: ConnectClient
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    takes: int = 0
+
+    def age(self, seconds: float) -> None:
+        """Make the last snapshot ``seconds`` old."""
+        taken = self.snapshot._taken
+        assert taken is not None
+        self.snapshot._taken = snapshots._Taken(taken.connectors, time.monotonic() - seconds, taken.seq)
+
+
+async def slow_listing() -> SlowListing:
     connect = FakeConnect(URL)
     connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
     client = client_for(connect)
     snapshot = ConnectorsSnapshot(client, max_age=5.0)
     await snapshot.refresh()
-    assert snapshot._taken is not None
-    release = asyncio.Event()
+    listing = SlowListing(snapshot, client)
     real_take = snapshot._take
 
     async def slow_take() -> snapshots._Taken:
-        await release.wait()  # Connect listing 5,000 connectors
+        listing.takes += 1
+        await listing.release.wait()
         return await real_take()
 
     snapshot._take = slow_take  # type: ignore[method-assign]
+    return listing
+
+
+async def test_readers_use_the_last_snapshot_while_a_refresh_is_in_flight() -> None:
+    listing = await slow_listing()
+    snapshot = listing.snapshot
     # Older than max_age, within STALE_WHILE_REFRESHING x max_age, a refresh running: answered now.
-    snapshot._taken = snapshots._Taken(snapshot._taken.connectors, time.monotonic() - 7.0, snapshot._taken.seq)
+    listing.age(7.0)
     refreshing = asyncio.create_task(snapshot.refresh())
     await asyncio.sleep(0)
     read = await asyncio.wait_for(snapshot.read("a"), timeout=1.0)
     assert read.config == {"k": "v"} and read.digest is not None
     # Too old even for that: the reader waits for the refresh.
-    snapshot._taken = snapshots._Taken(
-        snapshot._taken.connectors, time.monotonic() - snapshots.STALE_WHILE_REFRESHING * 5.0 - 1, snapshot._taken.seq
-    )
+    listing.age(snapshots.STALE_WHILE_REFRESHING * 5.0 + 1)
     waiting = asyncio.create_task(snapshot.read("a"))
     await asyncio.sleep(0.05)
     assert not waiting.done()
-    release.set()
+    listing.release.set()
     await refreshing
     assert (await waiting).config == {"k": "v"}
-    assert time.monotonic() - snapshot._taken.at < 1.0  # the new one
-    await client.aclose()
+    assert snapshot._taken is not None and time.monotonic() - snapshot._taken.at < 1.0  # the new one
+    await listing.client.aclose()
 
 
 async def test_readers_in_the_stale_window_start_one_listing_between_them() -> None:
     """A burst of checks that find the snapshot stale starts one background listing, not one each:
     the first reader marks the listing under way before the next reader looks."""
-    connect = FakeConnect(URL)
-    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
-    client = client_for(connect)
-    snapshot = ConnectorsSnapshot(client, max_age=5.0)
-    await snapshot.refresh()
-    assert snapshot._taken is not None
-    release = asyncio.Event()
-    real_take = snapshot._take
-    takes = 0
-
-    async def slow_take() -> snapshots._Taken:
-        nonlocal takes
-        takes += 1
-        await release.wait()
-        return await real_take()
-
-    snapshot._take = slow_take  # type: ignore[method-assign]
-    snapshot._taken = snapshots._Taken(snapshot._taken.connectors, time.monotonic() - 7.0, snapshot._taken.seq)
+    listing = await slow_listing()
+    snapshot = listing.snapshot
+    listing.age(7.0)
     reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(50))), timeout=1.0)
     assert all(read.config == {"k": "v"} for read in reads)
     assert len(snapshot._background) == 1
-    release.set()
+    listing.release.set()
     while snapshot._background:
         await asyncio.sleep(0.01)
-    assert takes == 1
-    assert time.monotonic() - snapshot._taken.at < 1.0  # installed by the one listing
+    assert listing.takes == 1
+    assert snapshot._taken is not None and time.monotonic() - snapshot._taken.at < 1.0  # installed by the one listing
     assert snapshot._inflight is None
-    await client.aclose()
+    await listing.client.aclose()
