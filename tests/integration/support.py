@@ -351,6 +351,27 @@ def events_for(core: Any, namespace: str, name: str) -> list[Any]:
     return list(events)
 
 
+def wait_events(core: Any, namespace: str, name: str, reason: str, count: int = 1, timeout: float = 30) -> list[Any]:
+    """The resource's Events of ``reason``, once there are at least ``count``.
+
+    The operator posts an Event after the status write that records it (a crash in between must not
+    leave an Event for a change status does not show), so a test that has just seen the status may
+    list the Events a moment before it arrives.
+    """
+    found: list[Any] = []
+
+    def enough() -> bool:
+        found[:] = [e for e in events_for(core, namespace, name) if e.reason == reason]
+        return len(found) >= count
+
+    try:
+        wait_for(f"{count} Event(s) {reason} of {name}", enough, timeout)
+    except AssertionError as error:
+        seen = [e.reason for e in events_for(core, namespace, name)]
+        raise AssertionError(f"{error}; Events of {name}: {seen}") from None
+    return found
+
+
 def delete_with_offsets(connect: httpx.Client, name: str) -> None:
     """Delete a connector and the offsets it leaves behind in the shared worker.
 

@@ -38,6 +38,7 @@ from tests.integration.support import (
     wait_annotation_removed,
     wait_condition,
     wait_connect_state,
+    wait_events,
 )
 
 
@@ -261,8 +262,7 @@ def test_refusals_change_nothing_in_connect(
             assert connect_offsets(connect, name) == before
             assert connect_state(connect, name) == "STOPPED"
             assert annotation(get_connector(custom, namespace, name), "connector-offsets") == "alter"
-        warnings = [e for e in events_for(core, namespace, name) if e.type == "Warning"]
-        assert any(e.reason == "OffsetsOperationFailed" for e in warnings)
+        assert any(e.type == "Warning" for e in wait_events(core, namespace, name, "OffsetsOperationFailed"))
 
         # A valid ConfigMap now: the pending request runs without touching the annotation again.
         offsets_cm(core, namespace, cm, valid)
@@ -515,7 +515,7 @@ def test_restart_annotations_and_auto_restart(
             ),
         )
         assert body["status"]["autoRestart"]["lastRestartTime"]
-        assert any(e.reason == "ConnectorAutoRestarted" for e in events_for(core, namespace, broken))
+        assert wait_events(core, namespace, broken, "ConnectorAutoRestarted")
         # The task fails again; with maxRestarts 1 the operator gives up and says so.
         exhausted = wait_condition(custom, namespace, broken, "AutoRestartExhausted")
         assert "maxRestarts" in exhausted["message"]

@@ -33,11 +33,11 @@ from tests.integration.support import (
     connector_config,
     create_cluster,
     create_mm2,
-    events_for,
     get_mm2,
     offsets_requests,
     topic_values,
     wait_connect_state,
+    wait_events,
     wait_mm2_annotations_removed,
     wait_mm2_condition,
 )
@@ -257,7 +257,7 @@ def test_mirrormaker2_offsets_flow(
         body = wait_mm2_annotations_removed(custom, namespace, name)
         assert connect_offsets(connect, source_name) == []
         assert "offset-syncs: deleted topic" in body["status"]["lastOffsetsOperation"]["message"]
-        assert any(e.reason == "OffsetSyncsReset" for e in events_for(core, namespace, name))
+        assert wait_events(core, namespace, name, "OffsetSyncsReset")
         set_source_state("running")
         values = [v.decode() for v in topic_values(stack["kafka_a"], downstream, 28)]
         assert values[18:] == [f"order-{i}" for i in range(10)]

@@ -38,10 +38,10 @@ from tests.integration.support import (
     connector_config,
     create_cluster,
     create_mm2,
-    events_for,
     free_port,
     get_mm2,
     read_topic,
+    wait_events,
     wait_mm2_condition,
 )
 
@@ -201,7 +201,7 @@ def test_reversed_mirror_creates_nothing_and_the_right_direction_mirrors(
         wait_mm2_condition(custom, namespace, name, "Ready", reason="TargetIsNotConnectCluster", status="False")
         for connector in names:
             wait_for(f"{connector} stopped", lambda c=connector: connect_state(connect, c) == "STOPPED", timeout=60)
-        stopped = [e for e in events_for(core, namespace, name) if e.reason == "MirrorStopped"]
+        stopped = wait_events(core, namespace, name, "MirrorStopped", count=len(names))
         assert sorted(e.message.split(" ", 1)[0] for e in stopped) == sorted(names), [e.message for e in stopped]
         assert all(e.type == "Warning" and id_b in e.message for e in stopped)
         config = connector_config(connect, names[0])

@@ -31,6 +31,7 @@ from tests.integration.support import (
     offsets_requests,
     wait_annotation_removed,
     wait_condition,
+    wait_events,
 )
 
 BACKUP_OF = "connect-offsets.io/backup-of"
@@ -149,8 +150,7 @@ def test_a_refused_prune_neither_blocks_nor_repeats_the_change(
                 )
             assert offsets_changes(stack, name) == ["PATCH"] * 4  # no change repeated
             assert len(backups_of(core, tenant, name)) == 4  # one per change, none pruned, none extra
-            warnings = [e for e in events_for(core, tenant, name) if e.reason == "CleanupFailed"]
-            assert warnings, [e.reason for e in events_for(core, tenant, name)]
+            warnings = wait_events(core, tenant, name, "CleanupFailed")
             assert "old backups not pruned" in warnings[0].message and "forbidden" in warnings[0].message.lower()
             ready = wait_condition(custom, tenant, name, "Ready", reason="ConnectorStopped")
             assert ready["status"] == "True"
