@@ -288,6 +288,19 @@ def namespace(core: Any, custom: Any, request: pytest.FixtureRequest) -> Iterato
     delete_namespace(core, custom, name)
 
 
+def listed_resources(custom: Any, namespace: str, plural: str) -> list[dict[str, Any]]:
+    """The project's resources of one kind in the namespace; none if the API server refuses."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        found: list[dict[str, Any]] = custom.list_namespaced_custom_object(
+            "connect-offsets.io", "v1alpha1", namespace, plural
+        )["items"]
+    except ApiException:
+        return []
+    return found
+
+
 def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
     """Delete a test's namespace once its operator has stopped, finalizers of the project's resources first.
 
@@ -299,11 +312,7 @@ def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
     from kubernetes.client.exceptions import ApiException
 
     for plural in ("kafkaconnectors", "kafkamirrormaker2s", "connectclusters"):
-        try:
-            items = custom.list_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, plural)["items"]
-        except ApiException:
-            continue
-        for item in items:
+        for item in listed_resources(custom, namespace, plural):
             if item["metadata"].get("finalizers"):
                 with contextlib.suppress(ApiException):
                     custom.patch_namespaced_custom_object(
@@ -326,23 +335,13 @@ def delete_leftover_connectors(custom: Any, namespace: str) -> None:
     for the rest of the run and for every later run on the same stack (19 were still running after
     one ``make test``). Best effort: a worker that is gone or refuses is left as it is.
     """
-    from kubernetes.client.exceptions import ApiException
-
-    def items(plural: str) -> list[dict[str, Any]]:
-        try:
-            found: list[dict[str, Any]] = custom.list_namespaced_custom_object(
-                "connect-offsets.io", "v1alpha1", namespace, plural
-            )["items"]
-        except ApiException:
-            return []
-        return found
-
-    urls = {c["metadata"]["name"]: (c.get("spec") or {}).get("url") for c in items("connectclusters")}
+    clusters = listed_resources(custom, namespace, "connectclusters")
+    urls = {c["metadata"]["name"]: (c.get("spec") or {}).get("url") for c in clusters}
     names: dict[str, set[str]] = {}
-    for connector in items("kafkaconnectors"):
+    for connector in listed_resources(custom, namespace, "kafkaconnectors"):
         cluster = (connector["metadata"].get("labels") or {}).get("connect-offsets.io/cluster", "")
         names.setdefault(cluster, set()).add(connector["metadata"]["name"])
-    for mirror in items("kafkamirrormaker2s"):
+    for mirror in listed_resources(custom, namespace, "kafkamirrormaker2s"):
         cluster = (mirror["metadata"].get("labels") or {}).get("connect-offsets.io/cluster", "")
         entries = (mirror.get("status") or {}).get("connectors") or []
         names.setdefault(cluster, set()).update(e["name"] for e in entries if isinstance(e, dict) and e.get("name"))

@@ -88,20 +88,21 @@ def standalone(stack: dict[str, Any]) -> Iterator[Standalone]:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _pipeline(launcher: list[str], *args: str, conf_dir: Path) -> subprocess.CompletedProcess[str]:
-    """Run the pipeline (under spark-submit or as a module); a failure shows its stderr.
+def _spark_conf_dir(folder: Path) -> Path:
+    """The machine's Spark configuration for this test (``SPARK_CONF_DIR``): its drivers and executors
+    compile with C1 only, as the tests' SparkSessions do (tests/conftest.py, TEST_SPARK_JAVA_OPTIONS),
+    without a flag on the documented command line. An embedded run's own setting (the product's
+    default) still wins over it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spark-defaults.conf").write_text(
+        "".join(f"spark.{side}.extraJavaOptions {TEST_SPARK_JAVA_OPTIONS}\n" for side in ("driver", "executor"))
+    )
+    return folder
 
-    ``conf_dir`` is the machine's Spark configuration (``SPARK_CONF_DIR``): the test's drivers and
-    executors compile with C1 only, as the tests' SparkSessions do (tests/conftest.py,
-    TEST_SPARK_JAVA_OPTIONS), without a flag on the documented command line. An embedded run's own
-    setting (the product's default) still wins over it.
-    """
-    defaults = conf_dir / "spark-defaults.conf"
-    if not defaults.exists():
-        conf_dir.mkdir(parents=True, exist_ok=True)
-        defaults.write_text(
-            "".join(f"spark.{side}.extraJavaOptions {TEST_SPARK_JAVA_OPTIONS}\n" for side in ("driver", "executor"))
-        )
+
+def _pipeline(launcher: list[str], *args: str, conf_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run the pipeline (under spark-submit or as a module) with ``conf_dir`` as SPARK_CONF_DIR; a
+    failure shows its stderr."""
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -157,6 +158,7 @@ def test_latest_and_as_of_under_spark_submit_on_a_standalone_cluster(
     standalone: Standalone, stack: dict[str, Any], connect: httpx.Client, tmp_path: Path, unique: str
 ) -> None:
     name, topic, offsets_topic = f"spark-cluster-{unique}", f"spark-cluster-{unique}", f"spark-offsets-{unique}"
+    conf = _spark_conf_dir(tmp_path / "conf")
     source = tmp_path / "source.txt"
     source.write_text("")
     config = {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(source), "topic": topic}
@@ -180,9 +182,7 @@ def test_latest_and_as_of_under_spark_submit_on_a_standalone_cluster(
         before = set(standalone.applications())
 
         # latest, on the cluster: Connect's own answer
-        run = _pipeline(
-            _spark_submit(standalone), "latest", *read, "-o", str(tmp_path / "latest"), conf_dir=tmp_path / "conf"
-        )
+        run = _pipeline(_spark_submit(standalone), "latest", *read, "-o", str(tmp_path / "latest"), conf_dir=conf)
         assert on_the_master in run.stdout, run.stdout[-3000:]  # spark-submit passes the driver's stderr on there
         latest = json.loads((tmp_path / "latest" / f"{name}.json").read_text())
         assert latest == {"offsets": connect_offsets(connect, name)}
@@ -190,14 +190,14 @@ def test_latest_and_as_of_under_spark_submit_on_a_standalone_cluster(
 
         # as-of between the commits, on the cluster and embedded (local[*]): the same documents
         as_of = ["as-of", "--at", between, *read]
-        run = _pipeline(_spark_submit(standalone), *as_of, "-o", str(tmp_path / "cluster"), conf_dir=tmp_path / "conf")
+        run = _pipeline(_spark_submit(standalone), *as_of, "-o", str(tmp_path / "cluster"), conf_dir=conf)
         assert on_the_master in run.stdout, run.stdout[-3000:]
         run = _pipeline(
             [sys.executable, "-m", "connect_offsets.tools.pipeline"],
             *as_of,
             "-o",
             str(tmp_path / "local"),
-            conf_dir=tmp_path / "conf",
+            conf_dir=conf,
         )
         assert "master local[*]" in run.stderr, run.stderr[-3000:]
         on_cluster = json.loads((tmp_path / "cluster" / f"{name}.json").read_text())
