@@ -233,6 +233,19 @@ def connect_get(connect: httpx.Client, path: str, timeout: float = 30) -> httpx.
     return response
 
 
+def connect_send(
+    connect: httpx.Client, method: str, path: str, json: Any = None, timeout: float = 60
+) -> httpx.Response:
+    """A write asked again while Connect refuses it for a rebalance (see :func:`rebalancing`): the
+    worker did nothing then, so asking again does it once. Any other answer is returned as it is."""
+    deadline = time.monotonic() + timeout
+    response = connect.request(method, path, json=json)
+    while rebalancing(response) and "already exists" not in response.text and time.monotonic() < deadline:
+        time.sleep(0.5)
+        response = connect.request(method, path, json=json)
+    return response
+
+
 def connect_state(connect: httpx.Client, name: str) -> str | None:
     response = connect_get(connect, f"/connectors/{name}/status")
     if response.status_code == 404:

@@ -57,8 +57,10 @@ pytestmark = pytest.mark.local_stack  # reads the local worker's request log
 LINE = 3  # bytes per line of the source files ("a0\n")
 #: A request not answered this long after it was made is lost (before the fix one waited until the
 #: operator restarted). Not a speed target: those are in bench/bench_request_storm.py (2 s per
-#: request, measured on a quiet machine, results in bench/README.md).
-LOST_AFTER_S = 10.0
+#: request, measured on a quiet machine, results in bench/README.md). Room for a busy CI machine:
+#: there, 100 requests made at once were answered in 10.3 s at most (p50 8.7 s) while three other
+#: test workers ran.
+LOST_AFTER_S = 30.0
 
 
 def source_file(path: Path, lines: int = 10) -> Path:

@@ -17,7 +17,7 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -29,6 +29,8 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectConflict,
     ConnectEndpoint,
+    ConnectError,
+    ConnectServerError,
 )
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import (
@@ -42,7 +44,7 @@ from connect_offsets.clients.offsets_configmaps import (
 )
 from connect_offsets.offsets.chunking import ChunkLimits, ChunkProgress, ChunkResume
 from tests.conftest import wait_for
-from tests.integration.support import MONITORABLE_SOURCE, wait_connect_state
+from tests.integration.support import MONITORABLE_SOURCE, connect_send, wait_connect_state
 
 
 def source_document(n: int, salt: str = "") -> bytes:
@@ -180,16 +182,47 @@ def stopped_source(connect: httpx.Client) -> Iterator[str]:
     """A MonitorableSourceConnector created STOPPED; its offsets are reset and it is deleted after."""
     name = f"large-offsets-{uuid.uuid4().hex[:8]}"
     config = {"connector.class": MONITORABLE_SOURCE, "tasks.max": "1", "topic": f"{name}-topic"}
-    response = connect.post("/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"})
+    response = connect_send(
+        connect, "POST", "/connectors", {"name": name, "config": config, "initial_state": "STOPPED"}
+    )
     assert response.status_code == 201, response.text
     wait_connect_state(connect, name, "STOPPED", timeout=180)
     yield name
-    connect.put(f"/connectors/{name}/stop")
+    connect_send(connect, "PUT", f"/connectors/{name}/stop")
     wait_connect_state(connect, name, "STOPPED", timeout=180)
     # Offsets outlive the connector in the shared worker's topic: tombstone them first. A reset
     # right after a large PATCH can hit Connect's own race (see get_offsets_settled), so retry.
     wait_for("offsets reset", lambda: slow(connect).delete(f"/connectors/{name}/offsets").status_code == 200, 300, 2)
-    connect.delete(f"/connectors/{name}")
+    connect_send(connect, "DELETE", f"/connectors/{name}")
+
+
+def refused_for_a_rebalance(error: ConnectError) -> bool:
+    """The shared worker rebalances whenever another test creates or deletes a connector; it then
+    refuses a PATCH (409, or 500 "rebalance is expected") without applying it."""
+    return isinstance(error, ConnectConflict) or (isinstance(error, ConnectServerError) and error.is_rebalance)
+
+
+async def alter_once_settled(
+    client: ConnectClient,
+    name: str,
+    document: bytes,
+    limits: ChunkLimits,
+    on_chunk_done: Callable[[ChunkProgress], None],
+) -> ChunkedAlterResult:
+    """The chunked alter, resumed where it stopped while the worker refuses it for a rebalance (what
+    the operator does too): every chunk is applied once, so ``on_chunk_done`` sees each once."""
+    resume: ChunkResume | None = None
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return await client.alter_offsets_chunked(
+                name, document, limits=limits, resume=resume, on_chunk_done=on_chunk_done
+            )
+        except ConnectError as error:
+            if not refused_for_a_rebalance(error) or error.chunk_failure is None or time.monotonic() > deadline:
+                raise
+            resume = error.chunk_failure.resume
+            await asyncio.sleep(1)
 
 
 def get_offsets_settled(connect: httpx.Client, name: str, expected: int) -> list[dict[str, Any]]:
@@ -226,8 +259,8 @@ async def test_chunked_patch_matches_get(
 ) -> None:
     document = source_document(15_000)
     progress: list[ChunkProgress] = []
-    result = await connect_client.alter_offsets_chunked(
-        stopped_source, document, limits=ChunkLimits(max_entries=5_000), on_chunk_done=progress.append
+    result = await alter_once_settled(
+        connect_client, stopped_source, document, ChunkLimits(max_entries=5_000), progress.append
     )
     assert (result.chunks, result.partitions) == (3, 15_000)
     assert "offsets for this connector have been altered successfully" in result.message
@@ -272,12 +305,16 @@ async def test_chunk_failure_midway_reports_applied_chunks_and_resumes(
 async def resume_alter(
     client: ConnectClient, name: str, document: bytes, limits: ChunkLimits, resume: ChunkResume
 ) -> ChunkedAlterResult:
-    """Retry the resumed alter until the stop is effective in the herder (the status shows it first)."""
+    """Retry the resumed alter until the stop is effective in the herder (the status shows it first),
+    or while the worker refuses it for a rebalance; each retry starts from ``resume`` again
+    (re-sending an applied chunk only overwrites), so the result counts from there."""
     deadline = time.monotonic() + 120
     while True:
         try:
             return await client.alter_offsets_chunked(name, document, limits=limits, resume=resume)
-        except ConnectBadRequest:
+        except ConnectError as error:
+            if not (isinstance(error, ConnectBadRequest) or refused_for_a_rebalance(error)):
+                raise
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(1)
