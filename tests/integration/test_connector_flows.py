@@ -124,8 +124,8 @@ def test_blog_flow_file_source(
         body = wait_annotation_removed(custom, namespace, name)
         assert connect_offsets(connect, name) == []
         assert body["status"]["lastOffsetsOperation"]["operation"] == "reset"
-        reasons = {e.reason for e in events_for(core, namespace, name)}
-        assert {"ConnectorCreated", "OffsetsOperationSucceeded"} <= reasons
+        wait_events(core, namespace, name, "OffsetsOperationSucceeded")  # posted after the status write
+        assert "ConnectorCreated" in {e.reason for e in events_for(core, namespace, name)}
     finally:
         cleanup_connector(connect, name)
 
@@ -525,8 +525,8 @@ def test_restart_annotations_and_auto_restart(
         wait_annotation_removed(custom, namespace, healthy, key="restart")
         annotate(custom, namespace, healthy, restart_task="0")
         wait_annotation_removed(custom, namespace, healthy, key="restart-task")
-        reasons = [e.reason for e in events_for(core, namespace, healthy)]
-        assert "ConnectorRestarted" in reasons and "TaskRestarted" in reasons
+        assert wait_events(core, namespace, healthy, "ConnectorRestarted")
+        assert wait_events(core, namespace, healthy, "TaskRestarted")
         annotate(custom, namespace, healthy, restart="sometimes")
         found = wait_condition(custom, namespace, healthy, "InvalidAnnotation")
         assert "sometimes" in found["message"]

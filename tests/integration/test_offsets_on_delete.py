@@ -36,10 +36,10 @@ from tests.integration.support import (
     create_cluster,
     create_connector_kept,
     delete_with_offsets,
-    events_for,
     file_source_spec,
     offsets_requests,
     wait_condition,
+    wait_events,
 )
 
 pytestmark = pytest.mark.local_stack  # reads the local worker's request log
@@ -147,8 +147,7 @@ def test_backup_writes_a_configmap_that_outlives_the_resource(
         (backup,) = final_backups(core, namespace, name)
         assert not backup.metadata.owner_references
         assert f'"position": {LINES * LINE}' in backup.data["offsets.json"]
-        reasons = [e.reason for e in events_for(core, namespace, name)]
-        assert reasons.count("OffsetsBackedUpOnDelete") == 1, reasons
+        assert len(wait_events(core, namespace, name, "OffsetsBackedUpOnDelete")) == 1
         offsets = recreated_offsets(connect, name, source)
         assert offsets and offsets[0]["offset"]["position"] == LINES * LINE  # the offsets stayed
     finally:
@@ -193,8 +192,7 @@ def test_reset_killed_after_the_offsets_delete_resets_once(
             second.stop()
         changes = [r for r in offsets_requests(connect_log(stack), {name}) if r.is_change]
         assert [r.method for r in changes] == ["DELETE"], changes  # one reset, not two
-        reasons = [e.reason for e in events_for(core, namespace, name)]
-        assert reasons.count("OffsetsResetOnDelete") == 1, reasons
+        assert len(wait_events(core, namespace, name, "OffsetsResetOnDelete")) == 1
         (backup,) = final_backups(core, namespace, name)
         assert not backup.metadata.owner_references
         assert f'"position": {LINES * LINE}' in backup.data["offsets.json"]

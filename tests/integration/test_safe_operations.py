@@ -28,7 +28,6 @@ from tests.integration.support import (
     connect_state,
     create_cluster,
     create_connector,
-    events_for,
     file_source_spec,
     get_connector,
     offsets_requests,
@@ -37,6 +36,7 @@ from tests.integration.support import (
     wait_annotation_removed,
     wait_condition,
     wait_connect_state,
+    wait_events,
 )
 
 LINE = 3  # bytes per line of the source files below ("a0\n")
@@ -152,8 +152,7 @@ def test_dry_run_diffs_and_changes_nothing(
         diff = json.loads(core.read_namespaced_config_map(cm, namespace).data["dry-run.json"])
         assert diff["operation"] == "reset" and diff["removed"] == before and diff["summary"].startswith("0 added")
         assert connect_offsets(connect, name) == before
-        reasons = [e.reason for e in events_for(core, namespace, name)]
-        assert reasons.count("OffsetsDryRun") == 2
+        assert len(wait_events(core, namespace, name, "OffsetsDryRun", count=2)) == 2
         assert other not in [o["partition"] for o in connect_offsets(connect, name)]
 
         # A typo in dry-run is refused: it must never turn into a real change.
@@ -202,8 +201,7 @@ def test_stop_change_resume_with_annotation_and_policy(
         records = read_topic(stack["kafka_a"], topic, 13)
         assert [json.loads(r) for r in records[10:]] == ["a7", "a8", "a9"]
         assert patch_count(stack, name) == 1
-        reasons = [e.reason for e in events_for(core, namespace, name)]
-        assert "OffsetsChangeStarted" in reasons
+        assert wait_events(core, namespace, name, "OffsetsChangeStarted")
 
         # Policy in the spec: a reset of the running connector is stopped, reset, resumed.
         patch_connector(custom, namespace, name, {"spec": {"offsetsPolicy": {"stopConnector": True}}})
@@ -537,7 +535,7 @@ def test_initial_offsets_at_creation(
         assert connect.delete(f"/connectors/{name}").status_code == 204
         wait_connect_state(connect, name, "RUNNING", timeout=60)
         assert status_of(custom, namespace, name)["initialOffsets"]["step"] == "Applied"
-        assert "InitialOffsetsApplied" in [e.reason for e in events_for(core, namespace, name)]
+        assert wait_events(core, namespace, name, "InitialOffsetsApplied")
     finally:
         connect.delete(f"/connectors/{name}")
 
