@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench krew lock clean
+.PHONY: help deps bytecode go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench krew lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -23,7 +23,14 @@ help:
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
-deps: go-tools kafka rest-bearer spark-jars venv
+deps: go-tools kafka rest-bearer spark-jars venv bytecode
+
+# The package's and the tests' bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (this
+# machine's environment sets it) every operator, CLI and plugin process a test starts would
+# otherwise compile the editable package from source again, ~0.2 s of CPU each (issue 32). Only
+# files changed since their .pyc are compiled; a stale one is ignored by Python, never used.
+bytecode: venv
+	@$(VPY) -m compileall -q -j 0 operator/src tests hack bench
 
 go-tools:
 	@bash hack/build-go-tools.sh

@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import resource
+import ssl
 import subprocess
 import sys
 import time
@@ -349,7 +350,7 @@ def delete_leftover_connectors(custom: Any, namespace: str) -> None:
         url = urls.get(cluster)
         if not url or not url.startswith("http://"):  # TLS workers need the test's client certificate
             continue
-        with httpx.Client(base_url=url, timeout=2) as client:
+        with httpx.Client(base_url=url, timeout=2, verify=SHARED_TLS) as client:
             try:
                 # One quick question first: a test's cluster may be a stopped worker or a proxy that
                 # never answers, and a teardown must not wait on it once per connector.
@@ -359,6 +360,12 @@ def delete_leftover_connectors(custom: Any, namespace: str) -> None:
             for name in sorted(connectors & listed):
                 with contextlib.suppress(httpx.HTTPError):
                     client.delete(f"/connectors/{name}")
+
+
+#: One TLS context for the tests' clients of the stack's http endpoints: without it httpx builds one
+#: per client and loads the CA bundle into it, ~30 ms of CPU each, with a client per test and per
+#: namespace clean-up (issue 32).
+SHARED_TLS = ssl.create_default_context()
 
 
 @pytest.fixture
@@ -373,7 +380,7 @@ def connect_url(stack: dict[str, Any]) -> str:
 
 @pytest.fixture
 def connect(connect_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=connect_url, timeout=30) as client:
+    with httpx.Client(base_url=connect_url, timeout=30, verify=SHARED_TLS) as client:
         yield client
 
 

@@ -172,22 +172,25 @@ class DedicatedWorker:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the dedicated Connect worker exited; see {self.log}")
-            try:
-                if self._ready():
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
+        # One client for the whole wait: a client per probe loads the CA bundle each time (~30 ms of
+        # CPU, every 0.25 s for the minute a worker takes to start on a busy machine).
+        with httpx.Client(**self.probe_options) as probe:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"the dedicated Connect worker exited; see {self.log}")
+                try:
+                    if self._ready(probe):
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.25)
         raise RuntimeError(f"the dedicated Connect worker was not ready after {timeout:.0f} s; see {self.log}")
 
-    def _ready(self) -> bool:
+    def _ready(self, probe: httpx.Client) -> bool:
         """Answering, and (seeded) listing every seeded connector STOPPED."""
         if not self.seeded:
-            return httpx.get(f"{self.url}/connectors", timeout=2, **self.probe_options).status_code == 200
-        response = httpx.get(f"{self.url}/connectors?expand=status", timeout=30, **self.probe_options)
+            return probe.get(f"{self.url}/connectors", timeout=2).status_code == 200
+        response = probe.get(f"{self.url}/connectors?expand=status", timeout=30)
         if response.status_code != 200:
             return False
         listed = response.json()

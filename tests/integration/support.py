@@ -423,6 +423,46 @@ class OffsetsRequest:
 _OFFSETS_REQUEST = re.compile(r'"(GET|PATCH|DELETE) /connectors/([^/ ?]+)/offsets[^ "]* HTTP/[\d.]+" (\d{3})')
 
 
+@dataclass
+class _LogTail:
+    """What of one log file has been read: its identity, how far, and the request lines in it."""
+
+    identity: tuple[int, int]  # (device, inode): a log replaced under the same path is read afresh
+    read_to: int
+    lines: list[str]
+
+
+_tails: dict[Path, _LogTail] = {}
+_tails_lock = threading.Lock()
+
+
+def request_lines(log: Path) -> list[str]:
+    """The REST request lines (``"METHOD /path HTTP/x" status``) of a Connect worker's log so far.
+
+    Why incremental: the shared worker's log grows by megabytes a minute while the suite runs
+    (connector configs are logged whole), and tests ask it in polling loops; reading it from the
+    start each time cost more CPU than any test (issue 32). Only what was appended since the last
+    call is read; the log is only ever appended to.
+    """
+    with _tails_lock:
+        stat = log.stat()
+        identity = (stat.st_dev, stat.st_ino)
+        tail = _tails.get(log)
+        if tail is None or tail.identity != identity or stat.st_size < tail.read_to:
+            tail = _tails[log] = _LogTail(identity, 0, [])
+        with log.open("rb") as handle:
+            handle.seek(tail.read_to)
+            appended = handle.read()
+        complete = appended.rfind(b"\n") + 1  # a line still being written is read next time
+        tail.read_to += complete
+        tail.lines += [
+            line
+            for line in appended[:complete].decode(errors="replace").splitlines()
+            if " HTTP/" in line and '"' in line
+        ]
+        return list(tail.lines)
+
+
 def offsets_requests(log: Path, connectors: Collection[str]) -> list[OffsetsRequest]:
     """Every offsets request for ``connectors`` in a worker's request log, oldest first.
 
@@ -431,11 +471,10 @@ def offsets_requests(log: Path, connectors: Collection[str]) -> list[OffsetsRequ
     before anything changed, and the operator retries it.
     """
     found: list[OffsetsRequest] = []
-    with log.open(errors="replace") as lines:
-        for line in lines:
-            match = _OFFSETS_REQUEST.search(line)
-            if match and match.group(2) in connectors:
-                found.append(OffsetsRequest(match.group(1), match.group(2), int(match.group(3))))
+    for line in request_lines(log):
+        match = _OFFSETS_REQUEST.search(line) if "/offsets" in line else None
+        if match and match.group(2) in connectors:
+            found.append(OffsetsRequest(match.group(1), match.group(2), int(match.group(3))))
     return found
 
 

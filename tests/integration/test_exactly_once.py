@@ -47,6 +47,7 @@ from tests.integration.support import (
     get_connector,
     offsets_requests,
     patch_connector,
+    request_lines,
     wait_annotation_removed,
     wait_answered,
     wait_condition,
@@ -71,7 +72,7 @@ def source_file(path: Path, lines: int = 10) -> Path:
 def requests_of(stack: dict[str, Any], connector: str, suffix: str) -> list[str]:
     """Requests ending with ``suffix`` for this connector in the worker's request log."""
     needle = f"/connectors/{connector}/{suffix} HTTP"
-    return [line for line in connect_log(stack).read_text(errors="replace").splitlines() if needle in line]
+    return [line for line in request_lines(connect_log(stack)) if needle in line]
 
 
 def running_connector(

@@ -636,6 +636,19 @@ def test_ssl_context_from_ca_pem_and_insecure() -> None:
     assert insecure.check_hostname is False
 
 
+def test_endpoints_trusting_the_public_cas_share_one_context_and_the_others_get_their_own() -> None:
+    plain = build_ssl_context(ConnectEndpoint(url="https://a:8443"))
+    assert build_ssl_context(ConnectEndpoint(url="http://b:8083", timeout_seconds=5)) is plain
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname is True
+    assert len(plain.get_ca_certs()) > 100  # certifi's bundle
+    insecure = build_ssl_context(ConnectEndpoint(url="https://c:8443", insecure_skip_verify=True))
+    own_ca = build_ssl_context(ConnectEndpoint(url="https://c:8443", ca_pem=_first_certifi_cert()))
+    assert insecure is not plain and own_ca is not plain
+    # Building the others changed nothing of the shared one.
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname is True
+    assert len(plain.get_ca_certs()) > 100
+
+
 def test_invalid_ca_pem_is_value_error() -> None:
     with pytest.raises(ValueError, match="ca_pem"):
         ConnectClient(ConnectEndpoint(url="https://c:8443", ca_pem="not a pem"))
