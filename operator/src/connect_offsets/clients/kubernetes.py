@@ -32,14 +32,10 @@ from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.annotations_patch import annotations_patch, send_json_patch
 from connect_offsets.clients.credentials import CredentialsRefused, Destination, check_secret_use
+from connect_offsets.clients.kubernetes_core import CoreApi
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
-from connect_offsets.vocabulary import (
-    API_GROUP,
-    API_VERSION,
-    MAX_QUOTED_TEXT,
-    short_hash,
-)
+from connect_offsets.vocabulary import API_GROUP, API_VERSION, MAX_QUOTED_TEXT, short_hash
 
 __all__ = [
     "CONFLICT_ATTEMPTS",
@@ -188,7 +184,7 @@ class KubernetesApi:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self._client = api_client
-        self.core = client.CoreV1Api(api_client)
+        self.core = CoreApi(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         #: Our resources as the watch stream and our own writes last showed them (fed by the handlers).
         self.cache = ResourceCache()
