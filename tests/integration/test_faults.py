@@ -11,7 +11,7 @@ and the requests the worker received).
 
 The faults hit dedicated, on-demand workers (``connect-fault`` and ``connect-fault-2`` of
 ``hack/stack.py``, one Connect cluster of two workers), never the shared ``connect`` worker. The
-API-server case disturbs everyone using the stack for a few seconds, so it runs last.
+API-server case disturbs everyone using the stack for a few seconds, so it runs in the serial part.
 """
 
 from __future__ import annotations
@@ -54,9 +54,12 @@ from tests.integration.support import (
     wait_connect_state,
 )
 
-# Signals and restarts local stack processes; serial: the API-server case stops kube-apiserver under
-# everyone, and the others time Connect's outages and the operator's back-off (2, 4, 8 s ...).
-pytestmark = [pytest.mark.local_stack, pytest.mark.serial]
+# Signals and restarts local stack processes. One xdist group: the cases share the fault workers,
+# which no other test uses, so they run beside the other tests (issue 32: ~1.5 minutes of serial
+# wall time); what they time is the operator's back-off, which load can only lengthen (each check
+# is of a lower bound on the delays and an upper bound on the attempts). The API-server case stops
+# kube-apiserver under everyone, so it alone is `serial`.
+pytestmark = [pytest.mark.local_stack, pytest.mark.xdist_group("fault-workers")]
 
 STACK_PY = [sys.executable, str(REPO / "hack" / "stack.py")]
 WORKER = "connect-fault"
@@ -559,6 +562,7 @@ def test_worker_frozen_requests_time_out(
         scenario.connect.close()
 
 
+@pytest.mark.serial
 def test_api_server_restarted_mid_change(
     custom: Any,
     core: Any,
