@@ -217,33 +217,31 @@ def wait_annotation_removed(
 
 
 def rebalancing(response: httpx.Response) -> bool:
-    """Connect's answer while its group rebalances: 409, or 500 with ``RebalanceNeededException``'s
-    message (``GET /connectors/{name}`` answers that way), which passes by itself."""
-    return response.status_code == 409 or (response.status_code == 500 and "rebalance" in response.text)
-
-
-def connect_get(connect: httpx.Client, path: str, timeout: float = 30) -> httpx.Response:
-    """``GET path`` asked again while Connect is rebalancing (right after connectors are created,
-    changed or deleted, by this test or another one); any other answer is returned as it is."""
-    deadline = time.monotonic() + timeout
-    response = connect.get(path)
-    while rebalancing(response) and time.monotonic() < deadline:
-        time.sleep(0.25)
-        response = connect.get(path)
-    return response
+    """Connect's answer while its group rebalances: 409 (but not "already exists", the 409 of a
+    taken name), or 500 with ``RebalanceNeededException``'s message (``GET /connectors/{name}``
+    answers that way), which passes by itself."""
+    if response.status_code == 409:
+        return "already exists" not in response.text
+    return response.status_code == 500 and "rebalance" in response.text
 
 
 def connect_send(
     connect: httpx.Client, method: str, path: str, json: Any = None, timeout: float = 60
 ) -> httpx.Response:
-    """A write asked again while Connect refuses it for a rebalance (see :func:`rebalancing`): the
-    worker did nothing then, so asking again does it once. Any other answer is returned as it is."""
+    """A request asked again while Connect refuses it for a rebalance (right after connectors are
+    created, changed or deleted, by this test or another one): the worker did nothing then, so
+    asking again does a write once. Any other answer is returned as it is."""
     deadline = time.monotonic() + timeout
     response = connect.request(method, path, json=json)
-    while rebalancing(response) and "already exists" not in response.text and time.monotonic() < deadline:
-        time.sleep(0.5)
+    while rebalancing(response) and time.monotonic() < deadline:
+        time.sleep(0.25)
         response = connect.request(method, path, json=json)
     return response
+
+
+def connect_get(connect: httpx.Client, path: str, timeout: float = 30) -> httpx.Response:
+    """``GET path``, asked again while Connect is rebalancing (:func:`connect_send`)."""
+    return connect_send(connect, "GET", path, timeout=timeout)
 
 
 def connect_state(connect: httpx.Client, name: str) -> str | None:
