@@ -192,6 +192,16 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def kafka_cluster_id() -> str:
+    """A random cluster id as Kafka makes them (``Uuid.randomUuid``: 16 bytes, URL-safe base64), and
+    like Kafka never one that starts with "-", which a command line reads as an option (a stack
+    whose id did failed to start: kafka-storage "argument --cluster-id/-t: expected one argument")."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def state() -> dict[str, str]:
     """Credentials generated once per stack (random, never committed)."""
     path = RUN_DIR / "state.json"
@@ -202,8 +212,8 @@ def state() -> dict[str, str]:
         "admin_token": secrets.token_hex(16),
         "connect_auth_user": "connect-admin",
         "connect_auth_password": secrets.token_hex(12),
-        "kafka_a_cluster_id": base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="),
-        "kafka_b_cluster_id": base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="),
+        "kafka_a_cluster_id": kafka_cluster_id(),
+        "kafka_b_cluster_id": kafka_cluster_id(),
     }
     write(path, json.dumps(data, indent=2))
     path.chmod(0o600)
@@ -357,7 +367,9 @@ def prepare_kafka(which: str) -> Callable[[], list[str]]:
         if not (data / "meta.properties").exists():
             data.mkdir(parents=True, exist_ok=True)
             cluster_id = state()[f"kafka_{which}_cluster_id"]
-            cmd = java_cmd("-Xmx256m", "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props))
+            cmd = java_cmd(
+                "-Xmx256m", "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)
+            )
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode != 0:
                 raise StackError(f"kafka-{which}: storage format failed:\n{result.stdout}{result.stderr}")

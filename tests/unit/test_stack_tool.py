@@ -122,3 +122,13 @@ def options(command: list[str]) -> dict[str, str]:
     rest = command[2:]
     assert all(flag.startswith("--") and "=" not in flag for flag in rest[::2]), rest
     return dict(zip(rest[::2], rest[1::2], strict=True))
+
+
+def test_kafka_cluster_ids_never_read_as_an_option(stack: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One token in 64 starts "-" in URL-safe base64; kafka-storage then read the id as an option and
+    the stack did not start. Ids are drawn again until they do not, as Kafka's Uuid.randomUuid does."""
+    draws = iter([b"\xf8" + bytes(15), bytes(16)])  # the first encodes as "-AAA...", the second "AAAA..."
+    monkeypatch.setattr(stack.secrets, "token_bytes", lambda n: next(draws))
+    cluster_id = stack.kafka_cluster_id()
+    assert cluster_id == "A" * 22
+    assert stack.base64.urlsafe_b64encode(b"\xf8" + bytes(15)).decode().startswith("-")  # the refused draw
