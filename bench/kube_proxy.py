@@ -16,7 +16,8 @@ import json
 import re
 import ssl
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,9 @@ class KubeProxy:
         self.upstream = upstream.rstrip("/")
         self.token = token
         self.counts: Counter[str] = Counter()
+        # When each request arrived (monotonic clock) and its kind: the last few thousand, to show
+        # where a single operation's time goes.
+        self.timeline: deque[tuple[float, str]] = deque(maxlen=4096)
         self.port = 0
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,6 +136,7 @@ class KubeProxy:
             kind = request_kind(request.method, request.path, request.query_string)
             with self._lock:
                 self.counts[kind] += 1
+                self.timeline.append((time.monotonic(), kind))
             headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
             body = await request.read()
             # The kubernetes client sends POST bodies without a Content-Type (the API server reads

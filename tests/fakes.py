@@ -124,6 +124,9 @@ class FakeKube:
     # ---- ConfigMaps ----------------------------------------------------------------------------
 
     async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
+        return self._configmap_data(name)
+
+    def _configmap_data(self, name: str) -> ConfigMapData | None:
         obj = self.objects.get(name)
         if obj is None:
             return None
@@ -159,7 +162,7 @@ class FakeKube:
 
     async def patch_configmap(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> None:
+    ) -> ConfigMapData:
         if name not in self.objects:
             raise KubernetesRejected(f"patch ConfigMap {namespace}/{name}: 404 not found", 404)
         obj = copy.deepcopy(self.objects[name])
@@ -181,6 +184,9 @@ class FakeKube:
         obj["metadata"]["resourceVersion"] = self._bump()
         self.objects[name] = obj
         self.journal.append(f"kube: patch ConfigMap {name}")
+        answer = self._configmap_data(name)
+        assert answer is not None
+        return answer
 
     async def write_configmap_key(
         self, namespace: str, name: str, key: str, value: str, *, labels: dict[str, str], owner: dict[str, Any]

@@ -34,7 +34,7 @@ import respx
 
 from connect_offsets.clients.kafka import ClusterIdCache, KafkaAdminError
 from connect_offsets.clients.kafka_groups import TP, Checkpoint, CheckpointRead, GroupActive, GroupState
-from connect_offsets.clients.kubernetes import KubernetesError, KubernetesUnavailable
+from connect_offsets.clients.kubernetes import ConfigMapData, KubernetesError, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
@@ -129,8 +129,8 @@ class SimKube(FakeKube):
 
     async def patch_configmap(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> None:
-        await self._write(
+    ) -> ConfigMapData:
+        return await self._write(
             f"patch ConfigMap {name}",
             lambda: super(SimKube, self).patch_configmap(namespace, name, patch, resource_version=resource_version),
         )

@@ -81,12 +81,12 @@ class ConflictingKube(FakeKube):
 
     async def patch_configmap(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> None:
+    ) -> ConfigMapData:
         self.patches += 1
         if self.conflicts:
             self.conflicts -= 1
             raise CONFLICT
-        await super().patch_configmap(namespace, name, patch, resource_version=resource_version)
+        return await super().patch_configmap(namespace, name, patch, resource_version=resource_version)
 
 
 async def test_the_offsets_store_writes_through_a_few_conflicts() -> None:

@@ -173,6 +173,29 @@ async def test_retention_never_prunes_the_backup_a_restore_is_pinned_to(
     assert oldest in stack.backups()
 
 
+async def test_old_backups_are_pruned_once_the_request_is_answered(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning is not part of the answer (issue 35: it was an API call on the alter's path): the
+    backup the retention drops goes in the same pass, after the request's annotation is removed."""
+    monkeypatch.setenv("CONNECT_OFFSETS_BACKUP_RETENTION", "1")
+    await stack.created("stopped")
+    for at in (6, 7):
+        await stack.put_document(document(position(at)))
+        stack.annotate(connector_offsets="alter")
+        await stack.until_request_done()
+        await stack.kube.delete_configmap(NS, CM)
+    (kept,) = stack.backups()
+
+    journal = stack.kube.journal
+    created = journal.index(f"kube: create ConfigMap {kept}")
+    pruned = next(
+        i for i, line in enumerate(journal) if line.startswith("kube: delete ConfigMap") and "-backup-" in line
+    )
+    answered = [i for i, line in enumerate(journal) if line.startswith(f"kube: annotate {NAME}")]
+    assert any(created < i < pruned for i in answered), journal[created : pruned + 1]
+
+
 async def test_a_connector_recreated_by_someone_else_is_not_overwritten(stack: Stack) -> None:
     """The snapshot still shows our connector; meanwhile another team deleted it and created one
     of the same name. A spec edit must not PUT our config over theirs: it ends in

@@ -91,6 +91,49 @@ async def test_writing_an_existing_configmap_reads_it_once(kube: FakeKube) -> No
     assert json.loads(kube.objects["cm"]["data"]["offsets.json"])["offsets"] == json.loads(document(4))["offsets"]
 
 
+async def test_writing_again_starts_from_our_last_write_and_reads_after_anyone_elses_change(kube: FakeKube) -> None:
+    """The answer to our own patch is where the next write of that ConfigMap starts (no GET, issue
+    35); its resourceVersion guards the patch, so a change by someone else, or a deletion, since
+    then makes the write read again and keep what they wrote."""
+    offsets = store(kube)
+    await offsets.write(NS, "cm", "offsets.json", document(1))  # created
+    await offsets.write(NS, "cm", "offsets.json", document(2))  # read, patched, remembered
+    reads: list[str] = []
+    original = kube.get_configmap
+
+    async def counted(namespace: str, name: str) -> Any:
+        reads.append(name)
+        return await original(namespace, name)
+
+    kube.get_configmap = counted  # type: ignore[method-assign]
+    await offsets.write(NS, "cm", "offsets.json", document(3))
+    assert reads == []
+
+    await kube.patch_configmap(NS, "cm", {"data": {"app.properties": "mine"}})  # someone else's key
+    await offsets.write(NS, "cm", "offsets.json", document(4))
+    assert reads == ["cm"]
+    data = kube.objects["cm"]["data"]
+    assert data["app.properties"] == "mine" and json.loads(data["offsets.json"]) == json.loads(document(4))
+
+    await kube.delete_configmap(NS, "cm")
+    await offsets.write(NS, "cm", "offsets.json", document(5))
+    assert reads == ["cm", "cm"] and json.loads(kube.objects["cm"]["data"]["offsets.json"]) == json.loads(document(5))
+
+
+async def test_only_small_configmaps_are_remembered(kube: FakeKube) -> None:
+    offsets = store(kube)
+    offsets.remembered.payload_max = 200
+    for _ in range(2):
+        await offsets.write(NS, "small", "offsets.json", document(1))
+        await offsets.write(NS, "large", "offsets.json", document(40))
+    assert len(offsets.remembered) == 1 and offsets.remembered.take(NS, "small") is not None
+    offsets.remembered.entries = 1
+    for name in ("a", "b", "c"):
+        await offsets.write(NS, name, "offsets.json", document(1))
+        await offsets.write(NS, name, "offsets.json", document(1))
+    assert len(offsets.remembered) == 1 and offsets.remembered.take(NS, "c") is not None
+
+
 @pytest.mark.parametrize("form", [StoredForm.PLAIN, StoredForm.GZIP, StoredForm.SHARDED])
 async def test_round_trip_of_every_form(kube: FakeKube, form: StoredForm) -> None:
     doc = {StoredForm.PLAIN: document(20), StoredForm.GZIP: document(400), StoredForm.SHARDED: document(300, 80)}[form]

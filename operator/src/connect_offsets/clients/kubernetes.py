@@ -212,6 +212,9 @@ class KubernetesApi:
             if error.status == 404:
                 return None
             raise
+        return self._configmap_data(name, obj)
+
+    def _configmap_data(self, name: str, obj: Any) -> ConfigMapData:
         meta = obj.metadata or client.V1ObjectMeta()
         owners: list[dict[str, Any]] = [
             self._client.sanitize_for_serialization(r)  # type: ignore[no-untyped-call]
@@ -291,12 +294,12 @@ class KubernetesApi:
 
     async def patch_configmap(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
-    ) -> None:
-        """JSON merge patch (RFC 7386: ``None`` deletes a key). With ``resource_version``, a
-        concurrent change fails with KubernetesUnavailable carrying ``409`` instead of being merged."""
+    ) -> ConfigMapData:
+        """JSON merge patch (RFC 7386: ``None`` deletes a key); returns the API server's answer.
+        With ``resource_version``, a concurrent change fails (KubernetesUnavailable, 409)."""
         if resource_version is not None:
             patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
-        await self._call(
+        obj = await self._call(
             f"patch ConfigMap {namespace}/{name}",
             self.core.patch_namespaced_config_map,
             name,
@@ -304,6 +307,7 @@ class KubernetesApi:
             patch,
             _content_type="application/merge-patch+json",
         )
+        return self._configmap_data(name, obj)
 
     async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
         """Metadata of the ConfigMaps matching a label selector, without their data.

@@ -52,7 +52,8 @@ def pinned_restore(target: ConnectorTarget) -> str | None:
 
 async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
     """Save the connector's current offsets in a new ConfigMap; keep the newest BACKUP_RETENTION
-    and ``restoring`` (the backup a restore is putting back), whatever its age."""
+    and ``restoring`` (the backup a restore is putting back), whatever its age: the older ones are
+    pruned once the request is answered (``Pass.after_answer``)."""
     meta = p.body["metadata"]
     namespace = p.namespace
     hashed = connector_hash(p.target.name)
@@ -87,6 +88,7 @@ async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
                 f"{API_GROUP}/time": created,
             },
             owner_references=[owner_reference(p.body)],
+            new_name=True,
         )
     except KubernetesRejected as error:
         # A quota, a policy or missing RBAC: retrying changes nothing, and without a backup
@@ -98,7 +100,8 @@ async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
             f"then ask again with a new {API_GROUP}/request-id",
         ) from error
     del offsets
-    await _prune(p, selector, keep={n for n in (pinned_restore(p.target), restoring) if n})
+    keep = {n for n in (pinned_restore(p.target), restoring) if n}
+    p.after_answer(lambda: _prune(p, selector, keep))
     return name
 
 

@@ -95,6 +95,8 @@ class TargetResult:
     connect_digest: str | None = None
     #: The Events the pass recorded, to post after its status write (``post_events``).
     events: list[PassEvent] = field(default_factory=list)
+    #: Clean-ups the pass deferred until its requests are answered (``Pass.after_answer``).
+    clean_ups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,7 @@ class StatusSink:
     #: the change already in Connect and reports it again). Posted after, it is reported at most
     #: once, and off the request's path (the annotation removal comes first).
     events: list[PassEvent] = field(default_factory=list)
+    clean_ups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def report(self, update: KafkaConnectorStatus) -> None:
         """Set these status fields in the final write of the pass."""
@@ -206,6 +209,17 @@ class Pass:
         if fresh is None or request_view(fresh) != request_view(self.body):
             raise RequestChanged(f"{meta['namespace']}/{meta['name']} changed since this pass read it")
 
+    def after_answer(self, clean_up: Callable[[], Awaitable[None]]) -> None:
+        """Run ``clean_up`` once the pass has written its status and removed the annotations of
+        the requests it finished, before its Events are posted (``post_events``).
+
+        Why: a clean-up (pruning old backups) is not part of the answer the user waits for; on the
+        request's path it cost an alter one more API call above the protocol floor (issue 35). It
+        reports its own failures (``cleanup_failed``), and a pass that ends in an exception skips
+        it: the next change cleans up again.
+        """
+        self.sink.clean_ups.append(clean_up)
+
     def cleanup_failed(self, message: str) -> None:
         """Report a clean-up that failed after its change succeeded: a Warning Event (best effort), never an error."""
         self.event("Warning", "CleanupFailed", truncate(message, 1024))
@@ -223,7 +237,10 @@ def managed_labels(body: dict[str, Any]) -> dict[str, str]:
 
 
 async def post_events(kube: KubernetesApi, body: dict[str, Any], results: list[TargetResult]) -> None:
-    """Post the Events of these passes (best effort, in the order they happened)."""
+    """Run the clean-ups these passes deferred (``Pass.after_answer``), then post their Events
+    (best effort, in the order they happened; a clean-up's failure is one of them)."""
     for result in results:
+        for clean_up in result.clean_ups:
+            await clean_up()
         for event in result.events:
             await record_event(kube, body, event.type, event.reason, event.message)

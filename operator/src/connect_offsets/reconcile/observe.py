@@ -8,7 +8,11 @@ it depends on happens here, before it runs; the execution modules never read sta
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from connect_offsets.clients.kafka import KafkaAdminError, offsets_for_timestamp
 from connect_offsets.clients.offsets_configmaps import OffsetsCorrupt, OffsetsKeyMissing, OffsetsTooLarge
@@ -24,6 +28,9 @@ from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.snapshots import ConnectorRead
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
 
+A = TypeVar("A")
+B = TypeVar("B")
+
 
 async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None]:
     """What Connect, the ConfigMaps and (for a seek) Kafka hold for this target now, and the
@@ -32,16 +39,21 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     target = p.target
     pending = target.pending
     operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
-    read = await read_connector(p, fresh=fresh or _needs_fresh(p, operation))
-    config, status = read.config, read.status
-    configmap: OffsetsConfigMap | None = None
     # An alter dry run that names its own document (dry-run-from) reads that one, not the alter ConfigMap.
     dry_run_source = target.dry_run_source()
-    dry_run: OffsetsConfigMap | None = None
-    if dry_run_source is not None:
-        dry_run = await _offsets_configmap(p, dry_run_source)
+    alter_source: str | None = None
     if target.alter_configmap and ((operation == "alter" and dry_run_source is None) or target.apply_on_change):
-        configmap = await _offsets_configmap(p, target.alter_configmap)
+        alter_source = target.alter_configmap
+    # What Connect holds and the documents to apply do not depend on each other: read both at once
+    # (one round trip less on an alter's path, issue 35).
+    connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation))
+    documents: tuple[OffsetsConfigMap | None, OffsetsConfigMap | None] = (None, None)
+    if dry_run_source is None and alter_source is None:
+        read = await connector
+    else:
+        read, documents = await _together(connector, _change_documents(p, dry_run_source, alter_source))
+    dry_run, configmap = documents
+    config, status = read.config, read.status
     initial: OffsetsConfigMap | None = None
     initial_status = target.initial_status
     if target.initial_configmap and (
@@ -152,6 +164,28 @@ async def _seek(p: Pass, config: dict[str, str], when: str) -> SeekOffsets:
         for (topic, partition), offset in sorted(found.offsets.items())
     ]
     return SeekOffsets(json.dumps({"offsets": entries}, separators=(",", ":")), at_end=len(found.at_end))
+
+
+async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both at once, failing as one after the other would: ``first``'s error wins, and ``second``
+    is then cancelled (its work is not wanted without the first's)."""
+    task = asyncio.ensure_future(second)
+    try:
+        done = await first
+    except BaseException:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    return done, await task
+
+
+async def _change_documents(
+    p: Pass, dry_run_source: str | None, alter_source: str | None
+) -> tuple[OffsetsConfigMap | None, OffsetsConfigMap | None]:
+    """The documents a dry run and an alter read (None for no ConfigMap), one after the other."""
+    dry_run = await _offsets_configmap(p, dry_run_source) if dry_run_source is not None else None
+    return dry_run, await _offsets_configmap(p, alter_source) if alter_source is not None else None
 
 
 async def _offsets_configmap(p: Pass, name: str) -> OffsetsConfigMap:

@@ -138,6 +138,7 @@ class TargetRunner:
             sink.removals,
             connect_digest=digest,
             events=sink.events,
+            clean_ups=sink.clean_ups,
         )
 
     async def finish_requests(

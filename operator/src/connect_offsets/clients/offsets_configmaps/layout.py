@@ -10,11 +10,12 @@ the format in prose.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from connect_offsets.clients.kubernetes import ConfigMapData
 from connect_offsets.errors import ConnectOffsetsError, UserError
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -228,3 +229,28 @@ def shard_name(configmap: str, generation: str, position: int) -> str:
 
 def _form_keys(key: str) -> tuple[str, str, str]:
     return key, key + GZIP_SUFFIX, key + INDEX_SUFFIX
+
+
+def main_body(
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    owner_references: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The body of a main ConfigMap the store creates (its data is added by the caller)."""
+    metadata: dict[str, Any] = {"name": name, "labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if owner_references:
+        metadata["ownerReferences"] = [dict(o) for o in owner_references]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
+
+
+def other_payload(current: ConfigMapData | None, key: str) -> int:
+    """Bytes of the ConfigMap's values that stay (other keys); ours are replaced."""
+    if current is None:
+        return 0
+    ours = set(_form_keys(key))
+    text = sum(len(v.encode()) for k, v in current.data.items() if k not in ours)
+    binary = sum(len(v) for k, v in current.binary_data.items() if k not in ours)
+    return text + binary

@@ -55,9 +55,12 @@ from connect_offsets.clients.offsets_configmaps.layout import (
     StoredOffsets,
     WriteResult,
     _form_keys,
+    main_body,
     name_hash,
+    other_payload,
     shard_name,
 )
+from connect_offsets.clients.offsets_configmaps.remembered import RememberedConfigMaps
 from connect_offsets.vocabulary import bytes_hash
 
 # The package's name, as before the split into modules: log lines keep the logger name they had.
@@ -93,6 +96,7 @@ class OffsetsConfigMapStore:
         # size is refused again without inflating it again, until the ConfigMap changes
         # (applyOnChange and a pending alter re-read it every drift interval).
         self._too_large: dict[tuple[str, str, str], tuple[str, OffsetsTooLarge]] = {}
+        self.remembered = RememberedConfigMaps()
         # Documents read back larger than this are refused (a gzip bomb in a tenant's ConfigMap).
         self.max_document_bytes = max_document_bytes if max_document_bytes is not None else limits.max_document_bytes()
 
@@ -111,6 +115,7 @@ class OffsetsConfigMapStore:
         partitions: int | None = None,
         pretty: bool = True,
         claim_only_if: str | None = None,
+        new_name: bool = False,
     ) -> WriteResult:
         """Store ``document`` (JSON bytes, or a decoded document) under ``key`` of ConfigMap ``name``.
 
@@ -128,6 +133,7 @@ class OffsetsConfigMapStore:
         gzip and sharded forms.
         ``claim_only_if``: a label the caller puts on the ConfigMaps it creates; an existing
         ConfigMap without it gets only the document, no labels, annotations or owner references.
+        ``new_name``: a name the caller made up (a backup's): created without reading it first.
         """
         if isinstance(document, Mapping):
             data = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
@@ -135,16 +141,60 @@ class OffsetsConfigMapStore:
                 partitions = len(document["offsets"])
         else:
             data = document
+
+        async def write_from(current: ConfigMapData | None, *, remembered: bool) -> WriteResult:
+            return await self._write_from(
+                current,
+                namespace,
+                name,
+                key,
+                data,
+                dict(labels or {}),
+                dict(annotations or {}),
+                owner_references,
+                partitions=partitions,
+                pretty=pretty,
+                claim_only_if=claim_only_if,
+                remembered=remembered,
+            )
+
+        if new_name:
+            return await write_from(None, remembered=False)
+        known = self.remembered.take(namespace, name)
+        if known is not None:
+            # Our last write's answer instead of a GET (see remembered.py): its resourceVersion
+            # guards the patch; a change or deletion since fails it, and we start from a read.
+            try:
+                return await write_from(known, remembered=True)
+            except (KubernetesUnavailable, KubernetesRejected) as error:
+                if error.status not in (404, 409):
+                    raise
+        return await write_from(await self.kube.get_configmap(namespace, name), remembered=False)
+
+    async def _write_from(
+        self,
+        current: ConfigMapData | None,
+        namespace: str,
+        name: str,
+        key: str,
+        data: bytes,
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        owner_references: Sequence[Mapping[str, Any]],
+        *,
+        partitions: int | None,
+        pretty: bool,
+        claim_only_if: str | None,
+        remembered: bool,
+    ) -> WriteResult:
+        """``write`` from ``current``, as read or (``remembered``) as our last write left it."""
         plain_key, gzip_key, _ = _form_keys(key)
-        labels = dict(labels or {})
-        annotations = dict(annotations or {})
-        current = await self.kube.get_configmap(namespace, name)
         if current is not None and claim_only_if is not None and claim_only_if not in current.labels:
             # Someone else's ConfigMap (an app's, a GitOps tool's): write the key and nothing else.
             # An owner reference would hand its lifetime to our resource (deleting the resource
             # would garbage-collect it), and our labels would overwrite theirs (managed-by).
             labels, annotations, owner_references = {}, {}, ()
-        budget = self.max_payload_bytes - _other_payload(current, key)
+        budget = self.max_payload_bytes - other_payload(current, key)
 
         form: StoredForm
         plain: bytes | None = None
@@ -174,7 +224,7 @@ class OffsetsConfigMapStore:
         hashed = bytes_hash(document) if len(document) < 1 << 20 else await asyncio.to_thread(bytes_hash, document)
         main_uid = current.uid if current is not None else ""
         if current is None and form is not StoredForm.SHARDED:
-            body = _main_body(name, labels, annotations, owner_references)
+            body = main_body(name, labels, annotations, owner_references)
             if plain is not None:
                 body["data"] = {plain_key: plain.decode()}
             else:
@@ -205,7 +255,9 @@ class OffsetsConfigMapStore:
             index_json = index.to_json()
         try:
             known = current.resource_version if current is not None else None
-            await self._switch(namespace, name, key, plain, compressed, form, index_json, known)
+            after = await self._switch(
+                namespace, name, key, plain, compressed, form, index_json, known, retry=not remembered
+            )
         except BaseException:
             if shard_names:
                 await self._delete_quietly(namespace, shard_names)
@@ -217,6 +269,8 @@ class OffsetsConfigMapStore:
             # (a ``list`` request's hot path). Shards of a write that died half-way have an owner
             # reference to this ConfigMap and are swept by the next sharded write.
             swept = _Swept((), (), "")
+        if form is not StoredForm.SHARDED:
+            self.remembered.keep(namespace, name, after)
         return self._result(name, key, form, data, plain, compressed, partitions, shard_names, swept, hashed)
 
     @staticmethod
@@ -259,7 +313,7 @@ class OffsetsConfigMapStore:
         """Create the main ConfigMap without the key (shards need its uid); or find the uid."""
         try:
             return await self.kube.create_configmap_uid(
-                namespace, _main_body(name, labels, annotations, owner_references)
+                namespace, main_body(name, labels, annotations, owner_references)
             )
         except KubernetesUnavailable as error:
             if error.status != 409:
@@ -346,13 +400,17 @@ class OffsetsConfigMapStore:
         form: StoredForm,
         index_json: str | None,
         known_version: str | None = None,
-    ) -> None:
+        *,
+        retry: bool = True,
+    ) -> ConfigMapData:
         """Point the main ConfigMap at the new form in one patch; the other forms are removed.
 
         Only data changes: ``_ensure_main`` gave a ConfigMap created here its metadata, and one
         that existed keeps its own (see ``write``). ``known_version``: the resourceVersion the
         caller just read, used for the first try (a second read was a `list` request's only
-        extra API call, issue 35); a conflict reads again."""
+        extra API call, issue 35); a conflict reads again, unless not to ``retry`` (the caller's
+        decisions came from a remembered ConfigMap and are made again from a read).
+        Returns the ConfigMap as the API server answered."""
         plain_key, gzip_key, index_key = _form_keys(key)
         data_patch: dict[str, str | None] = {plain_key: None, index_key: None}
         binary_patch: dict[str, str | None] = {plain_key: None, gzip_key: None}
@@ -367,7 +425,7 @@ class OffsetsConfigMapStore:
 
         versions = [known_version] if known_version else []
 
-        async def attempt() -> None:
+        async def attempt() -> ConfigMapData:
             version = versions.pop() if versions else None
             if version is None:
                 current = await self.kube.get_configmap(namespace, name)
@@ -375,9 +433,11 @@ class OffsetsConfigMapStore:
                     raise KubernetesUnavailable(f"ConfigMap {namespace}/{name} was deleted while offsets were written")
                 version = current.resource_version
             patch: dict[str, Any] = {"data": data_patch, "binaryData": binary_patch}
-            await self.kube.patch_configmap(namespace, name, patch, resource_version=version)
+            return await self.kube.patch_configmap(namespace, name, patch, resource_version=version)
 
-        await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
+        if not retry:
+            return await attempt()
+        return await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
 
     async def _sweep(self, namespace: str, name: str, key: str, keep: Sequence[str]) -> _Swept:
         """Delete this key's shards that the current form does not use (stale or orphaned)."""
@@ -538,27 +598,3 @@ class OffsetsConfigMapStore:
             and (key is None or meta.annotations.get(SHARD_KEY_ANNOTATION) == key)
         ]
         return (await self._delete_quietly(namespace, names)).removed
-
-
-def _main_body(
-    name: str,
-    labels: Mapping[str, str],
-    annotations: Mapping[str, str],
-    owner_references: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "labels": dict(labels)}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    if owner_references:
-        metadata["ownerReferences"] = [dict(o) for o in owner_references]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
-
-
-def _other_payload(current: ConfigMapData | None, key: str) -> int:
-    """Bytes of the ConfigMap's values that stay (other keys); ours are replaced."""
-    if current is None:
-        return 0
-    ours = set(_form_keys(key))
-    text = sum(len(v.encode()) for k, v in current.data.items() if k not in ours)
-    binary = sum(len(v) for k, v in current.binary_data.items() if k not in ours)
-    return text + binary
