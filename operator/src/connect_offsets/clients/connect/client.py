@@ -54,7 +54,7 @@ from connect_offsets.clients.connect.responses import (
     ChunkedAlterResult,
     ExpandedConnector,
     _decoded_parts,
-    _expanded,
+    _expanded_unless_same,
     _read_capped,
 )
 from connect_offsets.clients.credentials import reflect
@@ -118,6 +118,8 @@ class ConnectClient:
         #: before a connector's last write may predate it (``last_write``, ``write_seq``).
         self._write_seq = 0
         self._last_write: dict[str, int] = {}
+        #: The last snapshot answer's sha256 and parse (``_expanded_unless_same``).
+        self._last_listing: tuple[str, dict[str, ExpandedConnector]] | None = None
         self._client = httpx.AsyncClient(
             base_url=endpoint.url,
             # No deadline for waiting on a pooled connection: the pool is this operator's own queue
@@ -245,7 +247,8 @@ class ConnectClient:
         response = await self._request("GET", path, params=params, limit=MAX_SNAPSHOT_BYTES)
         assert response is not None
         try:
-            found = await asyncio.to_thread(_expanded, response.content)
+            self._last_listing = await asyncio.to_thread(_expanded_unless_same, response.content, self._last_listing)
+            found = self._last_listing[1]
         except ValueError as e:
             raise ConnectError(f"unexpected response: {e}", method="GET", path=path) from None
         if not self._secrets:
