@@ -78,6 +78,8 @@ its own section of bench/README.md, ``steady_state_20000``, so the 1,000/5,000 r
 printed only, bench/README.md is not written) or ``multi-small`` (the 20,000 mode's code path at 400
 resources: 2 namespaces of 200, one worker each, 30 s only; printed only).
 
+``BENCH_PYSPY=/path/to/py-spy`` also profiles each phase's window (``profile_window``).
+
 Mode ``progress`` (issue 33; ``progress-small``: 200 resources, printed only): 5,000 resources whose
 ConnectClusters have ``spec.kafka`` (the stack's cluster A), at a 30 s drift interval, two phases with
 everything else equal: progress on (the default) and off (``CONNECT_OFFSETS_PROGRESS=off``), each
@@ -93,6 +95,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -554,6 +557,19 @@ def repairs(targets: list[tuple[str, str]], spacing: float) -> list[float | None
     return results
 
 
+def profile_window(pid: int, output: Path) -> subprocess.Popen[bytes] | None:
+    """With ``BENCH_PYSPY`` naming a py-spy binary: a profile of the operator over the window
+    (100 Hz, native frames, so the garbage collector shows as ``gc_collect_main``), raw
+    flamegraph lines in ``output``. py-spy samples from outside the process: its short pauses stop
+    the operator, they add nothing to its CPU time, so the window's CPU figure stays comparable."""
+    binary = os.environ.get("BENCH_PYSPY")
+    if not binary:
+        return None
+    command = [binary, "record", "-r", "100", "-d", str(int(WINDOW)), "--native", "-f", "raw", "-o", str(output)]
+    print(f"profiling the window into {output}", flush=True)
+    return subprocess.Popen([*command, "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def settle(pid: int, interval: float, limit: float = 600) -> float:
     """Wait until the operator's CPU is below 10 % or level over two consecutive windows; seconds waited."""
     started, window = time.monotonic(), max(interval, 10.0)
@@ -607,6 +623,7 @@ def run_phase(
         time.sleep(interval)  # one more drift interval: the start-up burst is over
         api_before, log_start = proxy.snapshot(), workers.log_offsets()
         checks_before, kafka_before = resource_checks(port), progress_requests(port)
+        profiler = profile_window(pid, work / f"pyspy-{count}-{interval:.0f}-progress-{progress}.txt")
         cpu_before, window_start = cpu_seconds(pid), time.monotonic()
         samples: list[float] = []
         while time.monotonic() - window_start < WINDOW:
@@ -614,6 +631,8 @@ def run_phase(
             time.sleep(2)
         elapsed = time.monotonic() - window_start
         cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        if profiler is not None:
+            profiler.wait()
         checks_after, kafka_after = resource_checks(port), progress_requests(port)
         api_now = proxy.snapshot()
         api = api_now - api_before
