@@ -24,7 +24,7 @@ import pytest
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import Controller, Presence, Shard, WorkQueue
-from connect_offsets.controller.queue import MAX_DELAY_S
+from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
 from connect_offsets.reconcile.runner import accounted_view
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
@@ -390,3 +390,33 @@ def test_a_shard_takes_the_keys_of_its_connect_clusters_only() -> None:
     taken = [[name for name in names if replica.queue.has(key(NS, name))] for replica in replicas]
     assert sorted(taken[0] + taken[1]) == sorted(names)  # each by exactly one
     assert taken[0] and taken[1]
+
+
+def test_delayed_keys_come_due_on_a_grid_never_early_and_little_late() -> None:
+    """A drift interval's re-checks come due in batches (one wake-up per step, issue 35): never
+    earlier than asked, at most a sixteenth of the delay (and 1 s) later."""
+    for now in (0.0, 3.7, 1234.567):
+        for delay in (0.05, 2.0, 5.0, 30.0, 600.0):
+            due = due_on_grid(now, delay)
+            assert now + delay <= due <= now + delay + min(1.0, delay / 16) + 1e-9
+    # 5,000 resources re-checked every 30 s, one every 6 ms: 30 distinct due times, not 5,000.
+    dues = {due_on_grid(1000.0 + i * 0.006, 30.0) for i in range(5000)}
+    assert len(dues) == 31
+
+
+async def test_keys_due_on_the_same_step_are_ready_together() -> None:
+    clock = Clock()
+    clock.now = 1000.1
+    queue = WorkQueue(clock=clock)
+    for i in range(10):  # asked for 1030.1 ... 1030.55: all due on the step at 1031
+        queue.add_after(key("a", f"k{i}"), 30)
+        clock.now += 0.05
+    clock.now = 1030.99
+    assert await nothing_ready(queue)
+    clock.now = 1031.0
+    taken = []
+    for _ in range(10):
+        item = await take(queue)
+        taken.append(item)
+        queue.done(item)
+    assert sorted(taken) == sorted(key("a", f"k{i}") for i in range(10))
