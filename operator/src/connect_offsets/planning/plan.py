@@ -114,6 +114,11 @@ class Observed:
     #: The pinned copy of an alter-from-connector request (read at its first attempt).
     pinned_copy: OffsetsConfigMap | None = None
 
+    def carries_documents(self) -> bool:
+        """Whether a tenant's offsets text came with this observation (planning validates it)."""
+        held = (self.alter_configmap, self.restore, self.initial_configmap, self.dry_run_configmap)
+        return any(x is not None for x in (*held, self.seek, self.copy_source, self.pinned_copy))
+
     def without_documents(self) -> Observed:
         """The same observation without the offsets texts, once the plan holds what it needs of them:
         kept through a chunked PATCH, a million-partition restore would hold two more 100 MB texts."""

@@ -21,7 +21,7 @@ from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.faults import fault_point
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
-from connect_offsets.planning import CONNECT_READ_ONLY, Action, ConnectorTarget, Observed, plan_target
+from connect_offsets.planning import CONNECT_READ_ONLY, Action, ConnectorTarget, Observed, Plan, plan_target
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
     BeforeOffsets,
@@ -97,10 +97,7 @@ class TargetRunner:
             target.name,
             observed.status.state if observed.status else "ABSENT",
         )
-        # In a worker thread: planning validates the tenant's documents (a million entries take
-        # seconds of pure Python). The GIL is handed back every few milliseconds, so the event
-        # loop (other tenants' reconciles, the health endpoint) keeps running meanwhile.
-        plan = await asyncio.to_thread(plan_target, target, observed)
+        plan = await _plan(target, observed)
         if digest is not None and any(action.kind not in CONNECT_READ_ONLY for action in plan.actions):
             # The write barrier: this plan came from the cluster's snapshot (up to ~1.5 drift
             # intervals old) and writes to the connector. Meanwhile it may have been deleted and
@@ -108,7 +105,7 @@ class TargetRunner:
             # owned by someone else is refused (ConnectorOwnedElsewhere), never overwritten.
             # Idle passes never get here: they plan no write.
             observed, digest = await observe(p, fresh=True)
-            plan = await asyncio.to_thread(plan_target, target, observed)
+            plan = await _plan(target, observed)
         observed = observed.without_documents()  # the plan's actions carry the texts they send
         sink.conditions = list(plan.conditions)
         transient_error: str | None = None
@@ -172,6 +169,18 @@ class TargetRunner:
                 set_also={ANNOTATION_HANDLED_REQUEST: marker} if marker is not None else None,
             )
         return accounted_view(body, removed)
+
+
+async def _plan(target: ConnectorTarget, observed: Observed) -> Plan:
+    """Plan in a worker thread when the observation carries a tenant's documents: validating them
+    takes seconds of pure Python at a million entries, and the GIL is handed back every few
+    milliseconds, so the event loop (other tenants' reconciles, the health endpoint) keeps running
+    meanwhile. Without documents (a `list`, an idle or lifecycle pass) planning takes microseconds,
+    and the thread hop, waiting for the GIL behind a busy loop, cost more than the planning
+    (issue 35: a `list`'s latency against its protocol floor)."""
+    if observed.carries_documents():
+        return await asyncio.to_thread(plan_target, target, observed)
+    return plan_target(target, observed)
 
 
 def accounted_view(body: dict[str, Any], removed: list[str] | None = None) -> tuple[Any, ...]:
