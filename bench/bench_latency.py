@@ -94,35 +94,21 @@ class FloorController:
         self.handled: set[str] = set()
         self.backups = 0
         self.errors: list[str] = []
-        self._stop = threading.Event()
+        self._watch = Watcher(self.custom, namespace, name)  # its own watch, as a controller has
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        from kubernetes import watch
-
-        while not self._stop.is_set():
-            stream = watch.Watch()
-            for event in stream.stream(
-                self.custom.list_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                "kafkaconnectors",
-                field_selector=f"metadata.name={self.name}",
-                timeout_seconds=60,
-            ):
-                if self._stop.is_set():
-                    stream.stop()
-                    break
-                annotations = event["object"]["metadata"].get("annotations") or {}
-                operation, request_id = annotations.get(ANNOTATION), annotations.get(f"{GROUP}/request-id")
-                if operation and request_id and request_id not in self.handled:
-                    self.handled.add(request_id)
-                    try:
-                        self._serve(operation, request_id)
-                    except Exception as error:  # reported by the run that waits for it
-                        self.errors.append(f"{request_id}: {error!r}")
+        while True:
+            _, body = self._watch.events.get()
+            annotations = body["metadata"].get("annotations") or {}
+            operation, request_id = annotations.get(ANNOTATION), annotations.get(f"{GROUP}/request-id")
+            if operation and request_id and request_id not in self.handled:
+                self.handled.add(request_id)
+                try:
+                    self._serve(operation, request_id)
+                except Exception as error:  # reported by the run that waits for it
+                    self.errors.append(f"{request_id}: {error!r}")
 
     def _serve(self, operation: str, request_id: str) -> None:
         if operation == "list":
@@ -168,7 +154,7 @@ class FloorController:
         )
 
     def stop(self) -> None:
-        self._stop.set()
+        self._watch.stop()
 
 
 class Watcher:

@@ -145,18 +145,23 @@ async def test_a_retried_restore_restores_the_backup_the_user_chose(stack: Stack
     assert chosen in stack.backups()
 
 
-async def test_retention_never_prunes_the_backup_a_restore_is_pinned_to(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Retention 2; restore-from the oldest backup, failing with 409 several times: the pinned
-    backup survives every retry and is the one restored."""
-    monkeypatch.setenv("CONNECT_OFFSETS_BACKUP_RETENTION", "2")
+async def _two_alters_on_a_stopped_connector(stack: Stack) -> None:
+    """Positions 6 then 7, each from its own ConfigMap (removed once applied): two backups made."""
     await stack.created("stopped")
     for at in (6, 7):
         await stack.put_document(document(position(at)))
         stack.annotate(connector_offsets="alter")
         await stack.until_request_done()
         await stack.kube.delete_configmap(NS, CM)
+
+
+async def test_retention_never_prunes_the_backup_a_restore_is_pinned_to(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention 2; restore-from the oldest backup, failing with 409 several times: the pinned
+    backup survives every retry and is the one restored."""
+    monkeypatch.setenv("CONNECT_OFFSETS_BACKUP_RETENTION", "2")
+    await _two_alters_on_a_stopped_connector(stack)
     oldest = min(stack.backups(), key=lambda n: stack.backups()[n]["metadata"]["annotations"][f"{API_GROUP}/time"])
     assert json.loads(stack.backups()[oldest]["data"]["offsets.json"])["offsets"] == position(30)
 
@@ -179,12 +184,7 @@ async def test_old_backups_are_pruned_once_the_request_is_answered(
     """Pruning is not part of the answer (issue 35: it was an API call on the alter's path): the
     backup the retention drops goes in the same pass, after the request's annotation is removed."""
     monkeypatch.setenv("CONNECT_OFFSETS_BACKUP_RETENTION", "1")
-    await stack.created("stopped")
-    for at in (6, 7):
-        await stack.put_document(document(position(at)))
-        stack.annotate(connector_offsets="alter")
-        await stack.until_request_done()
-        await stack.kube.delete_configmap(NS, CM)
+    await _two_alters_on_a_stopped_connector(stack)
     (kept,) = stack.backups()
 
     journal = stack.kube.journal

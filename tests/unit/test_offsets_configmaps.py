@@ -63,6 +63,19 @@ def store(kube: FakeKube, payload: int = 4096) -> OffsetsConfigMapStore:
     return OffsetsConfigMapStore(kube, max_payload_bytes=payload)  # type: ignore[arg-type]
 
 
+def counted_reads(kube: FakeKube) -> list[str]:
+    """The names of the ConfigMaps read from now on (GETs)."""
+    reads: list[str] = []
+    original = kube.get_configmap
+
+    async def counted(namespace: str, name: str) -> Any:
+        reads.append(name)
+        return await original(namespace, name)
+
+    kube.get_configmap = counted  # type: ignore[method-assign]
+    return reads
+
+
 async def test_small_document_is_plain_pretty_json(kube: FakeKube) -> None:
     doc = document(3)
     result = await store(kube).write(NS, "cm", "offsets.json", doc, labels={"a": "b"}, owner_references=[OWNER])
@@ -78,14 +91,7 @@ async def test_writing_an_existing_configmap_reads_it_once(kube: FakeKube) -> No
     """A `list` into its existing ConfigMap: one GET and one PATCH, not a second GET before the
     PATCH (issue 35's protocol floor); a conflict still reads again."""
     await store(kube).write(NS, "cm", "offsets.json", document(3))
-    reads: list[str] = []
-    original = kube.get_configmap
-
-    async def counted(namespace: str, name: str) -> Any:
-        reads.append(name)
-        return await original(namespace, name)
-
-    kube.get_configmap = counted  # type: ignore[method-assign]
+    reads = counted_reads(kube)
     await store(kube).write(NS, "cm", "offsets.json", document(4))
     assert reads == ["cm"]
     assert json.loads(kube.objects["cm"]["data"]["offsets.json"])["offsets"] == json.loads(document(4))["offsets"]
@@ -98,14 +104,7 @@ async def test_writing_again_starts_from_our_last_write_and_reads_after_anyone_e
     offsets = store(kube)
     await offsets.write(NS, "cm", "offsets.json", document(1))  # created
     await offsets.write(NS, "cm", "offsets.json", document(2))  # read, patched, remembered
-    reads: list[str] = []
-    original = kube.get_configmap
-
-    async def counted(namespace: str, name: str) -> Any:
-        reads.append(name)
-        return await original(namespace, name)
-
-    kube.get_configmap = counted  # type: ignore[method-assign]
+    reads = counted_reads(kube)
     await offsets.write(NS, "cm", "offsets.json", document(3))
     assert reads == []
 
