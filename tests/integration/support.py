@@ -865,11 +865,11 @@ def create_connector_kept(custom: Any, namespace: str, name: str, spec: dict[str
         if set(spec) <= set(stored) or time.monotonic() > deadline:
             return
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
-        wait_for(f"{name} deleted", lambda: _absent(custom, namespace, name))
+        wait_for(f"{name} deleted", lambda: connector_absent(custom, namespace, name))
         time.sleep(2)
 
 
-def _absent(custom: Any, namespace: str, name: str) -> bool:
+def connector_absent(custom: Any, namespace: str, name: str) -> bool:
     try:
         custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
     except Exception as error:  # kubernetes.client.ApiException

@@ -10,26 +10,35 @@ computed with the operator's own ``Shard.owns`` and compared with what the opera
 
 from __future__ import annotations
 
+import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from connect_offsets.controller import Shard
+from connect_offsets.controller import FINALIZER, Shard
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
+    GROUP,
+    VERSION,
     annotate,
+    connect_log,
+    connector_absent,
     create_cluster,
     create_connector,
     file_source_spec,
+    get_connector,
     install_peering_crds,
+    request_lines,
     wait_annotation_removed,
     wait_condition,
 )
 
 CLUSTERS = 8
+DELETE_REQUEST = re.compile(r'"DELETE (/connectors/[^/ ?"]+) HTTP/')
 
 
 # The peering CRDs: one xdist worker with the other tests that install or delete them.
@@ -99,6 +108,30 @@ def test_each_resource_is_reconciled_by_one_shard_and_a_standby_takes_over(
                 timeout=10,
             ), (cluster, owner[cluster])
         print(f"\nshard 0's standby took over; all {CLUSTERS} lists answered {took:.1f}s after the SIGKILL")
+
+        # Deletion runs once, in the owning shard: each resource carries its owner's finalizer only
+        # (kopf removes a finalizer no handler of its replica needs, so one shared name made the
+        # other shard strip the owner's). A finalizer an unsharded operator left is not blocking:
+        # the owner drops it once its delete logic has run.
+        def finalizers(name: str) -> list[str]:
+            return list(get_connector(custom, namespace, name)["metadata"].get("finalizers") or [])
+
+        for cluster, name in names.items():
+            ours = [f for f in finalizers(name) if f.startswith(FINALIZER)]
+            assert ours == [f"{FINALIZER}-shard-{owner[cluster]}"], (cluster, ours)
+        for shard in (0, 1):  # one resource of each shard gets the unsharded operator's finalizer
+            name = next(n for c, n in names.items() if owner[c] == shard)
+            rv = get_connector(custom, namespace, name)["metadata"]["resourceVersion"]
+            patch = {"metadata": {"finalizers": [*finalizers(name), FINALIZER], "resourceVersion": rv}}
+            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name, patch)
+        log = connect_log(stack)
+        seen = len(request_lines(log))
+        for name in names.values():
+            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+        for name in names.values():
+            assert wait_for(f"{name} gone", lambda name=name: connector_absent(custom, namespace, name), timeout=60)
+        sent = [m.group(1) for line in request_lines(log)[seen:] if (m := DELETE_REQUEST.search(line))]
+        assert Counter(sent) == Counter({f"/connectors/{name}": 1 for name in names.values()}), sent
     finally:
         for process in (active, standby, other):
             process.stop()

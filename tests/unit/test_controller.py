@@ -23,7 +23,15 @@ import pytest
 
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.resource_cache import ResourceCache
-from connect_offsets.controller import Controller, Presence, Shard, WorkQueue
+from connect_offsets.controller import (
+    FINALIZER,
+    Controller,
+    ControllerSettings,
+    Presence,
+    Shard,
+    WorkQueue,
+    drop_stale_finalizers,
+)
 from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
 from connect_offsets.reconcile.runner import accounted_view
 from connect_offsets.reconcile.settings import Outcome
@@ -420,3 +428,31 @@ async def test_keys_due_on_the_same_step_are_ready_together() -> None:
         taken.append(item)
         queue.done(item)
     assert sorted(taken) == sorted(key("a", f"k{i}") for i in range(10))
+
+
+def test_each_shard_has_its_own_finalizer_and_drops_the_stale_ones_of_other_shard_counts() -> None:
+    """kopf adds its finalizer where a delete handler matches and removes it where none does: with
+    one name for every shard, the shard that does not own a resource would remove the owner's (or,
+    unfiltered, both would run the delete logic). Unsharded keeps the name it always had."""
+    assert Shard().finalizer == FINALIZER == "connect-offsets.io/finalizer"
+    assert [Shard(i, 3).finalizer for i in range(3)] == [f"{FINALIZER}-shard-{i}" for i in range(3)]
+
+    body = {"metadata": {"finalizers": [FINALIZER, "other.io/keep", f"{FINALIZER}-shard-1", f"{FINALIZER}-shard-0"]}}
+    drop_stale_finalizers(body, keep=f"{FINALIZER}-shard-0")
+    assert body["metadata"]["finalizers"] == ["other.io/keep", f"{FINALIZER}-shard-0"]
+    drop_stale_finalizers(body, keep=FINALIZER)  # sharding turned off again
+    assert body["metadata"]["finalizers"] == ["other.io/keep"]
+
+
+def test_only_the_owning_shard_handles_a_resources_deletion() -> None:
+    from connect_offsets.handlers import startup
+
+    labels = {"connect-offsets.io/cluster": "local"}
+    owners = []
+    for index in range(2):
+        settings = ControllerSettings(shard=Shard(index, 2))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(startup, "CONTROLLER_SETTINGS", settings)
+            owners.append(startup.this_shard(CONNECTORS)(namespace=NS, name=NAME, labels=labels))
+    assert sorted(owners) == [False, True]
+    assert owners.index(True) == (0 if Shard(0, 2).owns((NS, "local")) else 1)

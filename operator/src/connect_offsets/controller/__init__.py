@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from connect_offsets.controller.core import LAG, Controller, Presence, next_check_delay
 from connect_offsets.controller.queue import Key, WorkQueue
-from connect_offsets.controller.sharding import Shard, cluster_of
+from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers
 
 __all__ = [
     "DEFAULT_WORKERS",
+    "FINALIZER",
     "LAG",
     "Controller",
     "ControllerSettings",
@@ -24,6 +25,7 @@ __all__ = [
     "Shard",
     "WorkQueue",
     "cluster_of",
+    "drop_stale_finalizers",
     "next_check_delay",
 ]
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from connect_offsets.vocabulary import CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CLUSTERS
+from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CLUSTERS
 
-__all__ = ["Shard", "cluster_of"]
+__all__ = ["FINALIZER", "Shard", "cluster_of", "drop_stale_finalizers"]
+
+#: The finalizer of an operator that is not sharded; a shard's is this with ``-shard-INDEX``.
+FINALIZER = f"{API_GROUP}/finalizer"
 
 
 def cluster_of(plural: str, namespace: str, name: str, labels: Mapping[str, str]) -> tuple[str, str]:
@@ -42,3 +46,26 @@ class Shard:
             return True
         digest = hashlib.sha256(f"{cluster[0]}/{cluster[1]}".encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.count == self.index
+
+    @property
+    def finalizer(self) -> str:
+        """This shard's finalizer. Why one per shard: kopf puts its finalizer on every resource a
+        delete handler matches and removes it from every resource none matches. With one name for
+        all shards, each shard's replica ran the delete logic of every resource (twice with two
+        shards); with the handlers filtered by shard, a shard would remove the finalizer the owner
+        put on. Own names let each shard add and remove only its own."""
+        return FINALIZER if self.count == 1 else f"{FINALIZER}-shard-{self.index}"
+
+    def owns_resource(self, plural: str, namespace: str, name: str, labels: Mapping[str, str]) -> bool:
+        return self.owns(cluster_of(plural, namespace, name, labels))
+
+
+def drop_stale_finalizers(body: dict[str, Any], keep: str) -> None:
+    """Remove from ``body`` our finalizers other than ``keep``: those an operator with another shard
+    count put on (``FINALIZER`` before sharding was turned on, a ``-shard-N`` one after it was turned
+    off). No replica uses those names any more, so each would block the resource's deletion for
+    good; the owner removes them once its delete logic has run (a kopf patch function)."""
+    finalizers = body.get("metadata", {}).get("finalizers", [])
+    stale = [f for f in finalizers if f != keep and (f == FINALIZER or f.startswith(f"{FINALIZER}-shard-"))]
+    for finalizer in stale:
+        finalizers.remove(finalizer)

@@ -9,7 +9,7 @@ import kopf
 
 from connect_offsets.clients.connect import ConnectError
 from connect_offsets.errors import TransientError
-from connect_offsets.handlers.startup import OperatorState, state_of
+from connect_offsets.handlers.startup import OperatorState, drop_stale_finalizers_after, state_of, this_shard
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -38,9 +38,16 @@ async def configmap_changed(namespace: str | None, name: str, memo: Any, **_: An
         state.controller.configmap_changed(namespace or "", name)
 
 
-@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0)
+@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0, when=this_shard(PLURAL))
 async def delete_connector(
-    namespace: str | None, name: str, body: kopf.Body, memo: Any, retry: int, logger: kopf.Logger, **_: Any
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    memo: Any,
+    retry: int,
+    logger: kopf.Logger,
+    patch: kopf.Patch,
+    **_: Any,
 ) -> None:
     state = state_of(memo)
     namespace = namespace or ""
@@ -52,4 +59,5 @@ async def delete_connector(
         raise kopf.TemporaryError(
             f"deleting the connector in Connect: {error}", delay=min(2 ** (retry + 1), 30)
         ) from error
+    drop_stale_finalizers_after(patch)
     logger.info(result)

@@ -11,7 +11,7 @@ import kopf
 
 from connect_offsets.clients.connect import ConnectError
 from connect_offsets.handlers.connectors import DELETE_RETRIES
-from connect_offsets.handlers.startup import state_of
+from connect_offsets.handlers.startup import drop_stale_finalizers_after, state_of, this_shard
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
@@ -30,9 +30,16 @@ async def mirrormaker2_changed(
     state_of(memo).controller.observe(PLURAL, namespace or "", name, None if type == "DELETED" else body)
 
 
-@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0)
+@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0, when=this_shard(PLURAL))
 async def delete_mirrormaker2(
-    namespace: str | None, name: str, body: kopf.Body, memo: Any, retry: int, logger: kopf.Logger, **_: Any
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    memo: Any,
+    retry: int,
+    logger: kopf.Logger,
+    patch: kopf.Patch,
+    **_: Any,
 ) -> None:
     state = state_of(memo)
     try:
@@ -41,4 +48,5 @@ async def delete_mirrormaker2(
         raise kopf.TemporaryError(
             f"deleting connectors in Connect: {error}", delay=min(2 ** (retry + 1), 30)
         ) from error
+    drop_stale_finalizers_after(patch)
     logger.info(result)

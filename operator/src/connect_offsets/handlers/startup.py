@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +18,7 @@ from connect_offsets import (
 )
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
-from connect_offsets.controller import Controller, ControllerSettings, Presence
+from connect_offsets.controller import Controller, ControllerSettings, Presence, drop_stale_finalizers
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
 from connect_offsets.progress import ProgressMonitor, ProgressRegistry, progress_enabled
 from connect_offsets.reconcile.cluster_service import ClusterService
@@ -69,6 +69,21 @@ class OperatorState:
 CONTROLLER_SETTINGS = ControllerSettings()
 
 
+def this_shard(plural: str) -> Callable[..., bool]:
+    """A kopf ``when`` filter: whether this replica's shard owns the resource. Its delete logic
+    then runs in the owner only, once, however many shards there are (with ``Shard.finalizer``)."""
+
+    def owned(namespace: str | None, name: str, labels: Mapping[str, str], **_: Any) -> bool:
+        return CONTROLLER_SETTINGS.shard.owns_resource(plural, namespace or "", name, labels)
+
+    return owned
+
+
+def drop_stale_finalizers_after(patch: kopf.Patch) -> None:
+    """Have kopf remove our finalizers of other shard counts with the delete handler's patch."""
+    patch.fns.append(functools.partial(drop_stale_finalizers, keep=CONTROLLER_SETTINGS.shard.finalizer))
+
+
 def state_of(memo: Any) -> OperatorState:
     state = memo.get("state")
     if not isinstance(state, OperatorState):
@@ -79,7 +94,8 @@ def state_of(memo: Any) -> OperatorState:
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # kopf's own bookkeeping goes under our API group, not kopf.zalando.org.
-    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    # One finalizer per shard (``Shard.finalizer``): only the owner's delete handlers match (``this_shard``).
+    settings.persistence.finalizer = CONTROLLER_SETTINGS.shard.finalizer
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"
