@@ -27,11 +27,13 @@ What it shows, with nothing changing on the resources (drift interval 30 s):
 * the operator's writes to Connect (PUT/POST/DELETE in the worker's request log) over the whole
   run, fail-over included: 0, the seeding matched their config.
 
-Set-up on the real local stack: 5 namespaces of 10 ConnectClusters each (50 clusters, all naming
-one dedicated Connect worker: the hash spreads clusters, so both shards need many), the resources
-spread evenly over them; STOPPED FileStreamSource KafkaConnectors created with no operator running;
-the worker (tests/integration/connect_worker.py, ``-Xmx2g`` above 5,000 resources) seeded before it
-starts with every connector exactly as the operator would create it (``desired_config``, target
+Set-up on the real local stack: 5 namespaces of 10 ConnectClusters each (50 clusters: the hash
+spreads clusters, so both shards need many), the resources spread evenly over them; STOPPED
+FileStreamSource KafkaConnectors created with no operator running. One dedicated Connect worker per
+shard, which every ConnectCluster of that shard names (one worker holding all 10,000 took 55-86 s
+to answer each replica's snapshot listing, longer than the drift interval, so that run measured
+Connect), each (tests/integration/connect_worker.py, ``-Xmx2g`` above 5,000 connectors) seeded before
+it starts with its connectors exactly as the operator would create them (``desired_config``, target
 state STOPPED), as bench/bench_steady_state.py does, so the operators have nothing to write.
 Replicas as users run them (``connect-offsets-operator -n NS1 ... -n NS5 --shard-count 2
 --shard-index I --peering bench-shards --priority P --metrics-port PORT``), two per shard: an active
@@ -168,11 +170,13 @@ class Layout:
         connectors = [self.shard_of(ns, c) for ns, c, _ in self.connectors]
         return {i: (clusters.count(i), connectors.count(i)) for i in range(SHARDS)}
 
-    def connect_configs(self) -> dict[str, dict[str, str]]:
-        """Each connector's config exactly as the operator would create it (``desired_config``)."""
+    def connect_configs(self, shard: int) -> dict[str, dict[str, str]]:
+        """The connectors of ``shard``'s ConnectClusters, each config exactly as the operator would
+        create it (``desired_config``)."""
         return {
             name: desired_config(KafkaConnectorResource.model_validate(self.body(ns, cluster, name)))
             for ns, cluster, name in self.connectors
+            if self.shard_of(ns, cluster) == shard
         }
 
 
@@ -454,7 +458,13 @@ def main() -> int:
         raise RuntimeError(f"one shard owns nothing: {split}")  # 50 clusters: about 1 in 10**15
     owned = {shard: connectors for shard, (_, connectors) in split.items()}
     print({"resources": COUNT, "split": split, "work": str(work)}, flush=True)
-    worker = DedicatedWorker(heap="-Xmx2g" if COUNT > 5000 else "-Xmx1g", name=f"shards{COUNT}")
+    # One worker per shard, its ConnectClusters all naming it: one worker holding all 10,000
+    # connectors took 55-86 s to answer each replica's snapshot listing, longer than the interval,
+    # so that run measured Connect (as the one-worker 20,000 steady-state run did).
+    workers = [
+        DedicatedWorker(heap="-Xmx2g" if owned[shard] > 5000 else "-Xmx1g", name=f"shards{COUNT}-{shard}")
+        for shard in range(SHARDS)
+    ]
     replicas = {r.label: r for r in replicas_for(layout, info["kubeconfig"])}
     result: dict[str, Any] = {"split": split}
     created: list[str] = []
@@ -467,7 +477,7 @@ def main() -> int:
                 body = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": peering_name(shard)}}
                 custom.create_namespaced_custom_object("kopf.dev", "v1", namespace, "kopfpeerings", body)
         for namespace, cluster in layout.clusters:
-            create_cluster(custom, namespace, worker.url, name=cluster)
+            create_cluster(custom, namespace, workers[layout.shard_of(namespace, cluster)].url, name=cluster)
         connectors = layout.connectors
         in_parallel(
             lambda i: custom.create_namespaced_custom_object(
@@ -477,8 +487,13 @@ def main() -> int:
         )
         result["created"] = time.monotonic() - started
         started = time.monotonic()
-        worker.seed_stopped_connectors(layout.connect_configs())
-        worker.start(timeout=900)
+
+        def seed_and_start(shard: int) -> None:
+            time.sleep(3 * shard)  # each start rewrites the log4j file the JVMs read
+            workers[shard].seed_stopped_connectors(layout.connect_configs(shard))
+            workers[shard].start(timeout=900)
+
+        in_parallel(seed_and_start, range(SHARDS))
         result["worker_start"] = time.monotonic() - started
         print(result, flush=True)
 
@@ -510,9 +525,13 @@ def main() -> int:
         time.sleep(INTERVAL)  # one more drift interval: the start-up burst is over
         print(result, flush=True)
 
-        log_start = worker.log.stat().st_size
+        log_starts = [worker.log.stat().st_size for worker in workers]
         result["steady"] = measure(list(replicas.values()), WINDOW)
-        result["listings"] = listings(worker.log, log_start, worker.log.stat().st_size)
+        result["listings"] = [
+            took
+            for worker, start in zip(workers, log_starts, strict=True)
+            for took in listings(worker.log, start, worker.log.stat().st_size)
+        ]
         print({"steady": result["steady"]}, flush=True)
         result["failover"] = fail_over(custom, layout, replicas, owned)
         if "all" in result["failover"]:
@@ -523,14 +542,15 @@ def main() -> int:
         for replica in replicas.values():
             if replica.op.process is not None:
                 replica.record_peak()
-        writes = rest_calls(worker.log, 0, worker.log.stat().st_size)
-        result["writes"] = sum(v for k, v in writes.items() if not k.startswith("GET"))
-        result["worker_peak"] = worker.rss_mib()
+        writes = [rest_calls(worker.log, 0, worker.log.stat().st_size) for worker in workers]
+        result["writes"] = sum(v for each in writes for k, v in each.items() if not k.startswith("GET"))
+        result["worker_peak"] = sum(worker.rss_mib() or 0 for worker in workers)
     finally:
         # Standbys first: a standby outliving its active replica would take over for a moment.
         for replica in sorted(replicas.values(), key=lambda r: r.role != "standby"):
             replica.stop()
-        worker.stop()
+        for worker in workers:
+            worker.stop()
         left = cleanup(custom, core, created)
         stray = [r.label for r in replicas.values() if r.op.process is not None]
         print(f"clean-up: namespaces left {left or 'none'}; replicas running {stray or 'none'}", flush=True)
@@ -605,14 +625,16 @@ def report(result: dict[str, Any], owned: dict[int, int]) -> None:
 {os.getloadavg()[0]:.1f}; {result["duration"] / 60:.0f} min in all.
 
 Set-up: {COUNT:,} STOPPED FileStreamSource connectors, {COUNT // clusters} on each of {clusters} ConnectClusters
-({NAMESPACES} namespaces of {CLUSTERS_PER_NAMESPACE}), all naming one dedicated Connect worker seeded with
-every connector as the operator creates it; drift interval {INTERVAL:g} s, peering lifetime {LIFETIME} s
-(the default). Two shards (`--shard-count 2`), each with an active replica (priority 100) and a
-standby (priority 10) on the shard's own peering (`{PEERING}-shard-I`, a KopfPeering in each
-namespace). The hash gave shard 0 {split[0][0]} clusters and {owned[0]:,} resources, shard 1
-{split[1][0]} clusters and {owned[1]:,} resources. Resources created in {result["created"]:.0f} s; worker
-seeded and all connectors STOPPED in {result["worker_start"]:.0f} s (worker peak RSS
-{mib(result.get("worker_peak"))} MiB); every resource Ready {result["ready"]:.0f} s after the replicas
+({NAMESPACES} namespaces of {CLUSTERS_PER_NAMESPACE}); the ConnectClusters of each shard name a dedicated
+Connect worker of the shard's own, seeded with its connectors as the operator creates them (one
+worker for all 10,000 took 55-86 s per snapshot listing, longer than the interval); drift interval
+{INTERVAL:g} s, peering lifetime {LIFETIME} s (the default). Two shards (`--shard-count 2`), each
+with an active replica (priority 100) and a standby (priority 10) on the shard's own peering
+(`{PEERING}-shard-I`, a KopfPeering in each namespace). The hash gave shard 0 {split[0][0]} clusters
+and {owned[0]:,} resources, shard 1 {split[1][0]} clusters and {owned[1]:,} resources. Resources
+created in {result["created"]:.0f} s; workers seeded and all connectors STOPPED in
+{result["worker_start"]:.0f} s (workers' peak RSS {mib(result.get("worker_peak"))} MiB in all); every
+resource Ready {result["ready"]:.0f} s after the replicas
 started, their CPU settled at {result["settled"]:.0f} s.
 
 Steady window: {steady.seconds:.0f} s ({intervals:.1f} drift intervals). Checks: the increment of
