@@ -414,6 +414,7 @@ async def test_an_unchanged_listing_is_not_parsed_again(monkeypatch: pytest.Monk
         return real(raw)
 
     monkeypatch.setattr(responses, "_expanded", counted)
+
     def status(state: str) -> dict[str, Any]:
         return {"name": "a", "connector": {"state": state, "worker_id": "w:8083"}, "tasks": [], "type": "source"}
 
