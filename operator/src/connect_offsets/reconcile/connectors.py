@@ -43,7 +43,7 @@ from connect_offsets.reconcile.clusters import (
     cluster_ref,
     resolve_cluster,
 )
-from connect_offsets.reconcile.context import post_events
+from connect_offsets.reconcile.context import finish_after_answer
 from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
@@ -238,7 +238,7 @@ class ConnectorService:
         try:
             outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
         finally:
-            await post_events(self.kube, body, [result])
+            await finish_after_answer(self.kube, body, [result])
         outcome.transient_error = result.transient_error
         outcome.requeue_after = result.plan.requeue_after
         observed = result.observed

@@ -93,7 +93,7 @@ class TargetResult:
     superseded: bool = False
     #: Set when config and status came from the snapshot: equal digests, nothing changed in Connect.
     connect_digest: str | None = None
-    #: The Events the pass recorded, to post after its status write (``post_events``).
+    #: The Events the pass recorded, to post after its status write (``finish_after_answer``).
     events: list[PassEvent] = field(default_factory=list)
     #: Clean-ups the pass deferred until its requests are answered (``Pass.after_answer``).
     clean_ups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -101,7 +101,7 @@ class TargetResult:
 
 @dataclass(frozen=True)
 class PassEvent:
-    """An Event a pass records; posted after its status write (``post_events``)."""
+    """An Event a pass records; posted after its status write (``finish_after_answer``)."""
 
     type: str
     reason: str
@@ -211,7 +211,7 @@ class Pass:
 
     def after_answer(self, clean_up: Callable[[], Awaitable[None]]) -> None:
         """Run ``clean_up`` once the pass has written its status and removed the annotations of
-        the requests it finished, before its Events are posted (``post_events``).
+        the requests it finished, before its Events are posted (``finish_after_answer``).
 
         Why: a clean-up (pruning old backups) is not part of the answer the user waits for; on the
         request's path it cost an alter one more API call above the protocol floor (issue 35). It
@@ -236,9 +236,15 @@ def managed_labels(body: dict[str, Any]) -> dict[str, str]:
     }
 
 
-async def post_events(kube: KubernetesApi, body: dict[str, Any], results: list[TargetResult]) -> None:
-    """Run the clean-ups these passes deferred (``Pass.after_answer``), then post their Events
-    (best effort, in the order they happened; a clean-up's failure is one of them)."""
+async def finish_after_answer(kube: KubernetesApi, body: dict[str, Any], results: list[TargetResult]) -> None:
+    """Finish these passes once the user has the answer: run the clean-ups they deferred
+    (``Pass.after_answer``), then post their Events (best effort, in the order they happened; a
+    clean-up's failure is one of them).
+
+    Why a step of its own, called after the status write and the annotation removal: what runs
+    here is not part of the answer the user waits for. A clean-up (pruning old backups) on the
+    request's path would delay it; an Event posted before the status that records it would be
+    reported twice after a crash in between (``StatusSink.events``)."""
     for result in results:
         for clean_up in result.clean_ups:
             await clean_up()

@@ -56,7 +56,13 @@ from connect_offsets.reconcile.clusters import (
     cluster_ref,
     resolve_cluster,
 )
-from connect_offsets.reconcile.context import BeforeOffsets, Checkpoint, StepUnavailable, TargetResult, post_events
+from connect_offsets.reconcile.context import (
+    BeforeOffsets,
+    Checkpoint,
+    StepUnavailable,
+    TargetResult,
+    finish_after_answer,
+)
 from connect_offsets.reconcile.group_failover import GroupFailovers
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
@@ -270,7 +276,7 @@ class MirrorMaker2Service:
         try:
             outcome.seen = await self.runner.finish_requests(results, body, MIRRORS, failover.removals)
         finally:
-            await post_events(self.kube, body, results)
+            await finish_after_answer(self.kube, body, results)
             for event in failover.events:
                 await record_event(self.kube, body, event.type, event.reason, event.message)
         return outcome
