@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from connect_offsets.clients import limits
@@ -74,6 +74,22 @@ class _Swept:
     removed: tuple[str, ...]
     left: tuple[str, ...]
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteRequest:
+    """What one ``write`` stores, and where: the same whichever ConfigMap it starts from."""
+
+    namespace: str
+    name: str
+    key: str
+    data: bytes
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: Sequence[Mapping[str, Any]]
+    partitions: int | None  # None: counted when the form needs it
+    pretty: bool
+    claim_only_if: str | None
 
 
 class OffsetsConfigMapStore:
@@ -141,66 +157,51 @@ class OffsetsConfigMapStore:
                 partitions = len(document["offsets"])
         else:
             data = document
-
-        async def write_from(current: ConfigMapData | None, *, remembered: bool) -> WriteResult:
-            return await self._write_from(
-                current,
-                namespace,
-                name,
-                key,
-                data,
-                dict(labels or {}),
-                dict(annotations or {}),
-                owner_references,
-                partitions=partitions,
-                pretty=pretty,
-                claim_only_if=claim_only_if,
-                remembered=remembered,
-            )
-
+        request = _WriteRequest(
+            namespace=namespace,
+            name=name,
+            key=key,
+            data=data,
+            labels=dict(labels or {}),
+            annotations=dict(annotations or {}),
+            owner_references=owner_references,
+            partitions=partitions,
+            pretty=pretty,
+            claim_only_if=claim_only_if,
+        )
         if new_name:
-            return await write_from(None, remembered=False)
+            return await self._write_from(None, request, remembered=False)
         known = self.remembered.take(namespace, name)
         if known is not None:
             # Our last write's answer instead of a GET (see remembered.py): its resourceVersion
             # guards the patch; a change or deletion since fails it, and we start from a read.
             try:
-                return await write_from(known, remembered=True)
+                return await self._write_from(known, request, remembered=True)
             except (KubernetesUnavailable, KubernetesRejected) as error:
                 if error.status not in (404, 409):
                     raise
-        return await write_from(await self.kube.get_configmap(namespace, name), remembered=False)
+        return await self._write_from(await self.kube.get_configmap(namespace, name), request, remembered=False)
 
     async def _write_from(
-        self,
-        current: ConfigMapData | None,
-        namespace: str,
-        name: str,
-        key: str,
-        data: bytes,
-        labels: dict[str, str],
-        annotations: dict[str, str],
-        owner_references: Sequence[Mapping[str, Any]],
-        *,
-        partitions: int | None,
-        pretty: bool,
-        claim_only_if: str | None,
-        remembered: bool,
+        self, current: ConfigMapData | None, request: _WriteRequest, *, remembered: bool
     ) -> WriteResult:
         """``write`` from ``current``, as read or (``remembered``) as our last write left it."""
+        namespace, name, key, data = request.namespace, request.name, request.key, request.data
+        partitions = request.partitions  # counted below when None
         plain_key, gzip_key, _ = _form_keys(key)
+        claim_only_if = request.claim_only_if
         if current is not None and claim_only_if is not None and claim_only_if not in current.labels:
             # Someone else's ConfigMap (an app's, a GitOps tool's): write the key and nothing else.
             # An owner reference would hand its lifetime to our resource (deleting the resource
             # would garbage-collect it), and our labels would overwrite theirs (managed-by).
-            labels, annotations, owner_references = {}, {}, ()
+            request = replace(request, labels={}, annotations={}, owner_references=())  # this attempt only
         budget = self.max_payload_bytes - other_payload(current, key)
 
         form: StoredForm
         plain: bytes | None = None
         compressed: bytearray | None = None
         if len(data) <= budget:
-            pretty_data = _pretty(data) if pretty else None
+            pretty_data = _pretty(data) if request.pretty else None
             if pretty_data is not None and len(pretty_data) <= budget:
                 plain = pretty_data
             elif _is_utf8(data):
@@ -224,7 +225,7 @@ class OffsetsConfigMapStore:
         hashed = bytes_hash(document) if len(document) < 1 << 20 else await asyncio.to_thread(bytes_hash, document)
         main_uid = current.uid if current is not None else ""
         if current is None and form is not StoredForm.SHARDED:
-            body = main_body(name, labels, annotations, owner_references)
+            body = main_body(name, request.labels, request.annotations, request.owner_references)
             if plain is not None:
                 body["data"] = {plain_key: plain.decode()}
             else:
@@ -242,14 +243,14 @@ class OffsetsConfigMapStore:
                     raise
                 current = None  # created meanwhile: fall through to the patch path
         if current is None and main_uid == "":
-            main_uid = await self._ensure_main(namespace, name, labels, annotations, owner_references)
+            main_uid = await self._ensure_main(request)
 
         shard_names: tuple[str, ...] = ()
         index_json: str | None = None
         if form is StoredForm.SHARDED:
             assert compressed is not None
             index = await self._write_shards(
-                namespace, name, key, data, compressed, partitions, labels, owner_references, main_uid
+                namespace, name, key, data, compressed, partitions, request.labels, request.owner_references, main_uid
             )
             shard_names = tuple(s.name for s in index.shards)
             index_json = index.to_json()
@@ -302,18 +303,12 @@ class OffsetsConfigMapStore:
             document_hash=document_hash,
         )
 
-    async def _ensure_main(
-        self,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        owner_references: Sequence[Mapping[str, Any]],
-    ) -> str:
+    async def _ensure_main(self, request: _WriteRequest) -> str:
         """Create the main ConfigMap without the key (shards need its uid); or find the uid."""
+        namespace, name = request.namespace, request.name
         try:
             return await self.kube.create_configmap_uid(
-                namespace, main_body(name, labels, annotations, owner_references)
+                namespace, main_body(name, request.labels, request.annotations, request.owner_references)
             )
         except KubernetesUnavailable as error:
             if error.status != 409:
