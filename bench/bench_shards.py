@@ -354,8 +354,62 @@ def measure(
     return Window(elapsed, checks, reconciled, cpu, rss)
 
 
-def fail_over(custom: Any, layout: Layout, replicas: dict[str, Replica], owned: dict[int, int]) -> dict[str, Any]:
-    """SIGKILL shard 0's active replica; when its standby takes over; shard 1 meanwhile."""
+_LOGGED_AT = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", re.MULTILINE)
+
+
+def _logged_at(line: bytes) -> float | None:
+    """Epoch seconds of a log line's ``[YYYY-mm-dd HH:MM:SS,mmm]`` prefix (kopf's and log4j's, UTC)."""
+    found = _LOGGED_AT.match(line)
+    if found is None:
+        return None
+    stamp = datetime.datetime.strptime(found.group(1).decode(), "%Y-%m-%d %H:%M:%S,%f")
+    return stamp.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def resumed_at(log: Path, since: float) -> float | None:
+    """When kopf last logged resuming after a pause at or after ``since`` (epoch): the standby's
+    take-over begins there (it resumes once the last of the dead peer's records has expired)."""
+    times = [
+        at
+        for line in log.read_bytes().splitlines()
+        if b"Resuming operations after the pause" in line and (at := _logged_at(line)) is not None and at >= since
+    ]
+    return max(times) if times else None
+
+
+def false_resumes(log: Path, until: float) -> int:
+    """How often a standby resumed before ``until`` (epoch): kopf resumes a standby when its active
+    peer's record looks expired, so before the kill each one is a moment of two active replicas."""
+    return sum(
+        1
+        for line in log.read_bytes().splitlines()
+        if b"Resuming operations after the pause" in line and (at := _logged_at(line)) is not None and at < until
+    )
+
+
+def timed_listings(log: Path, start: int) -> list[tuple[float, float]]:
+    """(sent, answered) epoch seconds of each snapshot listing in the worker's request log from
+    byte ``start``: log4j stamps the line when the answer is done, and its last field is the
+    request's milliseconds."""
+    pattern = re.compile(
+        rb'"GET /connectors\?expand=\S+ HTTP/[\d.]+" 200 \S+ "[^"]*" "connect-offsets-operator[^"]*" (\d+)'
+    )
+    with log.open("rb") as handle:
+        handle.seek(start)
+        lines = handle.read().splitlines()
+    timed = []
+    for line in lines:
+        found, at = pattern.search(line), _logged_at(line)
+        if found is not None and at is not None:
+            timed.append((at - int(found.group(1)) / 1000, at))
+    return timed
+
+
+def fail_over(
+    custom: Any, layout: Layout, replicas: dict[str, Replica], owned: dict[int, int], worker_log: Path
+) -> dict[str, Any]:
+    """SIGKILL shard 0's active replica; when its standby takes over, and where that time goes
+    (kopf's resume, the first snapshot listing); shard 1 meanwhile."""
     killed, standby = replicas["shard 0 active"], replicas["shard 0 standby"]
     survivors = [r for r in replicas.values() if r is not killed]
     base = standby.scrape()
@@ -363,9 +417,13 @@ def fail_over(custom: Any, layout: Layout, replicas: dict[str, Replica], owned: 
         raise RuntimeError("shard 0's standby: /metrics did not answer")
     found: dict[str, float] = {}
 
+    log_start = worker_log.stat().st_size
+    epoch: dict[str, float] = {}
+
     def kill() -> None:
         killed.stop(kill=True)
         found["killed"], at = time.monotonic(), time.time()
+        epoch["killed"] = at
         # Read after the kill: the records are final, and the standby cleans them only once expired.
         left = expiry(custom, layout.namespaces, 0, killed.priority, at)
         if left is not None:
@@ -387,6 +445,22 @@ def fail_over(custom: Any, layout: Layout, replicas: dict[str, Replica], owned: 
     while "all" not in found and time.monotonic() < deadline:
         watch(time.monotonic())
         time.sleep(0.5)
+    # Where the take-over's time went: kopf's resume, then the first listing of shard 0's worker
+    # (every check waits for a snapshot) after it.
+    found["standby_checks_before"] = base.checks + sum(
+        scraped.checks
+        for r in replicas.values()
+        if r.role == "standby" and r is not standby and (scraped := r.scrape()) is not None
+    )
+    found["false_resumes"] = {
+        label: false_resumes(r.op.log_path, epoch["killed"]) for label, r in replicas.items() if r.role == "standby"
+    }
+    resumed = resumed_at(standby.op.log_path, epoch["killed"])
+    if resumed is not None:
+        found["resumed"] = resumed - epoch["killed"]
+        after = [(sent, done) for sent, done in timed_listings(worker_log, log_start) if done >= resumed]
+        if after:
+            found["listing_sent"], found["listing_answered"] = (t - epoch["killed"] for t in after[0])
     print({"fail-over": found, "checks": window.checks, "cpu": window.cpu}, flush=True)
     return {"window": window, **{k: v for k, v in found.items() if k != "killed"}}
 
@@ -533,7 +607,7 @@ def main() -> int:
             for took in listings(worker.log, start, worker.log.stat().st_size)
         ]
         print({"steady": result["steady"]}, flush=True)
-        result["failover"] = fail_over(custom, layout, replicas, owned)
+        result["failover"] = fail_over(custom, layout, replicas, owned, workers[0].log)
         if "all" in result["failover"]:
             time.sleep(INTERVAL)  # the new active's first passes are over
             alive = [r for r in replicas.values() if r.op.process is not None]
@@ -598,6 +672,14 @@ def report(result: dict[str, Any], owned: dict[int, int]) -> None:
     took = "never" if first is None else f"{first:.1f} s"
     reaction = "" if first is None or expires is None else f", {first - expires:.1f} s after that expiry"
     in_time = verdict(first is not None and first <= LIFETIME + TAKEOVER_SLACK)
+    no_second_active = verdict(
+        sum((failover.get("false_resumes") or {}).values()) == 0 and failover.get("standby_checks_before", 0) == 0
+    )
+    resumes = ", ".join(f"{label} {n}" for label, n in (failover.get("false_resumes") or {}).items()) or "—"
+    secs = {
+        k: "—" if failover.get(k) is None else f"{failover[k]:.1f} s"
+        for k in ("resumed", "listing_sent", "listing_answered")
+    }
     before_1, during_1 = (
         steady.per_interval("shard 1 active", owned[1]),
         during.per_interval("shard 1 active", owned[1]),
@@ -658,12 +740,18 @@ includes its time as the active replica after the fail-over); steady RSS: the la
   and had reconciled all {owned[0]:,} of shard 0 at {"—" if all_done is None else f"{all_done:.1f} s"}. Target: within
   the peering lifetime, counted from the dead replica's last record (so at most {LIFETIME} s after the
   kill), plus {TAKEOVER_SLACK:g} s to resume: first check ≤ {LIFETIME + TAKEOVER_SLACK:g} s: {in_time}.
+  Where the time went (from the kill): kopf resumed the standby at {secs["resumed"]} (its log);
+  its first snapshot listing of shard 0's worker was sent at {secs["listing_sent"]} and answered at
+  {secs["listing_answered"]} (the worker's request log; every check waits for a snapshot).
 - Shard 1 unaffected: its active replica's checks per resource per interval {before_1:.2f} in the
   steady window, {during_1:.2f} over the {during.seconds:.0f} s from the kill (target ≥ {UNAFFECTED:.0%} of the
   steady value: {verdict(during_1 >= UNAFFECTED * before_1)}); its standby {standby_1:,.0f} checks \
 ({verdict(standby_1 == 0)}). CPU over
   that window: {cpu_during}.
 {after_line}
+- Standbys before the kill (a standby that resumes while its active replica lives makes two active
+  replicas of one shard): kopf resumed them {resumes} times, and they had made
+  {failover.get("standby_checks_before", 0):,.0f} checks (target 0 and 0: {no_second_active}).
 - Connect's snapshot listings (`GET /connectors?expand=status&expand=info`, every connector of the
   worker: one per replica per interval, shared by the ConnectClusters naming it) in the steady
   window: {listed}.
