@@ -3,7 +3,8 @@
 Between the kopf handlers (``handlers/``, which only feed it watch events) and the reconcile layer
 (``reconcile/``, one pass per key). ``queue`` (dedup, delays, back-off, fairness across namespaces,
 a cap per Connect cluster) -> ``sharding`` (which replica takes which ConnectCluster) and ``core``
-(the workers, what wakes which key, presence under kopf peering). See docs/architecture.md.
+(the workers, what wakes which key, presence under kopf peering); ``memory`` gives what a burst
+freed back to the OS. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from connect_offsets.controller.core import LAG, Controller, Presence, next_check_delay
+from connect_offsets.controller.memory import TRIM_INTERVAL_S, return_freed_memory
 from connect_offsets.controller.queue import Key, WorkQueue
 from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers
 
@@ -18,6 +20,7 @@ __all__ = [
     "DEFAULT_WORKERS",
     "FINALIZER",
     "LAG",
+    "TRIM_INTERVAL_S",
     "Controller",
     "ControllerSettings",
     "Key",
@@ -27,6 +30,7 @@ __all__ = [
     "cluster_of",
     "drop_stale_finalizers",
     "next_check_delay",
+    "return_freed_memory",
 ]
 
 #: Workers by default: passes mostly wait for Connect and the API server, so more than the 2 cores
