@@ -68,3 +68,31 @@ def test_managed_fields_are_not_kept() -> None:
     assert got is not None and "managedFields" not in got["metadata"]
     assert got["metadata"]["annotations"] == {"a": "b"} and got["metadata"]["resourceVersion"] == "3"
     assert sent["metadata"]["managedFields"] == managed  # the caller's body is left as it was
+
+
+def test_bodies_are_copied_at_every_level() -> None:
+    """copy_tree replaces copy.deepcopy for bodies: every dict and list is new, atoms are shared,
+    and whatever is not JSON is still deep-copied."""
+
+    class Odd:
+        def __init__(self) -> None:
+            self.items = [1]
+
+    original = {
+        "metadata": {"labels": {"a": "1"}, "finalizers": ["f"]},
+        "spec": {"n": 1, "x": None, "f": 1.5},
+        "odd": Odd(),
+        "tags": {"t"},
+    }
+    copied = resource_cache.copy_tree(original)
+    assert copied.keys() == original.keys() and copied["metadata"] == original["metadata"]
+    assert copied["spec"] == original["spec"] and copied["tags"] == {"t"}
+    for path in (("metadata",), ("metadata", "labels"), ("metadata", "finalizers"), ("spec",), ("odd",), ("tags",)):
+        a, b = copied, original
+        for step in path:
+            a, b = a[step], b[step]
+        assert a is not b, path
+    assert copied["odd"].items == [1] and copied["odd"].items is not original["odd"].items
+    copied["metadata"]["labels"]["a"] = "2"
+    copied["metadata"]["finalizers"].append("g")
+    assert original["metadata"] == {"labels": {"a": "1"}, "finalizers": ["f"]}
