@@ -236,3 +236,28 @@ async def test_a_step_that_cannot_be_done_now_ends_the_pass_as_transient(stack: 
     assert (ready.status, ready.reason) == ("False", "ConnectError")
     assert f"DELETE {OFFSETS_PATH}" not in stack.connect.changes()
     assert stack.connect.connectors[NAME].offsets == position(30)
+
+
+async def test_a_request_withdrawn_while_the_cache_lags_changes_nothing(stack: Stack) -> None:
+    """The pass plans from the watch cache, which may lag one event: the user's withdrawal of an
+    alter. The GET that confirms the request (sent beside the pass's first reads, issue 35) sees
+    it, and nothing is backed up or changed; the next pass, on the withdrawal's event, finds
+    nothing to do."""
+    await stack.created("stopped")
+    await stack.put_document(document(position(6)))
+    stack.annotate(connector_offsets="alter")
+    stack.kube.watch_paused = True  # the withdrawal's event has not arrived
+    del stack.kube.resource(CONNECTORS, NS, NAME)["metadata"]["annotations"][ANNOTATION_OFFSETS]
+    gets = stack.kube.resource_gets
+
+    await stack.reconcile()
+
+    assert stack.kube.resource_gets == gets + 1  # the confirming GET, once
+    assert stack.backups() == {}
+    assert stack.connect.changes() == []
+    assert stack.connect.connectors[NAME].offsets == position(30)
+    stack.kube.watch_paused = False
+    stack.kube.annotate(CONNECTORS, NS, NAME)  # the event arrives
+    await stack.reconcile()
+    assert stack.connect.changes() == [] and stack.backups() == {}
+    assert "lastOffsetsOperation" not in stack.status()

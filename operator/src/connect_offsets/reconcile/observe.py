@@ -26,7 +26,7 @@ from connect_offsets.reconcile.backups import pinned_restore, restore_source
 from connect_offsets.reconcile.clusters import ClusterUnusable
 from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.snapshots import ConnectorRead
-from connect_offsets.vocabulary import ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
+from connect_offsets.vocabulary import ANNOTATION_DRY_RUN, ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -46,6 +46,9 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         alter_source = target.alter_configmap
     # What Connect holds and the documents to apply do not depend on each other: read both at once
     # (one round trip less on an alter's path, issue 35).
+    dry_run_request = target.annotations.get(ANNOTATION_DRY_RUN) == "true"
+    if pending is None and operation in ("alter", "reset", "restore") and not dry_run_request:
+        p.read_resource_soon()  # the request is confirmed before offsets change (Pass.confirm_request)
     connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation))
     documents: tuple[OffsetsConfigMap | None, OffsetsConfigMap | None] = (None, None)
     if dry_run_source is None and alter_source is None:
