@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -22,16 +23,19 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from connect_offsets.clients.kubernetes import KubernetesApi
+from connect_offsets.clients.annotations_patch import finalizers_patch
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import (
     FINALIZER,
     Controller,
     ControllerSettings,
+    OrphanedDeletions,
     Presence,
     Shard,
     WorkQueue,
     drop_stale_finalizers,
+    orphaned_deletion,
 )
 from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
 from connect_offsets.reconcile.runner import accounted_view
@@ -489,3 +493,86 @@ def test_kopf_keeps_no_diff_base() -> None:
         patch=patch,
     )
     assert cause.reason is Reason.NOOP
+
+
+def deleting(*finalizers: str) -> dict[str, Any]:
+    made = body(2)
+    made["metadata"]["deletionTimestamp"] = "2026-11-27T00:00:00Z"
+    made["metadata"]["finalizers"] = list(finalizers)
+    return made
+
+
+def test_an_orphaned_deletion_is_one_that_waits_only_on_our_stale_finalizers() -> None:
+    own = f"{FINALIZER}-shard-0"
+    assert orphaned_deletion(deleting(FINALIZER, "other.io/keep"), own)  # sharding turned on
+    assert orphaned_deletion(deleting(f"{FINALIZER}-shard-1"), FINALIZER)  # turned off again
+    assert not orphaned_deletion(deleting(FINALIZER, own), own)  # kopf runs the delete handler
+    assert not orphaned_deletion(deleting("other.io/keep"), own)  # nothing of ours holds it
+    living = body(2)
+    living["metadata"]["finalizers"] = [FINALIZER]
+    assert not orphaned_deletion(living, own)  # not being deleted: the owner adds its own first
+
+
+def test_the_finalizers_patch_removes_by_place_behind_a_test() -> None:
+    patch = json.loads(
+        finalizers_patch([FINALIZER, "other.io/keep", f"{FINALIZER}-shard-1"], {FINALIZER, f"{FINALIZER}-shard-1"})
+    )
+    assert patch == [
+        {"op": "test", "path": "/metadata/finalizers/2", "value": f"{FINALIZER}-shard-1"},
+        {"op": "remove", "path": "/metadata/finalizers/2"},
+        {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]
+
+
+async def test_an_orphaned_deletion_runs_its_delete_logic_once_then_releases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleted before its owner added its finalizer (after sharding was turned on), a resource waits
+    only on a stale finalizer of ours, and kopf runs no delete handler for it: the owner's
+    controller runs the delete logic once and removes the stale finalizers; a failed release is
+    tried again without running the delete logic again."""
+    monkeypatch.setattr("connect_offsets.controller.queue.BASE_DELAY_S", 0.01)
+    ran: list[tuple[str, str, bool]] = []
+    released: list[set[str]] = []
+    failures = [1]
+
+    async def run(plural: str, namespace: str, name: str, body: dict[str, Any], give_up: bool) -> str:
+        ran.append((plural, name, give_up))
+        return "connector deleted in Connect"
+
+    async def release(plural: str, namespace: str, name: str, finalizers: set[str]) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise KubernetesUnavailable("patch: 500", status=500)
+        released.append(finalizers)
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        return Outcome()
+
+    own = Shard(0, 2) if Shard(0, 2).owns((NS, "local")) else Shard(1, 2)
+    made = Controller(
+        cast(KubernetesApi, Kube()),
+        {CONNECTORS: reconcile},
+        drift_interval=DRIFT,
+        workers=2,
+        shard=own,
+        orphaned_deletions=OrphanedDeletions(run=run, release=release),
+    )
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, deleting(FINALIZER, "other.io/keep"))
+        assert await until(lambda: len(released) == 1)
+        assert ran == [(CONNECTORS, NAME, False)]
+        assert released == [{FINALIZER}]
+        await asyncio.sleep(0.05)
+        assert len(ran) == 1 and len(released) == 1
+        # Its own finalizer on: kopf's delete handler runs it, the controller does nothing.
+        made.observe(
+            CONNECTORS,
+            NS,
+            "other",
+            {**deleting(own.finalizer), "metadata": {**deleting(own.finalizer)["metadata"], "name": "other"}},
+        )
+        await asyncio.sleep(0.05)
+        assert len(ran) == 1
+    finally:
+        await made.stop()

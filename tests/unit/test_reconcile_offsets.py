@@ -16,6 +16,7 @@ done now (StepUnavailable) ends the pass as transient without the change.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
@@ -261,3 +262,30 @@ async def test_a_request_withdrawn_while_the_cache_lags_changes_nothing(stack: S
     await stack.reconcile()
     assert stack.connect.changes() == [] and stack.backups() == {}
     assert "lastOffsetsOperation" not in stack.status()
+
+
+async def test_a_confirming_get_the_pass_did_not_use_is_not_left_behind() -> None:
+    """The GET sent early for ``confirm_request`` is cancelled when the pass ends without it (a
+    refused request, a plan that changes nothing): no task outlives its pass."""
+    from typing import Any, cast
+
+    from connect_offsets.reconcile.context import Pass, StatusSink
+
+    class SlowKube:
+        gets = 0
+
+        async def fresh_resource(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+            SlowKube.gets += 1
+            await asyncio.Event().wait()  # an API server that does not answer
+            return None
+
+    body = {"kind": "KafkaConnector", "metadata": {"namespace": NS, "name": NAME}}
+    none = cast(Any, None)
+    p = Pass(cast(Any, SlowKube()), none, none, body, none, none, datetime.now(UTC), StatusSink(None))
+    p.read_resource_soon()
+    p.read_resource_soon()  # one GET however often asked
+    await asyncio.sleep(0)
+    [sent] = p._fresh
+    p.drop_unused_reads()
+    await asyncio.sleep(0)
+    assert sent.cancelled() and SlowKube.gets == 1 and not p._fresh

@@ -42,6 +42,7 @@ __all__ = [
     "CLUSTER_NAMESPACE_LABEL",
     "CONNECTORS",
     "DRY_RUN_KEY",
+    "LABEL_VALUE_MAX",
     "LAST_OWNER_LABEL",
     "MAX_QUOTED_TEXT",
     "MIRRORS",
@@ -58,6 +59,7 @@ __all__ = [
     "dry_run_key",
     "iso",
     "java_string",
+    "label_value",
 ]
 
 API_GROUP = "connect-offsets.io"
@@ -246,3 +248,22 @@ def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
         tuple(sorted((meta.get("labels") or {}).items())),
         meta.get("deletionTimestamp"),
     )
+
+
+#: Kubernetes refuses a label value longer than this (a resource name may be up to 253).
+LABEL_VALUE_MAX = 63
+
+
+def label_value(name: str) -> str:
+    """A resource name as a label value: itself when it fits, else a prefix and its hash.
+
+    Why: object names may be DNS subdomains of 253 characters, label values at most 63, and a
+    resource whose name went into a label as it is could never be backed up or listed. Every
+    selector goes through this function too, so the two always agree; names of 63 characters or
+    fewer keep their old label values. The full name stays in the object's annotations.
+    """
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    digest = short_hash(name, 12)
+    # A label value must start and end with an alphanumeric character.
+    return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"

@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["PATCH_TIMEOUT_S", "annotations_patch", "go_json_string", "send_json_patch"]
+__all__ = ["PATCH_TIMEOUT_S", "annotations_patch", "finalizers_patch", "go_json_string", "send_json_patch"]
 
 #: A value-guarded annotation patch waits this long for the API server (the client's other calls
 #: use kopf's and the kubernetes client's defaults; this one is sent by hand).
@@ -44,6 +44,18 @@ def go_json_string(value: str) -> str:
 def _pointer(key: str) -> str:
     """An annotation key as a JSON pointer segment under /metadata/annotations (RFC 6901)."""
     return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def finalizers_patch(finalizers: list[str], remove: set[str]) -> bytes:
+    """A JSON patch removing each of ``remove`` from ``finalizers`` (the list as read), each by its
+    index behind a ``test`` of its value: the API server refuses the whole patch (422) if the list
+    changed since it was read, and nothing else is touched. Indices from the last, so each stays valid."""
+    ops: list[str] = []
+    for index in reversed([i for i, name in enumerate(finalizers) if name in remove]):
+        path = json.dumps(f"/metadata/finalizers/{index}")
+        ops.append(f'{{"op":"test","path":{path},"value":{go_json_string(finalizers[index])}}}')
+        ops.append(f'{{"op":"remove","path":{path}}}')
+    return ("[" + ",".join(ops) + "]").encode()
 
 
 def annotations_patch(remove: dict[str, str], add: dict[str, str], *, has_annotations: bool) -> bytes:

@@ -30,12 +30,12 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from connect_offsets.clients.annotations_patch import annotations_patch, send_json_patch
+from connect_offsets.clients.annotations_patch import annotations_patch, finalizers_patch, send_json_patch
 from connect_offsets.clients.credentials import CredentialsRefused, Destination, check_secret_use
 from connect_offsets.clients.kubernetes_core import CoreApi
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
-from connect_offsets.vocabulary import API_GROUP, API_VERSION, MAX_QUOTED_TEXT, short_hash
+from connect_offsets.vocabulary import API_GROUP, API_VERSION, LABEL_VALUE_MAX, MAX_QUOTED_TEXT, label_value
 
 __all__ = [
     "CONFLICT_ATTEMPTS",
@@ -61,24 +61,6 @@ JsonObject = dict[str, Any]
 #: pool has connections by default (cpu count x 5) would wait on connections, not on the API server.
 KUBE_THREADS = 8
 _KUBE_POOL = ThreadPoolExecutor(max_workers=KUBE_THREADS, thread_name_prefix="kube")
-
-#: Kubernetes refuses a label value longer than this (a resource name may be up to 253).
-LABEL_VALUE_MAX = 63
-
-
-def label_value(name: str) -> str:
-    """A resource name as a label value: itself when it fits, else a prefix and its hash.
-
-    Why: object names may be DNS subdomains of 253 characters, label values at most 63, and a
-    resource whose name went into a label as it is could never be backed up or listed. Every
-    selector goes through this function too, so the two always agree; names of 63 characters or
-    fewer keep their old label values. The full name stays in the object's annotations.
-    """
-    if len(name) <= LABEL_VALUE_MAX:
-        return name
-    digest = short_hash(name, 12)
-    # A label value must start and end with an alphanumeric character.
-    return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"
 
 
 class KubernetesError(ConnectOffsetsError):
@@ -173,8 +155,7 @@ def load_api_client() -> client.ApiClient:
 
 def _describe(error: ApiException) -> str:
     try:
-        body = json.loads(error.body or "{}")
-        return str(body.get("message") or error.reason)
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
     except (ValueError, TypeError):
         return str(error.reason)
 
@@ -542,6 +523,25 @@ class KubernetesApi:
             self.cache.observe(plural, namespace, name, answer, watched=False)
             return keys
         raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: values kept changing")
+
+    async def remove_finalizers(self, plural: str, namespace: str, name: str, remove: set[str]) -> None:
+        """Remove those of ``remove`` still there, each guarded (``finalizers_patch``); 404: done."""
+        what = f"remove finalizers {', '.join(sorted(remove))} from {plural} {namespace}/{name}"
+        path = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{plural}/{name}"
+        for attempt in range(CONFLICT_ATTEMPTS):
+            body = await (self.cached_resource if attempt == 0 else self.fresh_resource)(plural, namespace, name)
+            held = list((body or {}).get("metadata", {}).get("finalizers") or [])
+            if not remove.intersection(held):
+                return
+            try:
+                answer = await self._call(what, send_json_patch, self._client, path, finalizers_patch(held, remove))
+            except KubernetesRejected as error:
+                if error.status in (404, 422):  # gone, or the list changed since it was read
+                    continue
+                raise
+            self.cache.observe(plural, namespace, name, answer, watched=False)
+            return
+        raise KubernetesUnavailable(f"{what}: the finalizers kept changing")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: JsonObject) -> JsonObject | None:
         """Merge-patch the status subresource; the answer (the whole resource, returned) refreshes the

@@ -11,25 +11,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from connect_offsets.controller.core import LAG, Controller, Presence, next_check_delay
+from connect_offsets.controller.core import (
+    DELETE_ATTEMPTS,
+    LAG,
+    Controller,
+    OrphanedDeletions,
+    Presence,
+    next_check_delay,
+)
 from connect_offsets.controller.memory import TRIM_INTERVAL_S, return_freed_memory
 from connect_offsets.controller.queue import Key, WorkQueue
-from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers
+from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers, orphaned_deletion
 
 __all__ = [
     "DEFAULT_WORKERS",
+    "DELETE_ATTEMPTS",
     "FINALIZER",
     "LAG",
     "TRIM_INTERVAL_S",
     "Controller",
     "ControllerSettings",
     "Key",
+    "OrphanedDeletions",
     "Presence",
     "Shard",
     "WorkQueue",
     "cluster_of",
     "drop_stale_finalizers",
     "next_check_delay",
+    "orphaned_deletion",
     "return_freed_memory",
 ]
 

@@ -35,22 +35,49 @@ from prometheus_client import Histogram
 from connect_offsets import metrics
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.controller.queue import Key, WorkQueue
-from connect_offsets.controller.sharding import Shard, cluster_of
+from connect_offsets.controller.sharding import Shard, cluster_of, orphaned_deletion, stale_finalizers
+from connect_offsets.errors import ConnectOffsetsError
+from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, request_view
 
-__all__ = ["LAG", "MIN_DRIFT_GAP", "Controller", "Presence", "Reconcilers", "next_check_delay"]
+__all__ = [
+    "DELETE_ATTEMPTS",
+    "LAG",
+    "MIN_DRIFT_GAP",
+    "Controller",
+    "OrphanedDeletions",
+    "Presence",
+    "Reconcilers",
+    "next_check_delay",
+]
 
 log = logging.getLogger(__name__)
 
 #: The key kind of a KafkaMirrorMaker2's replication-lag measurements.
 LAG = "replication-lag"
 
+#: The key kinds of deletions kopf will not run (``sharding.orphaned_deletion``), by the resource's plural.
+DELETIONS = {CONNECTORS: "deletion-kafkaconnectors", MIRRORS: "deletion-kafkamirrormaker2s"}
+_DELETION_OF = {kind: plural for plural, kind in DELETIONS.items()}
+
+#: A deletion's delete logic is tried this often before the resource is released anyway (the
+#: delete handlers' retries too): an unreachable Connect cluster must not block a namespace's
+#: deletion for ever.
+DELETE_ATTEMPTS = 8
+
 #: The shortest wait between two drift checks of one resource, as a share of the drift interval.
 MIN_DRIFT_GAP = 0.2
 
 #: The metrics' name of each key kind.
-KINDS = {CONNECTORS: "KafkaConnector", MIRRORS: "KafkaMirrorMaker2", CLUSTERS: "ConnectCluster", LAG: "ReplicationLag"}
+KINDS = {
+    CONNECTORS: "KafkaConnector",
+    MIRRORS: "KafkaMirrorMaker2",
+    CLUSTERS: "ConnectCluster",
+    LAG: "ReplicationLag",
+    DELETIONS[CONNECTORS]: "KafkaConnectorDeletion",
+    DELETIONS[MIRRORS]: "KafkaMirrorMaker2Deletion",
+}
 
 
 def next_check_delay(outcome: Outcome, failures: int, drift_interval: float, elapsed: float) -> float:
@@ -104,6 +131,17 @@ Reconcilers = Mapping[str, Callable[[str, str], Awaitable[Outcome]]]
 LagMeasure = Callable[[Mapping[str, Any]], Awaitable[tuple[float, bool]]]
 
 
+@dataclass(frozen=True)
+class OrphanedDeletions:
+    """How the owner finishes a deletion kopf will not run (``sharding.orphaned_deletion``): the
+    resource's delete logic, as its delete handler runs it, then the release of our stale finalizers."""
+
+    #: (plural, namespace, name, body, give_up) -> what was done; DeletionPending: not yet.
+    run: Callable[[str, str, str, dict[str, Any], bool], Awaitable[str]]
+    #: (plural, namespace, name, finalizers): remove these finalizers.
+    release: Callable[[str, str, str, set[str]], Awaitable[None]]
+
+
 class Controller:
     """Workers, the queue, and what wakes which key."""
 
@@ -119,6 +157,7 @@ class Controller:
         presence: Presence | None = None,
         measure_lag: LagMeasure | None = None,
         forget_lag: Callable[[str, str], None] | None = None,
+        orphaned_deletions: OrphanedDeletions | None = None,
     ) -> None:
         self.kube = kube
         self.reconcilers = reconcilers
@@ -128,6 +167,9 @@ class Controller:
         self.presence = presence or Presence()
         self.measure_lag = measure_lag
         self.forget_lag = forget_lag
+        self.orphaned_deletions = orphaned_deletions
+        #: Orphaned deletions whose delete logic ran: a failed release does not run it again.
+        self._deletion_ran: set[Key] = set()
         cap = cluster_workers if cluster_workers is not None else max(1, self.workers // 2)
         self.queue = WorkQueue(cluster_of=self._cluster, cluster_cap=cap)
         self._seen: dict[Key, tuple[Any, ...] | None] = {}
@@ -149,6 +191,12 @@ class Controller:
         if not self.owns(key):
             self.forget(key)  # another shard's (its ConnectCluster label may just have changed)
             return False
+        if (
+            plural in DELETIONS
+            and self.orphaned_deletions is not None
+            and orphaned_deletion(body, self.shard.finalizer)
+        ):
+            self.queue.add((DELETIONS[plural], namespace, name))
         view = request_view(body)
         if key not in self._seen and plural == MIRRORS and self.measure_lag is not None:
             self.queue.add((LAG, namespace, name))
@@ -164,6 +212,10 @@ class Controller:
         self._seen.pop(key, None)
         self._configmaps.pop(key, None)
         self._connectors.pop(key, None)
+        if key[0] in DELETIONS:
+            deletion = (DELETIONS[key[0]], key[1], key[2])
+            self.queue.remove(deletion)
+            self._deletion_ran.discard(deletion)
         if key[0] == MIRRORS:
             self.queue.remove((LAG, key[1], key[2]))
             if self.forget_lag is not None:
@@ -245,6 +297,9 @@ class Controller:
         if plural == LAG:
             await self._measure_lag(key)
             return
+        if plural in _DELETION_OF:
+            await self._finish_deletion(key)
+            return
         if self.kube.cache.resource_version(plural, namespace, name) is None:
             return  # gone (deleted, or never seen): nothing to check, nothing to schedule
         started = time.monotonic()
@@ -285,12 +340,46 @@ class Controller:
             self.queue.add((MIRRORS, namespace, name))
         self.queue.add_after(key, delay)
 
+    async def _finish_deletion(self, key: Key) -> None:
+        """Run the delete logic of a resource kopf will not (``sharding.orphaned_deletion``) once,
+        then release it; with back-off while Connect or the API server fails, and after
+        ``DELETE_ATTEMPTS`` the delete logic gives up as the delete handlers do."""
+        kind, namespace, name = key
+        plural = _DELETION_OF[kind]
+        body = self.kube.cache.get(plural, namespace, name)
+        deletions = self.orphaned_deletions
+        if body is None or deletions is None or not orphaned_deletion(body, self.shard.finalizer):
+            self.queue.forget(key)
+            return
+        try:
+            if key not in self._deletion_ran:
+                give_up = self.queue.failures(key) >= DELETE_ATTEMPTS - 1
+                result = await deletions.run(plural, namespace, name, body, give_up)
+                self._deletion_ran.add(key)
+                log.info(
+                    "%s [%s %s/%s, deleted before its owner's finalizer was on it]",
+                    result,
+                    KINDS[plural],
+                    namespace,
+                    name,
+                )
+            await deletions.release(plural, namespace, name, set(stale_finalizers(body, self.shard.finalizer)))
+        except DeletionPending as error:  # the connector is stopping (offsetsOnDelete: reset)
+            self.queue.add_after(key, error.delay)
+        except (ConnectOffsetsError, KubernetesError) as error:
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "deletion failed, retrying in %.0fs: %s [%s %s/%s]", delay, error, KINDS[plural], namespace, name
+            )
+        else:
+            self.queue.forget(key)
+
     # --- inside ---------------------------------------------------------------------------------
 
     def _cluster(self, key: Key) -> tuple[str, str] | None:
         """The ConnectCluster a key is bound to, from its cached body (None: not cached)."""
         plural, namespace, name = key
-        resource = MIRRORS if plural == LAG else plural
+        resource = MIRRORS if plural == LAG else _DELETION_OF.get(plural, plural)
         labels = self.kube.cache.labels(resource, namespace, name)
         if labels is None:
             return None

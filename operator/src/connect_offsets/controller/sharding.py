@@ -15,7 +15,7 @@ from typing import Any
 
 from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CLUSTERS
 
-__all__ = ["FINALIZER", "Shard", "cluster_of", "drop_stale_finalizers"]
+__all__ = ["FINALIZER", "Shard", "cluster_of", "drop_stale_finalizers", "orphaned_deletion", "stale_finalizers"]
 
 #: The finalizer of an operator that is not sharded; a shard's is this with ``-shard-INDEX``.
 FINALIZER = f"{API_GROUP}/finalizer"
@@ -60,12 +60,27 @@ class Shard:
         return self.owns(cluster_of(plural, namespace, name, labels))
 
 
-def drop_stale_finalizers(body: dict[str, Any], keep: str) -> None:
-    """Remove from ``body`` our finalizers other than ``keep``: those an operator with another shard
-    count put on (``FINALIZER`` before sharding was turned on, a ``-shard-N`` one after it was turned
+def stale_finalizers(body: Mapping[str, Any], keep: str) -> list[str]:
+    """Our finalizers on ``body`` other than ``keep``: those an operator with another shard count
+    put on (``FINALIZER`` before sharding was turned on, a ``-shard-N`` one after it was turned
     off). No replica uses those names any more, so each would block the resource's deletion for
-    good; the owner removes them once its delete logic has run (a kopf patch function)."""
+    good; the owner removes them once its delete logic has run."""
+    finalizers = (body.get("metadata") or {}).get("finalizers") or []
+    return [f for f in finalizers if f != keep and (f == FINALIZER or f.startswith(f"{FINALIZER}-shard-"))]
+
+
+def drop_stale_finalizers(body: dict[str, Any], keep: str) -> None:
+    """Remove ``stale_finalizers`` from ``body`` (a kopf patch function of the delete handlers)."""
     finalizers = body.get("metadata", {}).get("finalizers", [])
-    stale = [f for f in finalizers if f != keep and (f == FINALIZER or f.startswith(f"{FINALIZER}-shard-"))]
-    for finalizer in stale:
+    for finalizer in stale_finalizers(body, keep):
         finalizers.remove(finalizer)
+
+
+def orphaned_deletion(body: Mapping[str, Any], keep: str) -> bool:
+    """A resource being deleted that waits only on our stale finalizers, not on ``keep``: kopf runs
+    delete handlers for its own finalizer only, so nobody would run the delete logic or release
+    the resource (it was deleted before its owner, after a change of the shard count, added
+    ``keep``; a finalizer cannot be added once deletion has begun)."""
+    metadata = body.get("metadata") or {}
+    finalizers = metadata.get("finalizers") or []
+    return bool(metadata.get("deletionTimestamp")) and keep not in finalizers and bool(stale_finalizers(body, keep))

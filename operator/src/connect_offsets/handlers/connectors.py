@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from connect_offsets.clients.connect import ConnectError
+from connect_offsets.controller import DELETE_ATTEMPTS
 from connect_offsets.errors import TransientError
 from connect_offsets.handlers.startup import OperatorState, drop_stale_finalizers_after, state_of, this_shard
 from connect_offsets.reconcile.deletion import DeletionPending
@@ -21,8 +22,9 @@ __all__: list[str] = []
 
 PLURAL = CONNECTORS
 #: Deleting in Connect is retried this often before the finalizer is released anyway, so that an
-#: unreachable or deleted Connect cluster cannot block namespace deletion forever.
-DELETE_RETRIES = 8
+#: unreachable or deleted Connect cluster cannot block namespace deletion forever (as many as the
+#: controller's attempts at a deletion kopf does not run, ``controller.DELETE_ATTEMPTS``).
+DELETE_RETRIES = DELETE_ATTEMPTS
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

@@ -22,6 +22,7 @@ from connect_offsets.controller import (
     TRIM_INTERVAL_S,
     Controller,
     ControllerSettings,
+    OrphanedDeletions,
     Presence,
     drop_stale_finalizers,
     return_freed_memory,
@@ -195,6 +196,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         tick = await monitor.measure(body)
         return tick.delay, tick.changed
 
+    async def run_deletion(plural: str, namespace: str, name: str, body: dict[str, Any], give_up: bool) -> str:
+        service = connectors if plural == CONNECTORS else mirrors
+        return await service.delete(namespace, name, body, give_up=give_up)
+
     chosen = CONTROLLER_SETTINGS
     controller = Controller(
         kube,
@@ -206,6 +211,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         presence=Presence(standalone=not chosen.peering),
         measure_lag=measure_lag,
         forget_lag=monitor.forget,
+        orphaned_deletions=OrphanedDeletions(run=run_deletion, release=kube.remove_finalizers),
     )
     controller_cell.append(controller)
     memo["state"] = OperatorState(

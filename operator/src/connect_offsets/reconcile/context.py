@@ -225,6 +225,12 @@ class Pass:
             future.add_done_callback(lambda done: done.cancelled() or done.exception())
             self._fresh.append(future)
 
+    def drop_unused_reads(self) -> None:
+        """The pass is over: a ``read_resource_soon`` GET it did not use is not waited for."""
+        for future in self._fresh:
+            future.cancel()
+        self._fresh.clear()
+
     async def _read_resource(self) -> dict[str, Any] | None:
         meta = self.body["metadata"]
         plural = PLURALS[str(self.body.get("kind", "KafkaConnector"))]

@@ -85,6 +85,13 @@ class TargetRunner:
             sources=sources,
         )
         try:
+            return await self._run(p)
+        finally:
+            p.drop_unused_reads()
+
+    async def _run(self, p: Pass) -> TargetResult:
+        target, body, sink, now = p.target, p.body, p.sink, p.now
+        try:
             observed, digest = await observe(p)
         except ConnectError as error:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
