@@ -1,14 +1,15 @@
-"""Freed memory is given back to the OS (controller/memory.py): off the event loop, periodically,
+"""Freed memory is given back to the OS (controller/memory.py): off the event loop, after RSS grew,
 and not at all where it is turned off or the C library has no malloc_trim."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
-from connect_offsets.controller.memory import malloc_trim, return_freed_memory
+from connect_offsets.controller.memory import TRIM_GROWTH_BYTES, malloc_trim, resident_bytes, return_freed_memory
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +22,8 @@ async def test_trims_periodically_in_a_thread() -> None:
         threads.append(threading.get_ident())
         return 1
 
-    task = asyncio.create_task(return_freed_memory(0.01, trim))
+    # RSS unknown (no /proc): a trim every interval.
+    task = asyncio.create_task(return_freed_memory(0.01, trim, rss=lambda: None))
     for _ in range(200):
         await asyncio.sleep(0.01)
         if len(threads) >= 3:
@@ -49,3 +51,44 @@ def test_glibc_trim_is_found_and_runs() -> None:
     trim = malloc_trim()
     assert trim is not None  # this machine's Python runs on glibc
     assert trim() in (0, 1)
+
+
+async def test_a_steady_process_is_not_trimmed_again_until_it_grows() -> None:
+    """A trim pauses the loop's allocations while it walks the heap: after the first one, another
+    only once RSS has grown by TRIM_GROWTH_BYTES (a burst), not every interval."""
+    trims: list[int] = []
+    resident = [500 << 20]
+
+    def trim() -> int:
+        trims.append(resident[0])
+        resident[0] = 200 << 20  # what the trim gave back
+        return 1
+
+    task = asyncio.create_task(return_freed_memory(0.01, trim, rss=lambda: resident[0]))
+    try:
+        assert await until(lambda: len(trims) == 1)
+        await asyncio.sleep(0.1)
+        assert len(trims) == 1  # steady at 200 MiB: nothing to do
+        resident[0] = (200 << 20) + TRIM_GROWTH_BYTES - 1
+        await asyncio.sleep(0.1)
+        assert len(trims) == 1
+        resident[0] = (200 << 20) + TRIM_GROWTH_BYTES  # a burst
+        assert await until(lambda: len(trims) == 2)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_resident_bytes_reads_this_process() -> None:
+    found = resident_bytes()
+    assert found is not None and found > 10 << 20
+
+
+async def until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
