@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 
 import pytest
 
 from connect_offsets.controller.memory import TRIM_GROWTH_BYTES, malloc_trim, resident_bytes, return_freed_memory
+from tests.unit.test_controller import until
 
 pytestmark = pytest.mark.unit
 
@@ -83,12 +83,3 @@ async def test_a_steady_process_is_not_trimmed_again_until_it_grows() -> None:
 def test_resident_bytes_reads_this_process() -> None:
     found = resident_bytes()
     assert found is not None and found > 10 << 20
-
-
-async def until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return condition()
