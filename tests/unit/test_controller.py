@@ -41,6 +41,7 @@ from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
 from connect_offsets.reconcile.runner import accounted_view
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
+from tests.polling import until
 
 pytestmark = pytest.mark.unit
 
@@ -242,15 +243,6 @@ def controller(
         shard=shard,
     )
     return made, kube
-
-
-async def until(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return condition()
 
 
 async def test_a_resource_is_checked_on_its_timer_and_at_once_when_woken() -> None:

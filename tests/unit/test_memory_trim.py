@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from connect_offsets.controller.memory import TRIM_GROWTH_BYTES, malloc_trim, resident_bytes, return_freed_memory
-from tests.unit.test_controller import until
+from tests.polling import until
 
 pytestmark = pytest.mark.unit
 
