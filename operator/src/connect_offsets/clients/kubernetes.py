@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.annotations_patch import annotations_patch, finalizers_patch, send_json_patch
 from connect_offsets.clients.credentials import CredentialsRefused, Destination, check_secret_use
-from connect_offsets.clients.kubernetes_core import CoreApi
+from connect_offsets.clients.kubernetes_core import CoreApi, event_body
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.errors import ConnectOffsetsError, TransientError, UserError
 from connect_offsets.vocabulary import API_GROUP, API_VERSION, LABEL_VALUE_MAX, MAX_QUOTED_TEXT, label_value
@@ -496,52 +496,64 @@ class KubernetesApi:
         object is read again and the keys that still match are tried. 404: nothing to do.
         """
         what = ", ".join(expected) or ", ".join(set_also or {})
-        for attempt in range(CONFLICT_ATTEMPTS):
-            body = await (self.cached_resource if attempt == 0 else self.fresh_resource)(plural, namespace, name)
-            if body is None:
-                return []
+
+        def removal(body: dict[str, Any]) -> tuple[bytes, list[str]] | None:
             current = body["metadata"].get("annotations") or {}
             keys = [key for key, value in expected.items() if current.get(key) == value]
             marks = {k: v for k, v in (set_also or {}).items() if current.get(k) != v}
             if not keys and not marks:
-                return []
+                return None
             patch = annotations_patch({key: expected[key] for key in keys}, marks, has_annotations=bool(current))
-            try:
-                answer = await self._call(
-                    f"remove annotations {what} from {plural} {namespace}/{name}",
-                    send_json_patch,
-                    self._client,
-                    f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{plural}/{name}",
-                    patch,
-                )
-            except KubernetesRejected as error:
-                if error.status == 404:
-                    return []
-                if error.status == 422:
-                    continue  # a value changed since it was read (its ``test`` failed): look again
-                raise
-            self.cache.observe(plural, namespace, name, answer, watched=False)
-            return keys
-        raise KubernetesUnavailable(f"remove annotations {what} from {plural} {namespace}/{name}: values kept changing")
+            return patch, keys
+
+        removed = await self._guarded_json_patch(
+            f"remove annotations {what} from {plural} {namespace}/{name}", plural, namespace, name, removal
+        )
+        return removed or []
 
     async def remove_finalizers(self, plural: str, namespace: str, name: str, remove: set[str]) -> None:
         """Remove those of ``remove`` still there, each guarded (``finalizers_patch``); 404: done."""
+
+        def removal(body: dict[str, Any]) -> tuple[bytes, None] | None:
+            held = list(body["metadata"].get("finalizers") or [])
+            return (finalizers_patch(held, remove), None) if remove.intersection(held) else None
+
         what = f"remove finalizers {', '.join(sorted(remove))} from {plural} {namespace}/{name}"
+        await self._guarded_json_patch(what, plural, namespace, name, removal)
+
+    async def _guarded_json_patch(
+        self,
+        what: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        build: Callable[[dict[str, Any]], tuple[bytes, T] | None],
+    ) -> T | None:
+        """Send the JSON patch ``build`` makes from the resource; its ``test`` operations guard it.
+
+        The first read is the cache's; a failed ``test`` (422: what the patch was built from
+        changed since) reads the resource fresh and builds again. ``build`` answers None when
+        nothing is left to do; a missing resource (None read, or 404) is done as well. Returns
+        what ``build`` returned beside the patch that was applied, or None if none was.
+        """
         path = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/{plural}/{name}"
         for attempt in range(CONFLICT_ATTEMPTS):
             body = await (self.cached_resource if attempt == 0 else self.fresh_resource)(plural, namespace, name)
-            held = list((body or {}).get("metadata", {}).get("finalizers") or [])
-            if not remove.intersection(held):
-                return
+            built = build(body) if body is not None else None
+            if built is None:
+                return None
+            patch, result = built
             try:
-                answer = await self._call(what, send_json_patch, self._client, path, finalizers_patch(held, remove))
+                answer = await self._call(what, send_json_patch, self._client, path, patch)
             except KubernetesRejected as error:
-                if error.status in (404, 422):  # gone, or the list changed since it was read
+                if error.status == 404:
+                    return None
+                if error.status == 422:
                     continue
                 raise
             self.cache.observe(plural, namespace, name, answer, watched=False)
-            return
-        raise KubernetesUnavailable(f"{what}: the finalizers kept changing")
+            return result
+        raise KubernetesUnavailable(f"{what}: what the patch tests kept changing")
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: JsonObject) -> JsonObject | None:
         """Merge-patch the status subresource; the answer (the whole resource, returned) refreshes the
@@ -570,28 +582,8 @@ class KubernetesApi:
         message: str,
     ) -> None:
         """Post a core/v1 Event. Best effort: an Event that cannot be written is logged, not raised."""
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         meta = involved["metadata"]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
-                "kind": involved.get("kind", ""),
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid", ""),
-            },
-            "type": event_type,
-            "reason": reason,
-            "message": message[:MAX_QUOTED_TEXT],
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "source": {"component": "connect-offsets-operator"},
-            "reportingComponent": "connect-offsets-operator",
-        }
+        body = event_body(involved, event_type, reason, message[:MAX_QUOTED_TEXT], datetime.now(UTC))
         try:
             await self._call(
                 f"create Event for {meta['name']}", self.core.create_namespaced_event, meta["namespace"], body

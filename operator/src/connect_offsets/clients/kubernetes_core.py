@@ -12,12 +12,15 @@ merge patch), error (``ApiException``) and deserialization into the same V1 mode
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["CoreApi"]
+from connect_offsets.vocabulary import API_GROUP, API_VERSION
+
+__all__ = ["CoreApi", "event_body"]
 
 #: The Accept header CoreV1Api sends (``select_header_accept`` picks the JSON one of its list).
 _ACCEPT = "application/json"
@@ -115,3 +118,29 @@ class CoreApi:
         # Raises ApiException for an answer other than 2xx, with the body the server sent.
         types = {"200": response_type, "201": response_type, "202": response_type}
         return self.api_client.response_deserialize(response, types).data
+
+
+def event_body(involved: dict[str, Any], event_type: str, reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about ``involved`` (a custom resource's body), from this operator."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = involved["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+            "kind": involved.get("kind", ""),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid", ""),
+        },
+        "type": event_type,
+        "reason": reason,
+        "message": message,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": "connect-offsets-operator"},
+        "reportingComponent": "connect-offsets-operator",
+    }
