@@ -1,14 +1,18 @@
 """Freed memory is given back to the OS (controller/memory.py): off the event loop, after RSS grew,
-and not at all where it is turned off or the C library has no malloc_trim."""
+and not at all where it is turned off (``CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL=0``) or the C library
+has no malloc_trim."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 
+import kopf
 import pytest
 
 from connect_offsets.controller.memory import TRIM_GROWTH_BYTES, malloc_trim, resident_bytes, return_freed_memory
+from connect_offsets.handlers.startup import _env_float
 from tests.polling import until
 
 pytestmark = pytest.mark.unit
@@ -83,3 +87,30 @@ async def test_a_steady_process_is_not_trimmed_again_until_it_grows() -> None:
 def test_resident_bytes_reads_this_process() -> None:
     found = resident_bytes()
     assert found is not None and found > 10 << 20
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 10.0), ("", 10.0), ("0", 0.0), ("2.5", 2.5)])
+def test_the_trim_interval_setting_accepts_zero_as_off(
+    monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: float
+) -> None:
+    if raw is None:
+        monkeypatch.delenv("X_TRIM", raising=False)
+    else:
+        monkeypatch.setenv("X_TRIM", raw)
+    assert _env_float("X_TRIM", 10.0, zero_allowed=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "zero_allowed", "message"),
+    [
+        ("0", False, "X_TRIM must be > 0, got 0"),
+        ("-1", True, "X_TRIM must be >= 0, got -1"),
+        ("soon", True, "X_TRIM='soon' is not a number"),
+    ],
+)
+def test_a_bad_interval_setting_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, raw: str, zero_allowed: bool, message: str
+) -> None:
+    monkeypatch.setenv("X_TRIM", raw)
+    with pytest.raises(kopf.PermanentError, match=re.escape(message)):
+        _env_float("X_TRIM", 10.0, zero_allowed=zero_allowed)

@@ -48,24 +48,18 @@ __all__ = ["CONTROLLER_SETTINGS", "OperatorState", "state_of"]
 PLANNING_THREADS = 4
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float, *, zero_allowed: bool = False) -> float:
+    """The number in environment variable ``name``; > 0 (≥ 0 with ``zero_allowed``, where 0 means off)."""
     raw = os.environ.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
     try:
         value = float(raw)
     except ValueError as error:
         raise kopf.PermanentError(f"{name}={raw!r} is not a number") from error
-    if value <= 0:
-        raise kopf.PermanentError(f"{name} must be > 0, got {raw}")
+    if value < 0 or (value == 0 and not zero_allowed):
+        raise kopf.PermanentError(f"{name} must be {'>= 0' if zero_allowed else '> 0'}, got {raw}")
     return value
-
-
-def _trim_interval() -> float:
-    """``CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL``: seconds between returns of freed memory; 0: never."""
-    if os.environ.get("CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL", "").strip() in ("0", "0.0"):
-        return 0.0
-    return _env_float("CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL", TRIM_INTERVAL_S)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -226,7 +220,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     controller.start()
     # Kept in memo: a task only referenced by the loop may be garbage-collected mid-run.
     memo["event_loop_lag"] = asyncio.create_task(metrics.measure_event_loop_lag(), name="event-loop-lag")
-    memo["memory_trim"] = asyncio.create_task(return_freed_memory(_trim_interval()), name="memory-trim")
+    memo["memory_trim"] = asyncio.create_task(
+        return_freed_memory(_env_float("CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL", TRIM_INTERVAL_S, zero_allowed=True)),
+        name="memory-trim",
+    )
 
 
 @kopf.on.cleanup()
