@@ -285,7 +285,8 @@ async def test_a_confirming_get_the_pass_did_not_use_is_not_left_behind() -> Non
     p.read_resource_soon()
     p.read_resource_soon()  # one GET however often asked
     await asyncio.sleep(0)
-    [sent] = p._fresh
+    sent = p._early_read.future
+    assert sent is not None
     p.drop_unused_reads()
     await asyncio.sleep(0)
-    assert sent.cancelled() and SlowKube.gets == 1 and not p._fresh
+    assert sent.cancelled() and SlowKube.gets == 1 and p._early_read.future is None

@@ -158,6 +158,13 @@ class StatusSink:
         self.conditions.insert(0, ConditionSpec("Ready", "False", reason, message[:MAX_QUOTED_TEXT]))
 
 
+@dataclass
+class _EarlyRead:
+    """The one thing a :class:`Pass` changes as it runs: a GET sent ahead of its use."""
+
+    future: asyncio.Future[dict[str, Any] | None] | None = None
+
+
 @dataclass(frozen=True)
 class Pass:
     """One pass over one connector target: what every step reads, and where it reports."""
@@ -180,9 +187,7 @@ class Pass:
     #: Where copies read their source (KafkaConnectors; None: this resource kind copies nothing).
     sources: CopySources | None = None
     #: The GET ``confirm_request`` checks, when ``read_resource_soon`` sent it early.
-    _fresh: list[asyncio.Future[dict[str, Any] | None]] = field(
-        default_factory=list, init=False, repr=False, compare=False
-    )
+    _early_read: _EarlyRead = field(default_factory=_EarlyRead, init=False, repr=False, compare=False)
 
     @property
     def namespace(self) -> str:
@@ -209,7 +214,8 @@ class Pass:
         wakes another pass.
         """
         meta = self.body["metadata"]
-        fresh = await (self._fresh.pop() if self._fresh else self._read_resource())
+        early, self._early_read.future = self._early_read.future, None
+        fresh = await (early if early is not None else self._read_resource())
         if fresh is None or request_view(fresh) != request_view(self.body):
             raise RequestChanged(f"{meta['namespace']}/{meta['name']} changed since this pass read it")
 
@@ -220,16 +226,16 @@ class Pass:
         tells whether that body was stale, which is what ``confirm_request`` asks. Unused (the plan
         changes nothing), it only refreshes the cache, and its failure is nobody's error.
         """
-        if not self._fresh:
+        if self._early_read.future is None:
             future = asyncio.ensure_future(self._read_resource())
             future.add_done_callback(lambda done: done.cancelled() or done.exception())
-            self._fresh.append(future)
+            self._early_read.future = future
 
     def drop_unused_reads(self) -> None:
         """The pass is over: a ``read_resource_soon`` GET it did not use is not waited for."""
-        for future in self._fresh:
-            future.cancel()
-        self._fresh.clear()
+        if self._early_read.future is not None:
+            self._early_read.future.cancel()
+            self._early_read.future = None
 
     async def _read_resource(self) -> dict[str, Any] | None:
         meta = self.body["metadata"]
