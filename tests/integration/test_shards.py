@@ -85,10 +85,17 @@ def test_each_resource_is_reconciled_by_one_shard_and_a_standby_takes_over(
             create_connector(custom, namespace, name, spec, cluster=cluster)
         for name in names.values():
             wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=120)
-        logs = {0: active.log(), 1: other.log()}
+        # The outcome is logged with its Event, after the status that says Ready (Events after status).
+        replicas = {0: active, 1: other}
         for cluster, name in names.items():
-            mine, theirs = logs[owner[cluster]], logs[1 - owner[cluster]]
-            assert f"Created connector {name} in Connect" in mine, (cluster, owner[cluster])
+            mine = replicas[owner[cluster]]
+            assert wait_for(
+                f"{name} created by shard {owner[cluster]}",
+                lambda mine=mine, name=name: f"Created connector {name} in Connect" in mine.log(),
+                timeout=10,
+            ), (cluster, owner[cluster])
+        for cluster, name in names.items():
+            theirs = replicas[1 - owner[cluster]].log()
             assert name not in theirs, f"{name} ({cluster}) reconciled by shard {1 - owner[cluster]} too"
         assert "Created connector" not in standby.log()  # paused: kopf runs no presence daemon there
 
@@ -99,7 +106,6 @@ def test_each_resource_is_reconciled_by_one_shard_and_a_standby_takes_over(
         for name in names.values():
             wait_annotation_removed(custom, namespace, name, timeout=90)
         took = time.monotonic() - killed
-        # The outcome is logged with its Event, after the annotation's removal (Events after status).
         for cluster, name in names.items():
             answering = standby if owner[cluster] == 0 else other
             assert wait_for(
