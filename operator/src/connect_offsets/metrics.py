@@ -128,6 +128,13 @@ EVENT_LOOP_LAG_PROBES = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
+GC_PAUSE_SECONDS = Histogram(
+    "connect_offsets_gc_pause_seconds",
+    "How long each garbage collection held the event loop, by generation (2: a full collection).",
+    ["generation"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+    registry=REGISTRY,
+)
 # --- the work queue (client-go's workqueue metrics, by key kind) ----------------------------------
 
 QUEUE_DEPTH = Gauge(

@@ -4,7 +4,8 @@ Between the kopf handlers (``handlers/``, which only feed it watch events) and t
 (``reconcile/``, one pass per key). ``queue`` (dedup, delays, back-off, fairness across namespaces,
 a cap per Connect cluster) -> ``sharding`` (which replica takes which ConnectCluster) and ``core``
 (the workers, what wakes which key, presence under kopf peering); ``memory`` gives what a burst
-freed back to the OS. See docs/architecture.md.
+freed back to the OS, and ``garbage_collection`` keeps the collector's pauses short. See
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from connect_offsets.controller.core import (
     Presence,
     next_check_delay,
 )
+from connect_offsets.controller.garbage_collection import freeze_long_lived, measure_pauses
 from connect_offsets.controller.memory import TRIM_INTERVAL_S, return_freed_memory
 from connect_offsets.controller.queue import Key, WorkQueue
 from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers, orphaned_deletion
@@ -38,6 +40,8 @@ __all__ = [
     "WorkQueue",
     "cluster_of",
     "drop_stale_finalizers",
+    "freeze_long_lived",
+    "measure_pauses",
     "next_check_delay",
     "orphaned_deletion",
     "return_freed_memory",

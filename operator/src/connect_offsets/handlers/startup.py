@@ -25,6 +25,8 @@ from connect_offsets.controller import (
     OrphanedDeletions,
     Presence,
     drop_stale_finalizers,
+    freeze_long_lived,
+    measure_pauses,
     return_freed_memory,
 )
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
@@ -42,6 +44,8 @@ from connect_offsets.vocabulary import (
 )
 
 __all__ = ["CONTROLLER_SETTINGS", "OperatorState", "state_of"]
+
+log = logging.getLogger(__name__)
 
 #: Threads for planning and other CPU work: Python holds the GIL for most of it, so more would
 #: only queue there.
@@ -224,6 +228,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         return_freed_memory(_env_float("CONNECT_OFFSETS_MEMORY_TRIM_INTERVAL", TRIM_INTERVAL_S, zero_allowed=True)),
         name="memory-trim",
     )
+    measure_pauses()
+    log.info("froze %d long-lived objects out of the garbage collector's full collections", freeze_long_lived())
 
 
 @kopf.on.cleanup()
