@@ -19,7 +19,7 @@ import pytest
 
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.controller import next_check_delay
-from connect_offsets.controller.core import MIN_DRIFT_GAP
+from connect_offsets.controller.core import MIN_DRIFT_GAP, ON_SLOT, check_slot
 from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
@@ -43,6 +43,43 @@ def test_back_off_and_requeues_are_unchanged() -> None:
     assert next_check_delay(Outcome(requeue_after=2.0), 0, 30.0, elapsed=1.0) == 2.0
     assert next_check_delay(Outcome(requeue_after=0.0), 0, 30.0, elapsed=1.0) == 0.0
     assert next_check_delay(Outcome(requeue_after=60.0), 0, 30.0, elapsed=1.0) == pytest.approx(29.0)
+
+
+def test_a_check_comes_back_at_its_slot_and_never_later_than_one_interval() -> None:
+    assert next_check_delay(Outcome(), 0, 30.0, elapsed=1.0, to_slot=20.0) == pytest.approx(19.0)
+    assert next_check_delay(Outcome(), 0, 30.0, elapsed=0.5, to_slot=29.9) == pytest.approx(29.4)
+    # A slot nearer than the gap: once at the gap, and from there at the slot.
+    assert next_check_delay(Outcome(), 0, 30.0, elapsed=0.0, to_slot=1.0) == pytest.approx(MIN_DRIFT_GAP * 30.0)
+    # On its slot (or a clock tick before it): the next slot, an interval later.
+    assert next_check_delay(Outcome(), 0, 30.0, elapsed=0.5, to_slot=0.0) == pytest.approx(29.5)
+    assert next_check_delay(Outcome(), 0, 30.0, elapsed=0.5, to_slot=1e-9) == pytest.approx(29.5)
+    assert next_check_delay(Outcome(requeue_after=2.0), 0, 30.0, elapsed=0.0, to_slot=20.0) == 2.0
+    failing = Outcome(transient_error="Connect unreachable")
+    assert next_check_delay(failing, 1, 30.0, elapsed=0.0, to_slot=20.0) == 2.0
+
+
+def test_resources_checked_together_are_spread_over_the_interval_within_two_checks() -> None:
+    """1,000 resources whose checks all began in the same second (created at once, or released
+    together by a slow cluster's listing): two checks later each is on its own slot, the checks
+    of any one second are near the even share, and no resource waited longer than the interval."""
+    interval = 30.0
+    keys = [("kafkaconnectors", "tenant-a", f"c-{i:04d}") for i in range(1000)]
+    starts = {key: 1000.0 + (i % 10) / 10 for i, key in enumerate(keys)}  # the burst: one second
+    gaps: list[float] = []
+    for _ in range(2):
+        for key, started in starts.items():
+            to_slot = (check_slot(key, interval) - started) % interval
+            delay = next_check_delay(Outcome(), 0, interval, elapsed=0.05, to_slot=to_slot)
+            gaps.append(delay + 0.05)
+            starts[key] = started + 0.05 + delay
+    per_second = [0] * int(interval)
+    for key, started in starts.items():
+        early = (check_slot(key, interval) - started) % interval
+        assert early < ON_SLOT * interval + 1e-9  # on its slot (or within the tolerance before it)
+        per_second[int(started % interval)] += 1
+    assert max(gaps) <= interval
+    assert max(per_second) <= 2.5 * len(keys) / interval, per_second  # 33 a second on average
+    assert min(per_second) > 0
 
 
 @dataclass
