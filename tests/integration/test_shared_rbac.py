@@ -95,9 +95,14 @@ def test_eight_changes_past_the_retention_under_the_chart_rbac(
                     write_alter(core, tenant, cm, source, position=number)
                 last = run_request(custom, tenant, name, operation)
                 backups_named.append(last["backup"])
-                # One backup per change, never a second one for a retry; the newest five stay.
+                # One backup per change, never a second one for a retry; the newest five stay. The
+                # oldest is pruned once the request is answered (Pass.after_answer): just after it.
                 assert len(set(backups_named)) == number
-                assert len(backups_of(core, tenant, name)) == min(number, 5)
+                assert wait_for(
+                    f"{min(number, 5)} backups after change {number}",
+                    lambda number=number: len(backups_of(core, tenant, name)) == min(number, 5),
+                    timeout=20,
+                ), backups_of(core, tenant, name)
             assert offsets_changes(stack, name) == ["PATCH" if op != "reset" else "DELETE" for op in operations]
             assert backups_of(core, tenant, name) == sorted(backups_named[-5:])
             assert connect.get(f"/connectors/{name}/offsets").json()["offsets"] == []
