@@ -290,3 +290,23 @@ async def test_a_confirming_get_the_pass_did_not_use_is_not_left_behind() -> Non
     p.drop_unused_reads()
     await asyncio.sleep(0)
     assert sent.cancelled() and SlowKube.gets == 1 and p._early_read.future is None
+
+
+def test_a_transient_failure_keeps_a_standing_refusal() -> None:
+    """An ApiServerRefused condition survives a pass that failed for a transient reason (the
+    refusal still stands, and dropping it made the next pass post a second Event); nothing else
+    is carried over."""
+    from connect_offsets.reconcile.runner import standing_refusal
+
+    refused = {"type": "ApiServerRefused", "status": "True", "reason": "Forbidden", "message": "get ConfigMap: 403"}
+    ready = {"type": "Ready", "status": "False", "reason": "ConnectError", "message": "rebalance"}
+    body = {"status": {"conditions": [ready, refused]}}
+    [kept] = standing_refusal(body)
+    assert (kept.type, kept.status, kept.reason, kept.message) == (
+        "ApiServerRefused",
+        "True",
+        "Forbidden",
+        refused["message"],
+    )
+    assert standing_refusal({"status": {"conditions": [ready]}}) == []
+    assert standing_refusal({}) == []

@@ -21,7 +21,15 @@ from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.faults import fault_point
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
-from connect_offsets.planning import CONNECT_READ_ONLY, Action, ConnectorTarget, Observed, Plan, plan_target
+from connect_offsets.planning import (
+    CONNECT_READ_ONLY,
+    Action,
+    ConditionSpec,
+    ConnectorTarget,
+    Observed,
+    Plan,
+    plan_target,
+)
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
     BeforeOffsets,
@@ -41,6 +49,18 @@ from connect_offsets.reconcile.status import record_event
 from connect_offsets.vocabulary import ANNOTATION_HANDLED_REQUEST, OWNER_CONFIG_KEY, request_view
 
 log = logging.getLogger(__name__)
+
+
+def standing_refusal(body: dict[str, Any]) -> list[ConditionSpec]:
+    """The resource's ApiServerRefused condition, kept through a pass that failed for a transient
+    reason: that pass fixed nothing, so the refusal still stands. Dropped, the next pass would
+    report it again, with a second Event for one unchanged problem (a Connect rebalance between two
+    passes did that, test_shared_refusals). Only a pass that gets past it clears it."""
+    return [
+        ConditionSpec(c["type"], c.get("status", "True"), c.get("reason", ""), c.get("message", ""))
+        for c in (body.get("status") or {}).get("conditions", [])
+        if isinstance(c, dict) and c.get("type") == "ApiServerRefused"
+    ]
 
 
 class TargetRunner:
@@ -96,7 +116,8 @@ class TargetRunner:
         except ConnectError as error:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
             plan = plan_target(target, observed)
-            return TargetResult(plan, observed, list(plan.conditions), transient_error=str(error))
+            conditions = [*plan.conditions, *standing_refusal(body)]
+            return TargetResult(plan, observed, conditions, transient_error=str(error))
         metrics.set_connector_state(
             p.kind,
             p.namespace,
@@ -127,6 +148,8 @@ class TargetRunner:
         except ConnectError as error:
             transient_error = str(error)
             sink.not_ready("ConnectError", str(error))
+        if transient_error is not None:
+            sink.conditions.extend(standing_refusal(body))
         if observed.status is not None:
             sink.report(KafkaConnectorStatus(connector_status=observed.status.for_status()))
         if plan.auto_restart is not None:
