@@ -119,7 +119,7 @@ def next_check_delay(
         return float(min(2.0**failures, MAX_RETRY_DELAY_S))
     due = drift_interval
     if to_slot is not None and to_slot >= ON_SLOT * drift_interval:  # nearer: this check was the slot's
-        due = to_slot if to_slot >= MIN_DRIFT_GAP * drift_interval else MIN_DRIFT_GAP * drift_interval
+        due = max(to_slot, MIN_DRIFT_GAP * drift_interval)
     delay = max(due - elapsed, MIN_DRIFT_GAP * drift_interval)
     if outcome.requeue_after is not None:
         delay = min(delay, outcome.requeue_after)
