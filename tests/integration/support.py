@@ -226,16 +226,28 @@ def rebalancing(response: httpx.Response) -> bool:
 
 
 def connect_send(
-    connect: httpx.Client, method: str, path: str, json: Any = None, timeout: float = 60
+    connect: httpx.Client,
+    method: str,
+    path: str,
+    json: Any = None,
+    timeout: float = 60,
+    request_timeout: float | None = None,
 ) -> httpx.Response:
     """A request asked again while Connect refuses it for a rebalance (right after connectors are
     created, changed or deleted, by this test or another one): the worker did nothing then, so
-    asking again does a write once. Any other answer is returned as it is."""
+    asking again does a write once. Any other answer is returned as it is.
+
+    Every write a test asserts on goes through here: the suite runs tests in parallel on one
+    Connect cluster, so any of them can meet another test's rebalance (CI: a 409 "stale
+    configuration" on a test's own offsets PATCH). ``request_timeout`` bounds one request (a
+    large PATCH takes longer than the client's default); ``timeout`` bounds the asking again.
+    """
     deadline = time.monotonic() + timeout
-    response = connect.request(method, path, json=json)
+    per_request = connect.timeout if request_timeout is None else httpx.Timeout(request_timeout)
+    response = connect.request(method, path, json=json, timeout=per_request)
     while rebalancing(response) and time.monotonic() < deadline:
         time.sleep(0.25)
-        response = connect.request(method, path, json=json)
+        response = connect.request(method, path, json=json, timeout=per_request)
     return response
 
 

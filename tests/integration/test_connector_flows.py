@@ -26,6 +26,7 @@ from tests.integration.support import (
     condition,
     configmap_offsets,
     connect_offsets,
+    connect_send,
     connect_state,
     connector_config,
     create_cluster,
@@ -340,7 +341,7 @@ def test_lifecycle_config_drift_and_deletion(
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
 
         # Behind our back: deleted via REST -> recreated by the drift check.
-        assert connect.delete(f"/connectors/{name}").status_code == 204
+        assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
         wait_for(
             "connector recreated (second ConnectorCreated event)",
             lambda: len([e for e in events_for(core, namespace, name) if e.reason == "ConnectorCreated"]) >= 2,
@@ -354,7 +355,7 @@ def test_lifecycle_config_drift_and_deletion(
         )
         # Behind our back, while the operator is down: paused via REST -> resumed once it is back.
         operator.stop()
-        assert connect.put(f"/connectors/{name}/pause").status_code == 202
+        assert connect_send(connect, "PUT", f"/connectors/{name}/pause").status_code == 202
         wait_connect_state(connect, name, "PAUSED")
         operator.start()
         wait_connect_state(connect, name, "RUNNING", timeout=60)

@@ -40,6 +40,7 @@ from tests.integration.support import (
     ask_request,
     connect_log,
     connect_offsets,
+    connect_send,
     connector_config,
     create_cluster,
     create_connector,
@@ -224,9 +225,9 @@ def test_a_connector_recreated_by_another_team_before_a_spec_edit_is_not_overwri
     try:
         time.sleep(drift + 1)  # a snapshot taken after our create (so passes read it, not Connect)
         # Deleted and re-created by someone else; the operator's snapshot still shows ours.
-        assert connect.delete(f"/connectors/{name}").status_code in (200, 204)
+        assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code in (200, 204)
         wait_for("deleted", lambda: connect.get(f"/connectors/{name}").status_code == 404, interval=0.05)
-        created = connect.post("/connectors", json={"name": name, "config": theirs})
+        created = connect_send(connect, "POST", "/connectors", json={"name": name, "config": theirs})
         assert created.status_code == 201, created.text
         patch_connector(custom, namespace, name, {"spec": {"config": {"topic": f"rc2-{unique}"}}})
         wait_condition(custom, namespace, name, "Ready", "False", reason="ConnectorOwnedElsewhere", timeout=60)

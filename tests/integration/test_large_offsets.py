@@ -278,7 +278,7 @@ async def test_chunk_failure_midway_reports_applied_chunks_and_resumes(
     def leave_stopped(progress: ChunkProgress) -> None:
         # A real refusal: after the first chunk the connector is paused, so Connect rejects the next.
         if progress.applied == 1:
-            assert connect.put(f"/connectors/{stopped_source}/pause").status_code == 202
+            assert connect_send(connect, "PUT", f"/connectors/{stopped_source}/pause").status_code == 202
             wait_connect_state(connect, stopped_source, "PAUSED", timeout=180)
             time.sleep(1)  # the herder applies the target state after the status shows it
 
@@ -294,7 +294,7 @@ async def test_chunk_failure_midway_reports_applied_chunks_and_resumes(
     assert "chunk 2/3 (partitions 5001-10000) failed; chunk 1 of 3 (partitions 1-5000) was applied" in str(error)
     assert len(get_offsets_settled(connect, stopped_source, 5_000)) == 5_000
 
-    assert connect.put(f"/connectors/{stopped_source}/stop").status_code == 204
+    assert connect_send(connect, "PUT", f"/connectors/{stopped_source}/stop").status_code == 204
     wait_connect_state(connect, stopped_source, "STOPPED", timeout=180)
     retried = await resume_alter(connect_client, stopped_source, document, limits, error.chunk_failure.resume)
     assert (retried.started_at, retried.requests) == (1, 2)

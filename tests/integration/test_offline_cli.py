@@ -27,6 +27,7 @@ from tests.conftest import STACK, wait_for
 from tests.integration.support import (
     FILE_SOURCE,
     connect_offsets,
+    connect_send,
     end_offset,
     raw_records,
     run_cli,
@@ -46,7 +47,7 @@ def create_file_source(client: httpx.Client, name: str, file: Path, topic: str, 
         "config": {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(file), "topic": topic},
     }
     body.update(extra)
-    response = client.post("/connectors", json=body)
+    response = connect_send(client, "POST", "/connectors", json=body)
     assert response.status_code == 201, response.text
 
 
@@ -78,7 +79,7 @@ def test_worker_written_keys_match_ours_and_export_matches_get(
             {"filename": "floats", "small": 1.5e-7, "big": 1e20, "plain": 0.25, "neg": -3, "flag": True},
         ]
         body = {"offsets": [{"partition": p, "offset": {"position": 7 + i}} for i, p in enumerate(partitions)]}
-        response = connect.patch(f"/connectors/{name}/offsets", json=body)
+        response = connect_send(connect, "PATCH", f"/connectors/{name}/offsets", json=body)
         assert response.status_code == 200, response.text
 
         worker_config = str(Path(stack["run_dir"]) / "connect.properties")
@@ -154,7 +155,7 @@ def test_distributed_import_round_trip(stack: dict[str, Any], tmp_path: Path, un
         )
         assert len(raw_records(stack["kafka_a"], "connect-offsets-offline", name)) == before  # nothing written
 
-        response = client.put(f"/connectors/{name}/stop")
+        response = connect_send(client, "PUT", f"/connectors/{name}/stop")
         assert response.status_code == 204, response.text
         wait_connect_state(client, name, "STOPPED")
     stack_cmd("stop", "connect-offline")
@@ -166,7 +167,7 @@ def test_distributed_import_round_trip(stack: dict[str, Any], tmp_path: Path, un
         stack_cmd("up", "connect-offline")
     with httpx.Client(base_url=url, timeout=30) as client:
         assert connect_offsets(client, name) == new_position[name]
-        assert client.put(f"/connectors/{name}/resume").status_code == 202
+        assert connect_send(client, "PUT", f"/connectors/{name}/resume").status_code == 202
         # lines 5..9 are read again from position 40
         wait_for("lines re-read from the imported position", lambda: end_offset(stack["kafka_a"], topic) == 15)
         wait_position(client, name, source, 80)

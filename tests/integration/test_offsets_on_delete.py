@@ -33,6 +33,7 @@ from tests.integration.support import (
     connect_get,
     connect_log,
     connect_offsets,
+    connect_send,
     create_cluster,
     create_connector_kept,
     delete_with_offsets,
@@ -93,7 +94,9 @@ def wait_gone(custom: Any, namespace: str, name: str, timeout: float = 90) -> No
 def recreated_offsets(connect: httpx.Client, name: str, source: Path) -> list[dict[str, Any]]:
     """Create the same connector name directly in Connect (STOPPED) and read its offsets."""
     config = {"connector.class": FILE_SOURCE, "file": str(source), "topic": name, "tasks.max": "1"}
-    answer = connect.post("/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"})
+    answer = connect_send(
+        connect, "POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}
+    )
     assert answer.status_code == 201, answer.text
     wait_for(f"{name} STOPPED", lambda: connect.get(f"/connectors/{name}/status").status_code == 200)
     return connect_offsets(connect, name)

@@ -21,6 +21,7 @@ from tests.integration.support import (
     MONITORABLE_SOURCE,
     annotate,
     connect_log,
+    connect_send,
     create_cluster,
     create_connector,
     offsets_requests,
@@ -85,8 +86,12 @@ def test_large_offsets_through_the_operator(
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=90)
         seed = document(100)["offsets"]
         for start in range(0, PARTITIONS, 10_000):  # small PATCHes: a loaded worker answers within 90 s
-            seeded = connect.patch(
-                f"/connectors/{name}/offsets", json={"offsets": seed[start : start + 10_000]}, timeout=120
+            seeded = connect_send(
+                connect,
+                "PATCH",
+                f"/connectors/{name}/offsets",
+                json={"offsets": seed[start : start + 10_000]},
+                request_timeout=120,
             )
             assert seeded.status_code == 200, seeded.text
         # A PATCH returns once the records are written, but the worker's GET takes the partition set

@@ -25,6 +25,7 @@ from tests.integration.support import (
     connect_get,
     connect_log,
     connect_offsets,
+    connect_send,
     connect_state,
     create_cluster,
     create_connector,
@@ -505,7 +506,9 @@ def test_initial_offsets_at_creation(
     leftover = source_file(tmp_path / "leftover.txt", 2, "z")
     name, topic = f"init-{unique}", f"init-{unique}"
     # An earlier connector with the same name left offsets for another file behind.
-    early = connect.put(
+    early = connect_send(
+        connect,
+        "PUT",
         f"/connectors/{name}/config",
         json={
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
@@ -516,7 +519,7 @@ def test_initial_offsets_at_creation(
     )
     assert early.status_code == 201, early.text
     wait_for("leftover offsets", lambda: connect_offsets(connect, name))
-    assert connect.delete(f"/connectors/{name}").status_code == 204
+    assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
     put_configmap(core, namespace, "init-offsets", {"offsets.json": position_doc(source, 6 * LINE)})
     spec = file_source_spec(source, topic, "init-list")
     spec["initialOffsets"] = {"fromConfigMap": {"name": "init-offsets"}}
@@ -532,7 +535,7 @@ def test_initial_offsets_at_creation(
         assert [o["partition"] for o in connect_offsets(connect, name)] == [{"filename": str(source)}]
 
         # Never again: the connector deleted behind our back is recreated without initial offsets.
-        assert connect.delete(f"/connectors/{name}").status_code == 204
+        assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
         wait_connect_state(connect, name, "RUNNING", timeout=60)
         assert status_of(custom, namespace, name)["initialOffsets"]["step"] == "Applied"
         assert wait_events(core, namespace, name, "InitialOffsetsApplied")

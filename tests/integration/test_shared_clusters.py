@@ -35,6 +35,7 @@ from tests.integration.support import (
     annotate,
     configmap_offsets,
     connect_offsets,
+    connect_send,
     create_cluster,
     file_source_spec,
     wait_annotation_removed,
@@ -212,7 +213,9 @@ def test_list_into_an_apps_configmap_leaves_it_the_apps(
 def stopped_offsets(connect: httpx.Client, name: str, config: dict[str, str]) -> list[dict[str, Any]]:
     """The offsets Connect holds for connector name ``name``: created STOPPED (nothing runs, so
     nothing is committed), read, deleted again."""
-    created = connect.post("/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"})
+    created = connect_send(
+        connect, "POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}
+    )
     assert created.status_code == 201, created.text
     try:
         wait_for(
@@ -222,7 +225,7 @@ def stopped_offsets(connect: httpx.Client, name: str, config: dict[str, str]) ->
         offsets: list[dict[str, Any]] = connect.get(f"/connectors/{name}/offsets").json()["offsets"]
         return offsets
     finally:
-        assert connect.delete(f"/connectors/{name}").status_code == 204
+        assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
 
 
 @pytest.mark.local_stack

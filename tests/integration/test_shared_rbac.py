@@ -23,6 +23,7 @@ from tests.integration.support import (
     MONITORABLE_SOURCE,
     annotate,
     connect_log,
+    connect_send,
     create_cluster,
     create_connector,
     delete_with_offsets,
@@ -195,8 +196,12 @@ def test_a_large_document_listed_three_times_leaves_one_set_of_shards(
             count = 40_000
             seed = [{"partition": {"id": secrets.token_hex(24)}, "offset": {"n": i}} for i in range(count)]
             for start in range(0, count, 10_000):
-                seeded = connect.patch(
-                    f"/connectors/{name}/offsets", json={"offsets": seed[start : start + 10_000]}, timeout=120
+                seeded = connect_send(
+                    connect,
+                    "PATCH",
+                    f"/connectors/{name}/offsets",
+                    json={"offsets": seed[start : start + 10_000]},
+                    request_timeout=120,
                 )
                 assert seeded.status_code == 200, seeded.text
             wait_for(
