@@ -296,7 +296,7 @@ def test_a_transient_failure_keeps_a_standing_refusal() -> None:
     """An ApiServerRefused condition survives a pass that failed for a transient reason (the
     refusal still stands, and dropping it made the next pass post a second Event); nothing else
     is carried over."""
-    from connect_offsets.reconcile.runner import standing_refusal
+    from connect_offsets.reconcile.status import standing_refusal
 
     refused = {"type": "ApiServerRefused", "status": "True", "reason": "Forbidden", "message": "get ConfigMap: 403"}
     ready = {"type": "Ready", "status": "False", "reason": "ConnectError", "message": "rebalance"}

@@ -28,8 +28,6 @@ from connect_offsets import metrics
 
 __all__ = ["freeze_long_lived", "measure_pauses"]
 
-_started: list[float] = []
-
 
 def freeze_long_lived() -> int:
     """Collect start-up's garbage, then freeze what is left; the number of objects frozen."""
@@ -42,14 +40,24 @@ def freeze_long_lived() -> int:
 _PAUSES = {generation: metrics.GC_PAUSE_SECONDS.labels(str(generation)) for generation in range(3)}
 
 
-def _time_collection(phase: str, info: dict[str, Any]) -> None:
-    if phase == "start":
-        _started.append(time.perf_counter())
-    elif _started:
-        paused = time.perf_counter() - _started.pop()
-        series = _PAUSES.get(info.get("generation", -1))
-        if series is not None:
-            series.observe(paused)
+class _CollectionTimer:
+    """Times each collection from its "start" to its "stop" callback. Collections never nest (the
+    collector does not run while it runs), so one start time is all the state there is."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        elif self.started is not None:
+            paused, self.started = time.perf_counter() - self.started, None
+            series = _PAUSES.get(info.get("generation", -1))
+            if series is not None:
+                series.observe(paused)
+
+
+_time_collection = _CollectionTimer()
 
 
 def measure_pauses() -> None:

@@ -24,7 +24,6 @@ from connect_offsets.models.crds import KafkaConnectorStatus
 from connect_offsets.planning import (
     CONNECT_READ_ONLY,
     Action,
-    ConditionSpec,
     ConnectorTarget,
     Observed,
     Plan,
@@ -45,22 +44,10 @@ from connect_offsets.reconcile.context import (
 from connect_offsets.reconcile.execute import execute
 from connect_offsets.reconcile.observe import observe
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
-from connect_offsets.reconcile.status import record_event
+from connect_offsets.reconcile.status import record_event, standing_refusal
 from connect_offsets.vocabulary import ANNOTATION_HANDLED_REQUEST, OWNER_CONFIG_KEY, request_view
 
 log = logging.getLogger(__name__)
-
-
-def standing_refusal(body: dict[str, Any]) -> list[ConditionSpec]:
-    """The resource's ApiServerRefused condition, kept through a pass that failed for a transient
-    reason: that pass fixed nothing, so the refusal still stands. Dropped, the next pass would
-    report it again, with a second Event for one unchanged problem (a Connect rebalance between two
-    passes did that, test_shared_refusals). Only a pass that gets past it clears it."""
-    return [
-        ConditionSpec(c["type"], c.get("status", "True"), c.get("reason", ""), c.get("message", ""))
-        for c in (body.get("status") or {}).get("conditions", [])
-        if isinstance(c, dict) and c.get("type") == "ApiServerRefused"
-    ]
 
 
 class TargetRunner:

@@ -159,6 +159,10 @@ async def load_resource(
         return None
 
 
+#: The condition (and Event reason) of an API server refusal a retry cannot fix: written by
+#: :func:`report_refusal`, kept by :func:`standing_refusal`.
+API_SERVER_REFUSED = "ApiServerRefused"
+
 #: How an API server refusal reads in a condition: what the user (or the platform team) can change.
 _REFUSAL_HINTS = {
     400: "the request was malformed",
@@ -167,6 +171,18 @@ _REFUSAL_HINTS = {
     413: "the object would be too large",
     422: "the API server refused the object as invalid (a name, a size, an immutable ConfigMap, a policy)",
 }
+
+
+def standing_refusal(body: dict[str, Any]) -> list[ConditionSpec]:
+    """The resource's ApiServerRefused condition, kept through a pass that failed for a transient
+    reason: that pass fixed nothing, so the refusal still stands. Dropped, the next pass would
+    report it again, with a second Event for one unchanged problem (a Connect rebalance between two
+    passes did that, test_shared_refusals). Only a pass that gets past it clears it."""
+    return [
+        ConditionSpec(c["type"], c.get("status", "True"), c.get("reason", ""), c.get("message", ""))
+        for c in (body.get("status") or {}).get("conditions", [])
+        if isinstance(c, dict) and c.get("type") == API_SERVER_REFUSED
+    ]
 
 
 async def report_refusal(
@@ -187,16 +203,16 @@ async def report_refusal(
     if body is None:
         return Outcome()
     old = [Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []) if isinstance(c, dict)]
-    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old if c.type != "ApiServerRefused"]
-    if any(c.type == "ApiServerRefused" and c.message == message for c in old):
+    kept = [ConditionSpec(c.type, c.status, c.reason, c.message) for c in old if c.type != API_SERVER_REFUSED]
+    if any(c.type == API_SERVER_REFUSED and c.message == message for c in old):
         return Outcome()  # reported already: nothing is written again until something changes
     try:
         await write_status(
-            kube, plural, body, [*kept, ConditionSpec("ApiServerRefused", "True", reason, message)], now_utc()
+            kube, plural, body, [*kept, ConditionSpec(API_SERVER_REFUSED, "True", reason, message)], now_utc()
         )
     except KubernetesError as write_error:  # the status itself refused: the Event still tells
         log.warning("%s/%s: the condition could not be written either: %s", namespace, name, write_error)
-    await kube.post_event(involved=body, event_type="Warning", reason="ApiServerRefused", message=message)
+    await kube.post_event(involved=body, event_type="Warning", reason=API_SERVER_REFUSED, message=message)
     return Outcome()
 
 
