@@ -251,6 +251,21 @@ def connect_send(
     return response
 
 
+def seed_offsets(connect: httpx.Client, name: str, entries: list[dict[str, Any]], chunk: int = 10_000) -> None:
+    """Write ``entries`` to a STOPPED connector's offsets directly in Connect, ``chunk`` partitions
+    per PATCH: small PATCHes, so that a worker loaded by the tests beside answers each within two
+    minutes. Each must be answered 200."""
+    for start in range(0, len(entries), chunk):
+        seeded = connect_send(
+            connect,
+            "PATCH",
+            f"/connectors/{name}/offsets",
+            json={"offsets": entries[start : start + chunk]},
+            request_timeout=120,
+        )
+        assert seeded.status_code == 200, seeded.text
+
+
 def connect_get(connect: httpx.Client, path: str, timeout: float = 30) -> httpx.Response:
     """``GET path``, asked again while Connect is rebalancing (:func:`connect_send`)."""
     return connect_send(connect, "GET", path, timeout=timeout)

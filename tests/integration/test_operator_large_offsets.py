@@ -21,10 +21,10 @@ from tests.integration.support import (
     MONITORABLE_SOURCE,
     annotate,
     connect_log,
-    connect_send,
     create_cluster,
     create_connector,
     offsets_requests,
+    seed_offsets,
     wait_annotation_removed,
     wait_condition,
 )
@@ -85,15 +85,7 @@ def test_large_offsets_through_the_operator(
         operators.append(first)
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=90)
         seed = document(100)["offsets"]
-        for start in range(0, PARTITIONS, 10_000):  # small PATCHes: a loaded worker answers within 90 s
-            seeded = connect_send(
-                connect,
-                "PATCH",
-                f"/connectors/{name}/offsets",
-                json={"offsets": seed[start : start + 10_000]},
-                request_timeout=120,
-            )
-            assert seeded.status_code == 200, seeded.text
+        seed_offsets(connect, name, seed)
         # A PATCH returns once the records are written, but the worker's GET takes the partition set
         # from its offsets-topic reader, which may not have read the last of them yet (CI: 24,377 of
         # 30,000 listed right after the PATCHes). The list below is about the operator: start from a

@@ -23,13 +23,13 @@ from tests.integration.support import (
     MONITORABLE_SOURCE,
     annotate,
     connect_log,
-    connect_send,
     create_cluster,
     create_connector,
     delete_with_offsets,
     events_for,
     file_source_spec,
     offsets_requests,
+    seed_offsets,
     wait_annotation_removed,
     wait_condition,
     wait_events,
@@ -195,15 +195,7 @@ def test_a_large_document_listed_three_times_leaves_one_set_of_shards(
             # more than one ConfigMap holds them (the sharded form).
             count = 40_000
             seed = [{"partition": {"id": secrets.token_hex(24)}, "offset": {"n": i}} for i in range(count)]
-            for start in range(0, count, 10_000):
-                seeded = connect_send(
-                    connect,
-                    "PATCH",
-                    f"/connectors/{name}/offsets",
-                    json={"offsets": seed[start : start + 10_000]},
-                    request_timeout=120,
-                )
-                assert seeded.status_code == 200, seeded.text
+            seed_offsets(connect, name, seed)
             wait_for(
                 "the worker lists every seeded partition",
                 lambda: len(connect.get(f"/connectors/{name}/offsets", timeout=120).json()["offsets"]) == count,

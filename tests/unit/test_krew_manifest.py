@@ -3,7 +3,6 @@ archive hack/krew.py builds, and the shim in that archive really runs the plugin
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import subprocess
@@ -16,17 +15,15 @@ from typing import Any
 
 import yaml
 
+from tests.hack_scripts import load_hack_script
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "krew" / "connect-offsets.yaml"
 SHIM = ROOT / "deploy" / "krew" / "kubectl-connect_offsets"
 
 
 def krew_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("krew_script", ROOT / "hack" / "krew.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hack_script("krew")
 
 
 def manifest() -> dict[str, Any]:

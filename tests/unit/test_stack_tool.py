@@ -3,13 +3,13 @@ unknown components are refused, and versions come from the one versions file."""
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.hack_scripts import load_hack_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,12 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("CONNECT_OFFSETS_STACK_DIR", str(tmp_path / "stack"))
-    spec = importlib.util.spec_from_file_location("stack_tool", REPO / "hack" / "stack.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["stack_tool"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_hack_script("stack")
 
 
 def test_busy_port_is_reported_with_the_component(stack: ModuleType) -> None:

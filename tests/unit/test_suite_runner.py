@@ -8,7 +8,6 @@ about what the runner does with the report, not about pytest.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import textwrap
 import xml.etree.ElementTree as ElementTree
@@ -17,9 +16,10 @@ from types import ModuleType
 
 import pytest
 
+from tests.hack_scripts import load_hack_script
+
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
 #: A module that exists, so that the runner can turn the report's class name into a node id.
 MODULE = "tests/integration/test_shared_rbac.py"
 CLASSNAME = "tests.integration.test_shared_rbac"
@@ -48,12 +48,7 @@ FAKE_PYTEST = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def suite() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("suite_runner", REPO / "hack" / "suite.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["suite_runner"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_hack_script("suite")
 
 
 def failed_part(suite: ModuleType, tmp_path: Path, names: list[str], exit_code: int = 1) -> object:
