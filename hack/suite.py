@@ -6,7 +6,7 @@ so ``-n WORKERS --dist loadgroup`` runs them side by side on the one stack, isol
 unique names; tests marked ``serial`` need the stack to themselves (they restart the API server,
 freeze Connect workers, or measure latency or CPU) and run afterwards in a session of their own, one
 at a time. The unit tests need no stack and only CPU, which the serial tests mostly leave idle: they
-run during the serial part, run under ``nice`` at the lowest priority so that the serial tests' timing is
+run during the serial part under ``nice`` at the lowest priority, so that the serial tests' timing is
 theirs (issue 32: this took the unit tests' ~1.5 minutes off the wall time). An integration test
 that fails is run once more, alone, right after its part (:func:`retry_failures`), and the run says
 so by name in the part's output and again in the summary: the suite shares one Connect cluster and
