@@ -280,3 +280,25 @@ def test_a_mirrormaker2_entry_is_written_without_its_none_fields() -> None:
     assert kube.resources[(MIRRORS, "ns", "c")]["status"]["connectors"] == [
         {"name": "a->b.MirrorSourceConnector", "ready": True, "reason": "", "message": ""}
     ]
+
+
+def test_a_transient_pass_keeps_a_standing_refusal_and_a_settled_pass_clears_it() -> None:
+    """The one writer keeps an ApiServerRefused condition through every write of a pass that failed
+    for a transient reason (the refusal still stands: dropped, the next pass would post its Event
+    again), and only a pass that got past it writes it away."""
+    refused = {
+        "type": "ApiServerRefused",
+        "status": "True",
+        "reason": "Forbidden",
+        "message": "get ConfigMap: 403",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "observedGeneration": 3,
+    }
+    unreachable = [ConditionSpec("Ready", "False", "ConnectClusterUnavailable", "timed out")]
+    kube, body = resource(CONNECTORS, {"conditions": [refused]})
+    asyncio.run(write_status(kube, CONNECTORS, body, unreachable, NOW, transient=True))
+    written = kube.resources[(CONNECTORS, "ns", "c")]["status"]["conditions"]
+    assert [c["type"] for c in written] == ["Ready", "ApiServerRefused"]
+    assert written[1] == refused  # as it was: its transition time is not moved
+    asyncio.run(write_status(kube, CONNECTORS, body, READY, NOW))
+    assert [c["type"] for c in kube.resources[(CONNECTORS, "ns", "c")]["status"]["conditions"]] == ["Ready"]

@@ -161,8 +161,9 @@ class ConnectorService:
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
-            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, shown_cluster)
-            if isinstance(error, ClusterUnreachable):
+            unreachable = isinstance(error, ClusterUnreachable)
+            await write_status(self.kube, CONNECTORS, body, plan.conditions, now, shown_cluster, transient=unreachable)
+            if unreachable:
                 outcome.transient_error = str(error)
             else:
                 outcome.requeue_after = 30.0
@@ -234,7 +235,9 @@ class ConnectorService:
             with contextlib.suppress(ConnectError):
                 topics = sorted(await client.get_connector_topics(target.name))
                 update = update.updated(KafkaConnectorStatus(topics=topics))
-        await write_status(self.kube, CONNECTORS, body, conditions, now, update)
+        await write_status(
+            self.kube, CONNECTORS, body, conditions, now, update, transient=result.transient_error is not None
+        )
         try:
             outcome.seen = await self.runner.finish_requests([result], body, CONNECTORS)
         finally:

@@ -169,10 +169,17 @@ class MirrorMaker2Service:
                 reason = error.reason or MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
             else:
                 reason = MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE
+            unreachable = isinstance(error, ClusterUnreachable)
             await write_status(
-                self.kube, MIRRORS, body, [ConditionSpec("Ready", "False", reason, str(error))], now, shown_cluster
+                self.kube,
+                MIRRORS,
+                body,
+                [ConditionSpec("Ready", "False", reason, str(error))],
+                now,
+                shown_cluster,
+                transient=unreachable,
             )
-            if isinstance(error, ClusterUnreachable):
+            if unreachable:
                 outcome.transient_error = str(error)
             else:
                 outcome.requeue_after = 30.0
@@ -272,7 +279,10 @@ class MirrorMaker2Service:
         stored = secrets_condition(resource, mirror, provider, cluster_ref(namespace, resource.metadata.labels))
         if stored is not None:
             conditions.append(stored)
-        await write_status(self.kube, MIRRORS, body, [ready_condition, *merge_same_type(conditions)], now, update)
+        conditions = [ready_condition, *merge_same_type(conditions)]
+        await write_status(
+            self.kube, MIRRORS, body, conditions, now, update, transient=outcome.transient_error is not None
+        )
         try:
             outcome.seen = await self.runner.finish_requests(results, body, MIRRORS, failover.removals)
         finally:

@@ -21,14 +21,7 @@ from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.faults import fault_point
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import KafkaConnectorStatus
-from connect_offsets.planning import (
-    CONNECT_READ_ONLY,
-    Action,
-    ConnectorTarget,
-    Observed,
-    Plan,
-    plan_target,
-)
+from connect_offsets.planning import CONNECT_READ_ONLY, Action, ConnectorTarget, Observed, Plan, plan_target
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import (
     BeforeOffsets,
@@ -44,7 +37,7 @@ from connect_offsets.reconcile.context import (
 from connect_offsets.reconcile.execute import execute
 from connect_offsets.reconcile.observe import observe
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
-from connect_offsets.reconcile.status import record_event, standing_refusal
+from connect_offsets.reconcile.status import record_event
 from connect_offsets.vocabulary import ANNOTATION_HANDLED_REQUEST, OWNER_CONFIG_KEY, request_view
 
 log = logging.getLogger(__name__)
@@ -103,8 +96,7 @@ class TargetRunner:
         except ConnectError as error:
             observed = Observed(now, f"Connect unreachable: {error}", False, None, None)
             plan = plan_target(target, observed)
-            conditions = [*plan.conditions, *standing_refusal(body)]
-            return TargetResult(plan, observed, conditions, transient_error=str(error))
+            return TargetResult(plan, observed, list(plan.conditions), transient_error=str(error))
         metrics.set_connector_state(
             p.kind,
             p.namespace,
@@ -135,8 +127,6 @@ class TargetRunner:
         except ConnectError as error:
             transient_error = str(error)
             sink.not_ready("ConnectError", str(error))
-        if transient_error is not None:
-            sink.conditions.extend(standing_refusal(body))
         if observed.status is not None:
             sink.report(KafkaConnectorStatus(connector_status=observed.status.for_status()))
         if plan.auto_restart is not None:

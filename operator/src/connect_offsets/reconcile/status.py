@@ -174,10 +174,13 @@ _REFUSAL_HINTS = {
 
 
 def standing_refusal(body: dict[str, Any]) -> list[ConditionSpec]:
-    """The resource's ApiServerRefused condition, kept through a pass that failed for a transient
-    reason: that pass fixed nothing, so the refusal still stands. Dropped, the next pass would
-    report it again, with a second Event for one unchanged problem (a Connect rebalance between two
-    passes did that, test_shared_refusals). Only a pass that gets past it clears it."""
+    """The resource's ApiServerRefused condition, kept by every status write of a pass that failed
+    for a transient reason (``write_status(transient=True)``): that pass fixed nothing, so the
+    refusal still stands. Dropped, the next pass would report it again, with a second Event for one
+    unchanged problem (a Connect rebalance between two passes did that, test_shared_refusals). Only
+    a pass that gets past it clears it. Kept in the one writer, not by each pass's conditions: a
+    KafkaConnector's or a KafkaMirrorMaker2's pass fails transiently in more than one place (its
+    Connect cluster unreachable, a Connect error in a step)."""
     return [
         ConditionSpec(c["type"], c.get("status", "True"), c.get("reason", ""), c.get("message", ""))
         for c in (body.get("status") or {}).get("conditions", [])
@@ -240,11 +243,15 @@ async def write_status(
     conditions: list[ConditionSpec],
     now: datetime,
     update: StatusModel | None = None,
+    *,
+    transient: bool = False,
 ) -> None:
     """Write status only if it differs from what the resource already has.
 
     ``update`` is the kind's status model (``STATUS_MODELS``) built with only the fields to set; a
     field set to None is removed. Conditions and observedGeneration are always written here.
+    ``transient``: the pass failed for a reason a retry can fix, so a standing refusal is kept
+    (:func:`standing_refusal`).
     """
     model = STATUS_MODELS[plural]
     if update is not None and type(update) is not model:
@@ -260,6 +267,8 @@ async def write_status(
     removed = {k for k, v in extra.items() if v is None and k in old}
     for key in removed:
         new.pop(key)
+    if transient and not any(c.type == API_SERVER_REFUSED for c in conditions):
+        conditions = [*conditions, *standing_refusal(body)]
     new[conditions_key] = merge_conditions(previous, conditions, generation, iso(now))
     new[generation_key] = generation
     if _canonical(new) == _canonical(old):
