@@ -57,7 +57,7 @@ from tests.integration.support import (  # noqa: E402
     wait_condition,
 )
 
-from bench.report import machine, write_section  # noqa: E402
+from bench.report import machine, stat_cpu_seconds, write_section  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
 from connect_offsets.planning.targets import desired_config  # noqa: E402
 
@@ -176,22 +176,21 @@ class Scraper(threading.Thread):
 PROCESSES = {"API server": "kube-apiserver", "etcd": "/etcd ", "benchmark": "bench_fair_queue"}
 
 
-def cpu_seconds(operator_pid: int) -> dict[str, float]:
+def cpu_by_process(operator_pid: int) -> dict[str, float]:
     """CPU seconds used so far by the operator and by ``PROCESSES`` (from /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     used = dict.fromkeys(["operator", *PROCESSES], 0.0)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            seconds = stat_cpu_seconds(entry / "stat")
         except OSError:
             continue
         names = ["operator"] if int(entry.name) == operator_pid else []
         names += [name for name, part in PROCESSES.items() if part in command]
         for name in names[:1]:
-            used[name] += (int(fields[11]) + int(fields[12])) / ticks
+            used[name] += seconds
     return used
 
 
@@ -267,10 +266,10 @@ def main() -> int:
         def phase(name: str, seconds: float, done: threading.Event | None = None) -> Scraper:
             scraper = Scraper(metrics_url)
             scraper.start()
-            before, started = cpu_seconds(pid), time.monotonic()
+            before, started = cpu_by_process(pid), time.monotonic()
             phases[name] = b_lists(custom, ns_b, b_name, seconds, done)
             took[name] = time.monotonic() - started
-            cpu[name] = cpu_text(before, cpu_seconds(pid), took[name])
+            cpu[name] = cpu_text(before, cpu_by_process(pid), took[name])
             collections[name] = scraper.finish()
             return scraper
 

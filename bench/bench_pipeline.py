@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.report import machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, stat_cpu_seconds, write_section  # noqa: E402
 
 CONNECTORS = 200
 PARTITIONS_PER_CONNECTOR = 50
@@ -135,12 +135,7 @@ def as_of_time(size: int) -> datetime:
 def read_stat(path: Path) -> tuple[str, float]:
     """Name and utime + stime (seconds) from a /proc ``stat`` file: a process's covers all its threads."""
     raw = path.read_text()
-    fields = raw.rsplit(")", 1)[1].split()
-    return raw[raw.index("(") + 1 : raw.rindex(")")], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    return read_stat(Path(f"/proc/{pid}/stat"))[1]
+    return raw[raw.index("(") + 1 : raw.rindex(")")], stat_cpu_seconds(path)
 
 
 def broker_pids() -> list[int]:

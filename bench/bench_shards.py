@@ -88,7 +88,6 @@ from tests.integration.support import (  # noqa: E402
 _ARGV, sys.argv = sys.argv, sys.argv[:1]
 from bench.bench_steady_state import (  # noqa: E402
     CHECKS_METRIC,
-    cpu_seconds,
     in_parallel,
     proc_status,
     ready_count,
@@ -98,7 +97,7 @@ from bench.bench_steady_state import (  # noqa: E402
 
 sys.argv = _ARGV
 
-from bench.report import machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, write_section  # noqa: E402
 from connect_offsets.controller import Shard  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
 from connect_offsets.planning.targets import desired_config  # noqa: E402

@@ -123,7 +123,7 @@ from tests.integration.support import (  # noqa: E402
 )
 
 from bench.kube_proxy import KubeProxy  # noqa: E402
-from bench.report import machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, write_section  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
 from connect_offsets.planning.targets import desired_config  # noqa: E402
 
@@ -201,11 +201,6 @@ def proc_status(pid: int, field: str) -> float:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no {field} in /proc/{pid}/status")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rest_calls(log: Path, start: int, end: int) -> Counter[str]:

@@ -1,4 +1,4 @@
-"""Shared helpers for benchmarks: machine description and section replacement in bench/README.md.
+"""Shared helpers for benchmarks: machine description, a process's CPU time, and section replacement in bench/README.md.
 
 Each benchmark owns one section delimited by ``<!-- bench:NAME:start -->`` / ``<!-- bench:NAME:end -->``
 so benchmarks can be re-run one at a time without clobbering each other's results.
@@ -32,6 +32,18 @@ def machine() -> str:
         f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Python {platform.python_version()}, "
         f"commit {commit or 'unknown'}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
     )
+
+
+def stat_cpu_seconds(stat: Path) -> float:
+    """utime + stime (seconds) from a /proc ``stat`` file (a process's covers all its threads). The
+    fields are counted after the last ")": the command name in parentheses may hold spaces."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has used so far."""
+    return stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 def write_section(name: str, body: str) -> None:

@@ -89,10 +89,11 @@ def read_report(part: Part, report: Path) -> None:
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         part.timings.append((float(case.get("time", 0) or 0), name))
-        part.cases.add(node_id(case))
+        test = node_id(case)
+        part.cases.add(test)
         for outcome in (*case.iter("failure"), *case.iter("error")):
             message = (outcome.get("message") or outcome.text or "").strip().replace("\n", " ")
-            part.failures.setdefault(node_id(case), message[:MESSAGE_CHARS])
+            part.failures.setdefault(test, message[:MESSAGE_CHARS])
         for prop in case.iter("property"):
             if prop.get("name") == "cpu_seconds":
                 part.cpu.append((float(prop.get("value", 0) or 0), name))
