@@ -1,4 +1,5 @@
-"""reconcile/owners.py: owner records a tenant cannot forge (issue 31, point 5).
+"""reconcile/owners.py: owner records a tenant cannot forge (issue 31, point 5), keyed by the Connect
+cluster's Kafka cluster id and the connector name (issue 43).
 
 * with a records namespace (the chart's release namespace): ``record_owner`` writes there, one record
   per connector name naming the last owner; ``check_leftovers_owner`` reads it and nothing a tenant
@@ -6,7 +7,10 @@
 * records of earlier versions in the tenants' namespaces are read only where the records namespace
   has none, only to refuse, and each only about its own namespace;
 * without one (outside a cluster, no variable): the records in the resources' namespaces, as
-  before, with the same "a namespace speaks only for itself" rule.
+  before, with the same "a namespace speaks only for itself" rule;
+* a same-named connector on another Connect cluster (another Kafka cluster id) writes its own record,
+  never the one of this cluster; records of the name alone (earlier versions) are still believed
+  where this cluster has none; a worker without an id keeps the name-only key.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import pytest
 
 from connect_offsets.clients.kubernetes import ConfigMapData, ConfigMapMeta, KubernetesUnavailable
+from connect_offsets.models.connect import ServerInfo
 from connect_offsets.reconcile import owners, settings
 from connect_offsets.reconcile.context import OffsetsRequestInvalid
 from connect_offsets.vocabulary import API_GROUP, LAST_OWNER_LABEL, short_hash
@@ -25,6 +30,8 @@ pytestmark = pytest.mark.unit
 
 RECORDS = "connect-offsets-system"
 NAME = "orders"
+CLUSTER = "kafka-a-cluster-id"
+OTHER = "kafka-b-cluster-id"
 
 
 class Kube:
@@ -40,7 +47,11 @@ class Kube:
         self.objects[key] = {"metadata": {**body["metadata"], "namespace": namespace}}
 
     async def patch_configmap(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self.objects[(namespace, name)]["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+        """A JSON merge patch of labels and annotations (None deletes a key)."""
+        meta = self.objects[(namespace, name)]["metadata"]
+        for part in ("labels", "annotations"):
+            meta.setdefault(part, {}).update(patch["metadata"].get(part, {}))
+            meta[part] = {k: v for k, v in meta[part].items() if v is not None}
 
     async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
         obj = self.objects.get((namespace, name))
@@ -50,11 +61,17 @@ class Kube:
         return ConfigMapData(name, "1", {}, {}, dict(meta.get("labels", {})), [], "", dict(meta["annotations"]))
 
     async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
-        key, _, value = label_selector.partition("=")
+        """``key=value`` or ``key in (v1,v2)``."""
+        if " in (" in label_selector:
+            key, _, rest = label_selector.partition(" in (")
+            values = set(rest.rstrip(")").split(","))
+        else:
+            key, _, value = label_selector.partition("=")
+            values = {value}
         return [
             ConfigMapMeta(name, "", o["metadata"]["labels"], o["metadata"]["annotations"], ns)
             for (ns, name), o in self.objects.items()
-            if (namespace is None or ns == namespace) and o["metadata"].get("labels", {}).get(key) == value
+            if (namespace is None or ns == namespace) and o["metadata"].get("labels", {}).get(key) in values
         ]
 
     def tenant_record(self, namespace: str, owner: str, time: str = "2999-01-01T00:00:00+00:00") -> None:
@@ -67,15 +84,34 @@ class Kube:
             }
         }
 
+    def record(self, namespace: str, key: owners.RecordKey, owner: str, *, cluster: str | None = None) -> None:
+        """A record under ``key``'s name whose annotations say ``cluster`` (another key of the same
+        hash, when it differs from ``key.cluster``), as the operator writes them."""
+        annotations = {f"{API_GROUP}/connector": key.name, f"{API_GROUP}/owner": owner, f"{API_GROUP}/time": "1"}
+        if cluster is not None:
+            annotations[f"{API_GROUP}/kafka-cluster-id"] = cluster
+        self.objects[(namespace, key.record_name)] = {
+            "metadata": {"labels": {LAST_OWNER_LABEL: key.digest}, "annotations": annotations}
+        }
+
+    def owner_of(self, namespace: str, key: owners.RecordKey) -> str:
+        return str(self.objects[(namespace, key.record_name)]["metadata"]["annotations"][f"{API_GROUP}/owner"])
+
 
 @dataclass
 class FakePass:
     namespace: str
     kube: Kube
+    #: The worker's ``GET /``: the Kafka cluster id is what the records are keyed by.
+    cluster: str | None = CLUSTER
     body: dict[str, Any] = field(default_factory=lambda: {"metadata": {"name": NAME}})
     events: list[str] = field(default_factory=list)
 
-    async def event(self, kind: str, reason: str, message: str) -> None:
+    @property
+    def info(self) -> ServerInfo:
+        return ServerInfo(version="3.9.0", kafka_cluster_id=self.cluster)
+
+    def event(self, kind: str, reason: str, message: str) -> None:
         self.events.append(reason)
 
 
@@ -155,3 +191,114 @@ def test_the_pods_namespace_is_the_fallback(monkeypatch: pytest.MonkeyPatch, tmp
     assert settings.owner_records_namespace() == "operators"
     monkeypatch.setenv(settings.OWNER_RECORDS_NAMESPACE_ENV, RECORDS)
     assert settings.owner_records_namespace() == RECORDS
+
+
+# --- keyed by the Connect cluster (issue 43) ---------------------------------------------------
+
+THIS = owners.RecordKey(CLUSTER, NAME)
+THAT = owners.RecordKey(OTHER, NAME)
+NAME_ONLY = owners.RecordKey(None, NAME)
+
+
+@pytest.mark.usefixtures("trusted")
+async def test_a_same_named_connector_on_another_cluster_does_not_rewrite_the_record() -> None:
+    kube = Kube()
+    await owners.record_owner(FakePass("team-a", kube, CLUSTER), NAME)  # type: ignore[arg-type]
+    # The attacker creates the same name on a Connect cluster of its own (another Kafka cluster).
+    await owners.record_owner(FakePass("team-b", kube, OTHER), NAME)  # type: ignore[arg-type]
+    assert sorted(kube.objects) == sorted([(RECORDS, THIS.record_name), (RECORDS, THAT.record_name)])
+    assert kube.owner_of(RECORDS, THIS) == "team-a/orders"
+    assert (RECORDS, NAME_ONLY.record_name) not in kube.objects  # the name-only record is not written
+    # The victim's initialOffsets on its cluster is decided by its own record ...
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None
+    # ... and the attacker's on the victim's cluster (shared, no name prefix) is still refused.
+    refused = await refusal(FakePass("team-b", kube, CLUSTER))
+    assert refused is not None and refused.startswith("LeftoverOffsetsOwnedElsewhere") and "team-a/orders" in refused
+    assert await refusal(FakePass("team-b", kube, OTHER)) is None  # its own leftovers on its own cluster
+    assert await refusal(FakePass("team-a", kube, OTHER)) is not None
+
+
+@pytest.mark.usefixtures("trusted")
+async def test_name_only_records_are_believed_where_this_cluster_has_none() -> None:
+    kube = Kube()
+    kube.record(RECORDS, NAME_ONLY, "team-a/orders")  # written by an earlier version
+    refused = await refusal(FakePass("team-b", kube, CLUSTER))
+    assert refused is not None and "team-a/orders" in refused
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None  # believed to allow, too
+    # Creating the name on this cluster writes this cluster's record, which decides from then on ...
+    await owners.record_owner(FakePass("team-b", kube, CLUSTER), NAME)  # type: ignore[arg-type]
+    assert kube.owner_of(RECORDS, NAME_ONLY) == "team-a/orders"  # untouched
+    assert await refusal(FakePass("team-b", kube, CLUSTER)) is None
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is not None
+    # ... and only on this cluster: elsewhere the name-only record still speaks.
+    assert await refusal(FakePass("team-b", kube, OTHER)) is not None
+    # A trusted record of either key outweighs the tenants' records of earlier versions.
+    kube.tenant_record("team-c", "team-c/orders")
+    assert await refusal(FakePass("team-b", kube, CLUSTER)) is None
+    assert await refusal(FakePass("team-a", kube, OTHER)) is None
+
+
+@pytest.mark.usefixtures("trusted")
+async def test_a_worker_without_a_cluster_id_keeps_the_name_only_key() -> None:
+    kube = Kube()
+    await owners.record_owner(FakePass("team-a", kube, None), NAME)  # type: ignore[arg-type]
+    [(namespace, record_name)] = kube.objects
+    assert (namespace, record_name) == (RECORDS, f"connect-offsets-owner-{short_hash(NAME)}")
+    meta = kube.objects[(namespace, record_name)]["metadata"]
+    assert meta["labels"][LAST_OWNER_LABEL] == short_hash(NAME)
+    assert f"{API_GROUP}/kafka-cluster-id" not in meta["annotations"]
+    assert await refusal(FakePass("team-b", kube, None)) is not None
+    assert await refusal(FakePass("team-a", kube, None)) is None
+    # A worker that does give an id believes it too, where its cluster has no record.
+    assert await refusal(FakePass("team-b", kube, CLUSTER)) is not None
+
+
+@pytest.mark.usefixtures("trusted")
+async def test_a_record_of_another_key_with_the_same_hash_is_not_believed() -> None:
+    kube = Kube()
+    # Under this cluster's record name, a record of another cluster (a colliding hash) ...
+    kube.record(RECORDS, THIS, "team-b/orders", cluster=OTHER)
+    # ... and under the name-only record name, a record of a cluster (not one of the name alone).
+    kube.record(RECORDS, NAME_ONLY, "team-b/orders", cluster=OTHER)
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None
+    # Writing this cluster's record over it makes it this cluster's (the colliding one is lost).
+    await owners.record_owner(FakePass("team-a", kube, CLUSTER), NAME)  # type: ignore[arg-type]
+    assert (
+        kube.objects[(RECORDS, THIS.record_name)]["metadata"]["annotations"][f"{API_GROUP}/kafka-cluster-id"] == CLUSTER
+    )
+    assert await refusal(FakePass("team-b", kube, CLUSTER)) is not None
+    # A name-only writer (no id) over a record carrying a cluster id removes the id.
+    await owners.record_owner(FakePass("team-a", kube, None), NAME)  # type: ignore[arg-type]
+    assert (
+        f"{API_GROUP}/kafka-cluster-id" not in kube.objects[(RECORDS, NAME_ONLY.record_name)]["metadata"]["annotations"]
+    )
+    assert await refusal(FakePass("team-b", kube, None)) is not None
+
+
+async def test_without_a_records_namespace_this_clusters_records_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(settings.OWNER_RECORDS_NAMESPACE_ENV, raising=False)
+    monkeypatch.setattr(settings, "SERVICE_ACCOUNT_NAMESPACE", settings.Path("/nonexistent/namespace"))
+    kube = Kube()
+    kube.tenant_record("team-b", "team-b/orders")  # name-only, newer than anything
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is not None
+    await owners.record_owner(FakePass("team-a", kube, CLUSTER), NAME)  # type: ignore[arg-type]
+    assert (("team-a", THIS.record_name)) in kube.objects
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None  # this cluster's record decides
+    assert await refusal(FakePass("team-a", kube, OTHER)) is not None  # elsewhere, the name-only ones
+    # Another cluster's record (the attacker's own cluster) says nothing about this one.
+    await owners.record_owner(FakePass("team-b", kube, OTHER), NAME)  # type: ignore[arg-type]
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None
+    # A record claiming this cluster's key with another cluster's annotation is not believed.
+    kube.record("team-b", THIS, "team-b/orders", cluster=OTHER)
+    assert await refusal(FakePass("team-a", kube, CLUSTER)) is None
+
+
+@pytest.mark.usefixtures("trusted")
+async def test_tenant_records_of_either_key_only_refuse() -> None:
+    kube = Kube()
+    kube.record("team-b", THIS, "team-b/orders", cluster=CLUSTER)
+    refused = await refusal(FakePass("team-a", kube, CLUSTER))
+    assert refused is not None and "team-b/orders" in refused
+    kube.record("team-a", THIS, "team-b/orders", cluster=CLUSTER)  # speaking for another namespace
+    kube.objects.pop(("team-b", THIS.record_name))
+    assert await refusal(FakePass("team-c", kube, CLUSTER)) is None
