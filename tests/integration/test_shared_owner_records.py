@@ -10,13 +10,26 @@ identity of its own (a ServiceAccount that may write ConfigMaps and the operator
 namespace, as a team is usually given). B writes a record claiming A's connector name, newer than anything, where it can
 (its namespace), and cannot write one where the operator keeps them now (the release namespace:
 403). A's re-created connector with ``initialOffsets`` still wipes A's own leftovers.
+
+Records are keyed by the Connect cluster (its Kafka cluster id, from ``GET /``) and the connector
+name (issue 43): tenant B creating a connector of A's name on a Connect cluster of its own used to
+rewrite A's record, and A's ``initialOffsets`` was then refused. The stack's Connect clusters all
+use Kafka cluster A, so B's "own" cluster is the ``connect-aux`` worker (its own group and offsets
+topic) behind a small proxy reporting another Kafka cluster id, as a worker on another Kafka cluster
+would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +38,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.conftest import wait_for
+from tests.conftest import REPO, wait_for
 from tests.integration.chart_install import chart_operator, run, sa_kubeconfig, tenant_namespaces
 from tests.integration.support import (
     GROUP,
@@ -86,6 +99,15 @@ def forged_record(connector: str, owner: str) -> dict[str, Any]:
     }
 
 
+def initial_outcome(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+        initial: dict[str, Any] = (body.get("status") or {}).get("initialOffsets") or {}
+        return initial if initial.get("step") in ("Applied", "Failed") else None
+
+    return wait_for(f"{namespace}/{name}: initial offsets applied or refused", done, timeout=90)
+
+
 @pytest.mark.local_stack
 @pytest.mark.timeout(400)
 def test_another_namespace_cannot_forge_an_owner_record(
@@ -134,15 +156,112 @@ def test_another_namespace_cannot_forge_an_owner_record(
             spec = file_source_spec(source, name, "a-list")
             spec["initialOffsets"] = {"fromConfigMap": {"name": "seed"}}
             create_connector(custom, tenant_a, name, spec)
-
-            def initial_done() -> dict[str, Any] | None:
-                body = custom.get_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors", name)
-                initial: dict[str, Any] = (body.get("status") or {}).get("initialOffsets") or {}
-                return initial if initial.get("step") in ("Applied", "Failed") else None
-
-            initial = wait_for("A's initial offsets applied or refused", initial_done, timeout=90)
+            initial = initial_outcome(custom, tenant_a, name)
             assert initial["step"] == "Applied", initial["message"]
             assert "offset(s) left by an earlier connector" in initial["message"]
             wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=60)
         finally:
             connect.delete(f"/connectors/{name}")
+
+
+OTHER_KAFKA = "another-kafka-cluster-id"
+
+
+def record_name(cluster: str, connector: str) -> str:
+    """The operator's record of ``connector`` on the Connect cluster of Kafka cluster ``cluster``."""
+    return f"connect-offsets-owner-{hashlib.sha256(f'{cluster}/{connector}'.encode()).hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def reporting_another_kafka(upstream: str) -> Iterator[str]:
+    """An HTTP proxy on 127.0.0.1 to the worker at ``upstream`` whose ``GET /`` reports the Kafka
+    cluster id ``OTHER_KAFKA``: what a Connect cluster on another Kafka cluster answers."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+            answer = httpx.request(self.command, upstream + self.path, content=body, headers=headers, timeout=60)
+            data = answer.content
+            if self.command == "GET" and self.path == "/" and answer.status_code == 200:
+                data = json.dumps({**answer.json(), "kafka_cluster_id": OTHER_KAFKA}).encode()
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.local_stack
+@pytest.mark.timeout(400)
+def test_a_same_named_connector_on_another_connect_cluster_keeps_the_owner_record(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    subprocess.run([sys.executable, str(REPO / "hack" / "stack.py"), "up", "connect-aux"], check=True)
+    aux_url = str(stack["connect_aux_url"])
+    name = f"keyed-{unique}"
+    cluster_id = connect.get("/").json()["kafka_cluster_id"]
+    source_a, source_b = tmp_path / "a.txt", tmp_path / "b.txt"
+    for source in (source_a, source_b):
+        source.write_text("".join(f"line {i}\n" for i in range(10)))
+    with (
+        tenant_namespaces(core, custom, namespace) as (tenant_a, tenant_b),
+        chart_operator(stack, core, custom, tmp_path, [tenant_a, tenant_b]) as op,
+        reporting_another_kafka(aux_url) as own_cluster,
+        httpx.Client(base_url=aux_url, timeout=30) as aux,
+    ):
+        try:
+            create_cluster(custom, tenant_a, connect_url)
+            create_cluster(custom, tenant_b, own_cluster)
+            seed = {"offsets": [{"partition": {"filename": str(source_a)}, "offset": {"position": 0}}]}
+            core.create_namespaced_config_map(
+                tenant_a, {"metadata": {"name": "seed"}, "data": {"offsets.json": json.dumps(seed)}}
+            )
+            create_connector(custom, tenant_a, name, file_source_spec(source_a, name, "a-list"))
+            wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=90)
+            wait_for("A's offsets", lambda: (connect_offsets(connect, name) or [{}])[0].get("offset"))
+            custom.delete_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors", name)
+            wait_for("A's connector deleted", lambda: connect.get(f"/connectors/{name}").status_code == 404)
+            mine = core.read_namespaced_config_map(record_name(cluster_id, name), op.release_namespace)
+            assert mine.metadata.annotations[f"{GROUP}/kafka-cluster-id"] == cluster_id
+            assert mine.metadata.annotations[f"{GROUP}/owner"] == f"{tenant_a}/{name}"
+
+            # Tenant B creates a connector of A's name on its own Connect cluster ...
+            create_connector(custom, tenant_b, name, file_source_spec(source_b, f"{name}-b", "b-list"))
+            wait_condition(custom, tenant_b, name, "Ready", reason="ConnectorRunning", timeout=90)
+            theirs = core.read_namespaced_config_map(record_name(OTHER_KAFKA, name), op.release_namespace)
+            assert theirs.metadata.annotations[f"{GROUP}/owner"] == f"{tenant_b}/{name}"
+            # ... which records B's connector there, and leaves A's record as it was.
+            mine = core.read_namespaced_config_map(record_name(cluster_id, name), op.release_namespace)
+            assert mine.metadata.annotations[f"{GROUP}/owner"] == f"{tenant_a}/{name}"
+
+            spec = file_source_spec(source_a, name, "a-list")
+            spec["initialOffsets"] = {"fromConfigMap": {"name": "seed"}}
+            create_connector(custom, tenant_a, name, spec)
+            initial = initial_outcome(custom, tenant_a, name)
+            assert initial["step"] == "Applied", initial["message"]
+            assert "offset(s) left by an earlier connector" in initial["message"]
+            wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=60)
+        finally:
+            connect.delete(f"/connectors/{name}")
+            aux.delete(f"/connectors/{name}")
