@@ -37,6 +37,7 @@ from connect_offsets.clients.credentials import (
     reserved_key,
     secret_parts,
 )
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.lag import MirrorSecrets, mirror_secrets
 from connect_offsets.models.crds import ConfigProviderSpec, ConnectClusterSpec, KafkaMirrorMaker2Resource
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnusable
@@ -163,21 +164,20 @@ def test_credentials_only_over_verified_tls_and_where_they_go() -> None:
 
 def test_a_tenant_may_not_refer_to_the_clusters_secret_provider() -> None:
     """Through the provider the operator uses for secretConfig a tenant would read any Secret the
-    workers can: a value the operator did not write may not refer to it."""
-    config = {"topic": "${secrets:platform/admin:pw}", "file": "/tmp/x"}
-    with pytest.raises(CredentialsRefused) as caught:
-        CredentialsPolicy().check_connector_config(
-            config, field="spec.config", tenant_keys=config, mirror=False, provider="secrets"
-        )
-    assert caught.value.reason == "ConfigProviderReference" and "(topic)" in str(caught.value)
-    # Another provider (a tenant's own worker's) is not the operator's business.
-    CredentialsPolicy().check_connector_config(
-        config, field="spec.config", tenant_keys=config, mirror=False, provider="mounted"
-    )
+    workers can: a value the operator did not write may not refer to it, nor to any provider the
+    cluster does not allow (the workers may have others: file, env)."""
+    rule = ReferenceRule.for_namespace("team-a", [], ConfigProviderSpec(name="secrets", type="kubernetesSecret"), "c")
+    for value in ("${secrets:platform/admin:pw}", "${mounted:/mnt/x:y}"):
+        config = {"topic": value, "file": "/tmp/x"}
+        with pytest.raises(CredentialsRefused) as caught:
+            CredentialsPolicy().check_connector_config(
+                config, field="spec.config", tenant_keys=config, mirror=False, references=rule
+            )
+        assert caught.value.reason == "ConfigProviderReference" and "(topic)" in str(caught.value)
     # The operator's own references (secretConfig) pass.
     ours = {**mirror_config("SASL_SSL"), "source.cluster.sasl.jaas.config": "${secrets:team-a/east-jaas:jaas}"}
     CredentialsPolicy().check_connector_config(
-        ours, field="f", tenant_keys=(), mirror=True, credential_keys=[USE], provider="secrets"
+        ours, field="f", tenant_keys=(), mirror=True, credential_keys=[USE], references=rule
     )
 
 
@@ -284,7 +284,7 @@ async def test_secret_values_sent_to_connect_need_connects_host_too() -> None:
         await reader.read(resource, connect_url="https://connect.platform:8083")
     assert caught.value.reason == "SecretHostNotAllowed" and "connect.platform:8083" in str(caught.value)
     # With a config provider only references go to Connect: the brokers are all the Secret must allow.
-    assert await reader.read(resource, provider="secrets") == {("east-jaas", "jaas"): JAAS}
+    assert await reader.read(resource, references=ReferenceRule()) == {("east-jaas", "jaas"): JAAS}
 
 
 def test_producer_override_secrets_are_known_with_their_client() -> None:

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.lag import (
     LagRegistry,
     MirrorLag,
@@ -417,7 +418,7 @@ class Resolver:
             return httpx.Response(404, json={"error_code": 404, "message": "Connector not found"})
 
         client = ConnectClient(ConnectEndpoint(url="http://connect:8083"), transport=httpx.MockTransport(answer))
-        return client, config_of
+        return client, config_of, ReferenceRule()
 
 
 offsets_read: list[str] = []

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.errors import UserError
 from connect_offsets.vocabulary import (
     API_GROUP,
@@ -90,9 +91,9 @@ _CONNECTION_SETTINGS: Final = ("bootstrap.servers", "security.protocol", "sasl."
 #: The prefixes of a MirrorMaker 2 connector's two clusters: the operator writes them from
 #: ``spec.clusters`` (where the policy checks them), so a connector's config may not.
 _MIRROR_CLUSTER_PREFIXES: Final = ("source.cluster.", "target.cluster.")
-#: A config provider reference, ``${provider:[path:]key}`` (Kafka's ConfigTransformer syntax).
-_REFERENCE: Final = re.compile(r"\$\{([^}:]{1,255}):")
 
+#: The reference rule of a cluster that allows tenants no config provider: the default.
+NO_REFERENCES: Final = ReferenceRule()
 #: ``scheme://userinfo@``: the scheme and the user info are bounded, so the scan stays linear
 #: whatever a hostile body holds.
 _USERINFO: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s@]{0,512}@")
@@ -380,7 +381,7 @@ class CredentialsPolicy:
         tenant_keys: Iterable[str],
         mirror: bool,
         credential_keys: Iterable[CredentialKey] = (),
-        provider: str | None = None,
+        references: ReferenceRule | None = NO_REFERENCES,
     ) -> dict[str, list[Destination]]:
         """The one check of a connector's final config (cluster settings, the resource's config and
         every override merged, as Connect will receive it), before any connection and before the
@@ -392,9 +393,10 @@ class CredentialsPolicy:
           allow-list (whoever wrote it: a Debezium schema history, a mirror's cluster);
         * ``PlaintextCredentials`` / ``InsecureCredentials``: a client that carries a Secret's value
           (``credential_keys``) without verified TLS;
-        * ``ConfigProviderReference``: a value the operator did not write refers to ``provider``,
-          the config provider the operator uses for Secrets (through it a tenant would read any
-          Secret the Connect workers can).
+        * ``ConfigProviderReference``: a value holds a config provider reference (found as Connect
+          finds them) that ``references`` does not allow
+          (:mod:`connect_offsets.clients.reference_policy`); by default none is. ``None`` only for a
+          config that is never sent to Connect (the operator's own Kafka clients resolve no reference).
 
         Returns, per Secret, where its values go (the brokers of the clients that carry them), for
         the Secret's own ``allowed-hosts`` check when it is read.
@@ -420,16 +422,25 @@ class CredentialsPolicy:
             sent.setdefault(use.secret, []).extend(
                 kafka_destinations(what, config.get(f"{use.client}bootstrap.servers", ""))
             )
-        if provider is not None:
-            for key, value in sorted(config.items()):
-                found = _REFERENCE.search(value)
-                if key not in written and found is not None and found.group(1).strip() == provider:
-                    raise CredentialsRefused(
-                        "ConfigProviderReference",
-                        f"{field} ({key[:200]}): refers to config provider {provider!r}, which the operator uses "
-                        "for secretConfig: through it a connector could read any Secret the Connect workers "
-                        "can. Use secretConfig instead; nothing was sent to Connect",
-                    )
+        refused = None
+        if references is not None:
+            refused = references.first_refusal((key, value, key in written) for key, value in sorted(config.items()))
+        if refused is not None:
+            key, reference, why = refused
+            if key in written:  # the value came from a Secret: none of it is quoted
+                raise CredentialsRefused(
+                    "ConfigProviderReference",
+                    f"{field} ({key[:200]}): the value secretConfig gives it holds a config provider reference "
+                    f"that {references.where if references else 'the cluster'} does not allow this namespace (the "
+                    "Secret's value is not shown). The Connect workers would resolve it with their own files, "
+                    "environment and Secrets; nothing was sent to Connect",
+                )
+            raise CredentialsRefused(
+                "ConfigProviderReference",
+                f"{field} ({key[:200]}): refers to config provider {reference.provider[:100]!r} "
+                f"({reference.text[:200]}): {why}. The Connect workers resolve such a reference with their own "
+                "files, environment and Secrets; nothing was sent to Connect",
+            )
         return sent
 
 

@@ -38,7 +38,7 @@ from connect_offsets.lag.measure import (
 )
 from connect_offsets.lag.monitor import LagMonitor, LagTick
 from connect_offsets.lag.report import CONDITION, LagRegistry, lagging_condition, status_document
-from connect_offsets.lag.secrets import MirrorSecrets, mirror_secrets
+from connect_offsets.lag.secrets import MirrorSecrets, check_mirror_configs, mirror_secrets
 
 __all__ = [
     "CONDITION",
@@ -48,6 +48,7 @@ __all__ = [
     "MirrorLag",
     "MirrorSecrets",
     "PartitionLag",
+    "check_mirror_configs",
     "lagging_condition",
     "measure_mirror",
     "mirror_kafka_config",

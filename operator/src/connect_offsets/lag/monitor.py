@@ -20,6 +20,7 @@ from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectError
 from connect_offsets.clients.credentials import CredentialsPolicy, CredentialsRefused
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.lag.measure import MirrorLag, measure_mirror
 from connect_offsets.lag.report import LagRegistry, declared_mirrors
 from connect_offsets.lag.secrets import MirrorSecrets
@@ -38,7 +39,9 @@ ConfigReader = Callable[[str], Awaitable[Mapping[str, str] | None]]
 #: Resolves a resource's ConnectCluster labels into a Connect client and a config reader, once the
 #: cluster's binding allows the resource's namespace and connector names (the reconcile's own
 #: checks, ``reconcile.clusters.resolve_cluster``); raises when it does not.
-ConnectResolver = Callable[[str, dict[str, str], Sequence[str]], Awaitable[tuple[ConnectClient, ConfigReader]]]
+ConnectResolver = Callable[
+    [str, dict[str, str], Sequence[str]], Awaitable[tuple[ConnectClient, ConfigReader, ReferenceRule]]
+]
 
 
 @dataclass(frozen=True)
@@ -115,11 +118,11 @@ class LagMonitor:
         key of its connector. A refused resource or connector gets nothing read for it."""
         names = [t.name for t in mirror_targets(resource, {}).targets]
         try:
-            client, config_of = await self.connect_for(namespace, resource.metadata.labels, names)
+            client, config_of, references = await self.connect_for(namespace, resource.metadata.labels, names)
         except Exception as error:  # the resolver's own errors (binding refused, cluster missing, unreachable)
             return self._failed_all(resource, namespace, name, f"Connect cluster: {error}")
         try:
-            secrets = await self.secrets.read(resource)
+            secrets = await self.secrets.read(resource, references=references)
         except CredentialsRefused as error:
             return self._failed_all(resource, namespace, name, str(error))
         except (KubernetesError, LookupError) as error:

@@ -18,26 +18,31 @@ from connect_offsets.clients.credentials import (
     url_destination,
 )
 from connect_offsets.clients.kubernetes import KubernetesApi
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.models.crds import KafkaMirrorMaker2Resource
 from connect_offsets.planning import mirror_targets
 
 
 def check_mirror_configs(
-    resource: KafkaMirrorMaker2Resource, policy: CredentialsPolicy, provider: str | None = None
+    resource: KafkaMirrorMaker2Resource,
+    policy: CredentialsPolicy,
+    references: ReferenceRule | None,
+    values: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, list[Destination]]:
     """Every connector config the resource declares, as Connect would receive it, through the one
-    connector config policy (``CredentialsPolicy.check_connector_config``); no Secret is needed for
-    that (the keys and addresses are what is checked). Returns, per Secret, the brokers its values
-    go to. Raises CredentialsRefused."""
+    connector config policy (``CredentialsPolicy.check_connector_config``). No Secret is needed for
+    that (the keys and addresses are what is checked); ``values``: what secretConfig keys hold in
+    the config sent (the Secrets' values, or the operator's references), for the final check of
+    what they refer to. Returns, per Secret, the brokers its values go to. Raises CredentialsRefused."""
     sent: dict[str, list[Destination]] = {}
-    for target in mirror_targets(resource, {}).targets:
+    for target in mirror_targets(resource, values or {}).targets:
         found = policy.check_connector_config(
             target.config,
             field=f"{target.spec_path}.config",
             tenant_keys=target.tenant_keys,
             mirror=True,
             credential_keys=[CredentialKey(*key) for key in target.secret_keys],
-            provider=provider,
+            references=references,
         )
         for secret, destinations in found.items():
             sent.setdefault(secret, []).extend(destinations)
@@ -50,7 +55,7 @@ async def mirror_secrets(
     policy: CredentialsPolicy,
     *,
     connect_url: str | None = None,
-    provider: str | None = None,
+    references: ReferenceRule | None = None,
 ) -> dict[tuple[str, str], str]:
     """The ``secretConfig`` values of every cluster, keyed by (Secret name, key), once the policy
     allows each cluster and every connector config: bootstrap servers in the allow-list, a cluster
@@ -58,8 +63,9 @@ async def mirror_secrets(
     it is checked before any Secret is read; each Secret's own ``allowed-hosts`` when it is read.
 
     ``connect_url``: set when the values go into the connectors' config sent to that Connect REST
-    API (no config provider), whose host each Secret must then allow too. ``provider``: the config
-    provider the ConnectCluster names (references to it in the resource's own config are refused).
+    API (no config provider), whose host each Secret must then allow too. ``references``: what the
+    connectors' configs may refer to, when they are sent to Connect (None: only the operator's own
+    Kafka clients use them, which resolve no reference).
 
     The one reader for the MM2 service (which sends the values to Connect) and the lag monitor
     (which connects to the source cluster with them). Raises CredentialsRefused, LookupError (a key
@@ -72,7 +78,7 @@ async def mirror_secrets(
             cluster.config,
             credentials=bool(cluster.secret_config),
         )
-    sent = check_mirror_configs(resource, policy, provider)
+    sent = check_mirror_configs(resource, policy, references)
     connect: list[Destination] = []
     if connect_url is not None:
         connect = [
@@ -125,32 +131,36 @@ class MirrorSecrets:
         self.reuse_s = reuse_s
         self._clock = clock
         self._kept: dict[
-            tuple[str, str, str | None, str | None], tuple[str, int, float, dict[tuple[str, str], str]]
+            tuple[str, str, str | None, ReferenceRule | None], tuple[str, int, float, dict[tuple[str, str], str]]
         ] = {}
 
     async def read(
-        self, resource: KafkaMirrorMaker2Resource, *, connect_url: str | None = None, provider: str | None = None
+        self,
+        resource: KafkaMirrorMaker2Resource,
+        *,
+        connect_url: str | None = None,
+        references: ReferenceRule | None = None,
     ) -> dict[tuple[str, str], str]:
         """The values by (Secret name, key); raises as ``mirror_secrets`` does. Kept per destination
-        (``connect_url``, ``provider``): values checked for the Kafka brokers alone are not reused
+        (``connect_url``, ``references``): values checked for the Kafka brokers alone are not reused
         for a config sent to Connect, while the lag monitor (brokers only, no ``connect_url``) reuses
-        what the reconcile read, whose checks covered more."""
+        what the reconcile read under the same reference rule, whose checks covered more."""
         meta = resource.metadata
-        key = (meta.namespace, meta.name, connect_url, provider)
+        key = (meta.namespace, meta.name, connect_url, references)
         now = self._clock()
 
         def fresh(entry: tuple[str, int, float, dict[tuple[str, str], str]] | None) -> bool:
             return entry is not None and entry[:2] == (meta.uid, meta.generation) and now - entry[2] < self.reuse_s
 
         candidates = [key]
-        if connect_url is None and provider is None:
-            candidates += [k for k in self._kept if k[:2] == key[:2] and k != key]
+        if connect_url is None:  # the Kafka brokers alone: a read checked for more serves too
+            candidates += [k for k in self._kept if k[:2] == key[:2] and k != key and references in (None, k[3])]
         for candidate in candidates:
             kept = self._kept.get(candidate)
             if kept is not None and fresh(kept):
                 return dict(kept[3])
         self._kept.pop(key, None)
-        values = await mirror_secrets(self.kube, resource, self.policy, connect_url=connect_url, provider=provider)
+        values = await mirror_secrets(self.kube, resource, self.policy, connect_url=connect_url, references=references)
         if any(c.secret_config for c in resource.spec.clusters):  # nothing read, nothing to keep
             self._kept[key] = (meta.uid, meta.generation, now, values)
         return dict(values)

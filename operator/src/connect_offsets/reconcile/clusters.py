@@ -34,10 +34,12 @@ from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
+from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.errors import TransientError, UserError
 from connect_offsets.models.connect import ServerInfo, offsets_api_refusal
 from connect_offsets.models.crds import (
     ConfigProviderSpec,
+    ConfigProvidersSpec,
     ConnectClusterResource,
     ConnectClusterSpec,
 )
@@ -134,6 +136,7 @@ class _Entry:
     cluster_version: int | None = None  # the ConnectCluster's generation the endpoint was built from
     endpoint_at: float = 0.0
     provider: ConfigProviderSpec | None = None  # spec.configProvider, as of cluster_version
+    allowed_providers: ConfigProvidersSpec | None = None  # spec.configProviders, as of cluster_version
 
     @property
     def client(self) -> ConnectClient:
@@ -268,6 +271,17 @@ class ClusterRegistry:
         entry = self._entries.get((namespace, name))
         return None if entry is None else entry.provider
 
+    def reference_rule(self, namespace: str, name: str, for_namespace: str) -> ReferenceRule:
+        """What the connector configs of a resource in ``for_namespace`` may refer to
+        (``spec.configProviders`` and ``spec.configProvider`` of a resolved ConnectCluster); nothing
+        for a cluster not resolved."""
+        entry = self._entries.get((namespace, name))
+        where = f"ConnectCluster {namespace}/{name}"
+        if entry is None:
+            return ReferenceRule(where=where)
+        allowed = entry.allowed_providers.allowed if entry.allowed_providers is not None else []
+        return ReferenceRule.for_namespace(for_namespace, allowed, entry.provider, where)
+
     def health(self, namespace: str, name: str) -> tuple[str, str] | None:
         """The worker's last ``GET /health`` answer for a resolved ConnectCluster (None: not asked,
         or a worker older than 3.9)."""
@@ -330,7 +344,7 @@ class ClusterRegistry:
             or time.monotonic() - entry.endpoint_at > ENDPOINT_TTL_S
         ):
             entry = await self._build(namespace, name, cluster.spec, version)
-        entry.provider = cluster.spec.config_provider
+        entry.provider, entry.allowed_providers = cluster.spec.config_provider, cluster.spec.config_providers
         connection = entry.connection
         if connection.info is None:
             connection.info = await connection.client.server_info()
@@ -455,19 +469,20 @@ async def resolve_cluster(
     return client, info
 
 
-def check_connector_config(clusters: ClusterRegistry, cluster: tuple[str, str], target: ConnectorTarget) -> None:
+def check_connector_config(
+    clusters: ClusterRegistry, cluster: tuple[str, str], namespace: str, target: ConnectorTarget
+) -> None:
     """A KafkaConnector's final config through the connector config policy
     (``CredentialsPolicy.check_connector_config``) before anything is sent to Connect: reserved
-    keys, Kafka addresses outside the allow-list, references to the cluster's config provider.
-    ClusterUnusable with the policy's reason."""
-    provider = clusters.config_provider(*cluster)
+    keys, Kafka addresses outside the allow-list, config provider references the cluster does not
+    allow ``namespace``. ClusterUnusable with the policy's reason."""
     try:
         clusters.policy.check_connector_config(
             target.config,
             field="spec.config",
             tenant_keys=target.tenant_keys,
             mirror=False,
-            provider=provider.name if provider is not None else None,
+            references=clusters.reference_rule(*cluster, namespace),
         )
     except CredentialsRefused as error:
         raise ClusterUnusable(str(error), error.reason) from error
@@ -475,19 +490,21 @@ def check_connector_config(clusters: ClusterRegistry, cluster: tuple[str, str], 
 
 async def mirror_connect(
     clusters: ClusterRegistry, namespace: str, labels: dict[str, str], connector_names: Sequence[str]
-) -> tuple[ConnectClient, Callable[[str], Awaitable[dict[str, str] | None]]]:
+) -> tuple[ConnectClient, Callable[[str], Awaitable[dict[str, str] | None]], ReferenceRule]:
     """For the lag monitor: the Connect client of a resource's cluster, through the same binding
-    checks as its reconcile (``resolve_cluster``: namespace, connector names), and a reader of a
-    connector's config (for its owner key) from the cluster's snapshot."""
+    checks as its reconcile (``resolve_cluster``: namespace, connector names), a reader of a
+    connector's config (for its owner key) from the cluster's snapshot, and the config provider
+    references its connectors' configs may hold (so a mirror the reconcile refuses is refused here too)."""
     client, _ = await resolve_cluster(clusters, namespace, labels, connector_names)
-    snapshot = clusters.snapshot(*cluster_ref(namespace, labels))
+    cluster = cluster_ref(namespace, labels)
+    snapshot = clusters.snapshot(*cluster)
 
     async def config_of(name: str) -> dict[str, str] | None:
         if snapshot is None:
             return await client.get_connector_config(name)
         return (await snapshot.read(name)).config
 
-    return client, config_of
+    return client, config_of, clusters.reference_rule(*cluster, namespace)
 
 
 class ClusterUnreachable(TransientError):

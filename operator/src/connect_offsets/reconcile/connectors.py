@@ -152,7 +152,7 @@ class ConnectorService:
         shown_cluster = KafkaConnectorStatus(cluster=cluster_display(namespace, resource.metadata.labels))
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
-            check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), target)
+            check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), namespace, target)
             refusal = plugin_version_refusal(info.version) if resource.spec.version is not None else None
             if refusal is not None:
                 # An older worker ignores connector.plugin.version: the version asked would not be

@@ -27,7 +27,8 @@ from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesRejected,
 )
-from connect_offsets.lag import LagRegistry, MirrorSecrets, mirror_kafka_config
+from connect_offsets.clients.reference_policy import ReferenceRule
+from connect_offsets.lag import LagRegistry, MirrorSecrets, check_mirror_configs, mirror_kafka_config
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.models.crds import (
     ConfigProviderSpec,
@@ -110,10 +111,10 @@ class MirrorMaker2Service:
         self._validated: dict[str, tuple[float, list[str]]] = {}
 
     async def _secrets(
-        self, resource: KafkaMirrorMaker2Resource, connect_url: str | None, provider: str | None
+        self, resource: KafkaMirrorMaker2Resource, connect_url: str | None, references: ReferenceRule
     ) -> dict[tuple[str, str], str]:
         try:
-            return await self.secrets.read(resource, connect_url=connect_url, provider=provider)
+            return await self.secrets.read(resource, connect_url=connect_url, references=references)
         except CredentialsRefused as error:
             raise ClusterUnusable(str(error), error.reason) from error
         except LookupError as error:
@@ -142,12 +143,12 @@ class MirrorMaker2Service:
             client, info = await resolve_cluster(
                 self.clusters, namespace, resource.metadata.labels, [t.name for t in declared.targets]
             )
-            provider = self.clusters.config_provider(*cluster_ref(namespace, resource.metadata.labels))
+            cluster = cluster_ref(namespace, resource.metadata.labels)
+            provider = self.clusters.config_provider(*cluster)
+            rule = self.clusters.reference_rule(*cluster, namespace)
             # Without a config provider the values go to Connect inside the connectors' config, so
             # each Secret must allow Connect's host too, and the URL must be verified https.
-            secrets = await self._secrets(
-                resource, None if provider else client.endpoint.url, provider.name if provider else None
-            )
+            secrets = await self._secrets(resource, None if provider else client.endpoint.url, rule)
             kafka = mirror_targets(resource, secrets)  # for the operator's own Kafka clients
             if secrets and provider is None:
                 try:
@@ -161,7 +162,14 @@ class MirrorMaker2Service:
                     raise ClusterUnusable(f"secretConfig: {error}", error.reason) from error
             # Connect may echo resolved values in its errors either way.
             client.also_redact(secret_parts(secrets.values()))
-            mirror = kafka if provider is None else mirror_targets(resource, references(resource, provider))
+            sent = secrets if provider is None else references(resource, provider)
+            mirror = kafka if provider is None else mirror_targets(resource, sent)
+            try:
+                # What Connect receives, secretConfig filled in: a Secret's value or the operator's
+                # reference may not refer anywhere the tenant's own text may not.
+                check_mirror_configs(resource, self.clusters.policy, rule, sent)
+            except CredentialsRefused as error:
+                raise ClusterUnusable(str(error), error.reason) from error
         except (ClusterUnusable, ClusterUnreachable, KubernetesRejected) as error:
             if isinstance(error, KubernetesRejected):
                 reason = "SecretUnreadable"

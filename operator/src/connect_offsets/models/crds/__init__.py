@@ -41,10 +41,12 @@ from connect_offsets.models.crds.base import (
     parse_rfc3339,
 )
 from connect_offsets.models.crds.connect_cluster import (
+    AllowedConfigProvider,
     AuthenticationSpec,
     CertificateSource,
     ClientCertificateSpec,
     ConfigProviderSpec,
+    ConfigProvidersSpec,
     ConfigProviderType,
     ConnectClusterResource,
     ConnectClusterSpec,
@@ -133,6 +135,7 @@ __all__ = [
     "PLUGIN_VERSION_KEY",
     "RESERVED_CONFIG_KEYS",
     "RFC3339_CEL",
+    "AllowedConfigProvider",
     "AlterOffsetsSpec",
     "AppliedOffsetsStatus",
     "AuthenticationSpec",
@@ -145,6 +148,7 @@ __all__ = [
     "ConfigMapRef",
     "ConfigProviderSpec",
     "ConfigProviderType",
+    "ConfigProvidersSpec",
     "ConnectClusterResource",
     "ConnectClusterSpec",
     "ConnectClusterStatus",

@@ -117,7 +117,12 @@ class ConfigMapRef(Model):
 
 class SecretKeyRef(Model):
     name: Annotated[str, object_name("Secret (or ConfigMap) name, in the resource's namespace.")]
-    key: Annotated[str, Field(min_length=1, description="Key inside the Secret.")]
+    key: Annotated[
+        str,
+        # Kubernetes' own rule for Secret and ConfigMap keys. It also keeps a key from ending a
+        # config provider reference the operator writes with it (``}``, ``:``, ``$``).
+        Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Key inside the Secret."),
+    ]
 
 
 class KeyRef(Model):

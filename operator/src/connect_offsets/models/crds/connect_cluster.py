@@ -126,6 +126,60 @@ class ConfigProviderSpec(Model):
         return f"${{{self.name}:{directory}/{secret}:{key}}}"
 
 
+class AllowedConfigProvider(Model):
+    """A config provider of the workers that tenants' connector configs may refer to, and where."""
+
+    name: Annotated[
+        str,
+        Field(
+            pattern=r"^[A-Za-z0-9_.-]+$",
+            max_length=63,
+            description="The provider's name in the workers' config.providers (e.g. secrets), exactly as there.",
+        ),
+    ]
+    path_prefix: str | None = Field(
+        None,
+        max_length=500,
+        description=(
+            "References must name a path under this prefix; {namespace} is replaced by the resource's namespace: "
+            '"{namespace}/" for a Kubernetes Secret provider (${secrets:<namespace>/<secret>:<key>}), '
+            '"/mnt/secrets/{namespace}/" for a DirectoryConfigProvider over mounted Secrets. A prefix that does '
+            'not end in "/" ends at a whole path segment ("{namespace}" allows "team-a" and "team-a/x", not '
+            '"team-ab"); paths with "." or ".." segments are refused. Absent: any path, so only for a provider '
+            "that holds nothing one tenant may not read."
+        ),
+    )
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_NAME, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Namespaces whose resources may refer to it; empty: every namespace that may use this cluster.",
+    )
+
+    @field_validator("path_prefix")
+    @classmethod
+    def _prefix(cls, prefix: str | None) -> str | None:
+        if prefix is not None and _NOT_IN_REFERENCE.search(prefix.replace("{namespace}", "")):
+            raise ValueError(
+                "must not contain ':', '$', '{', '}' (other than {namespace}) or whitespace: "
+                "a reference's path cannot hold them"
+            )
+        return prefix
+
+
+class ConfigProvidersSpec(Model):
+    """Which of the workers' config providers tenants may refer to in connector configs."""
+
+    allowed: list[AllowedConfigProvider] = Field(
+        default_factory=list,
+        max_length=50,
+        description=(
+            "The only providers a connector config of a tenant may refer to (${provider:[path:]key}), each with "
+            "the paths allowed. Empty or absent: none; a value with any reference is refused before anything "
+            "is sent to Connect."
+        ),
+    )
+
+
 class ConnectClusterSpec(Model):
     """How to reach an existing Kafka Connect cluster: its REST URL, authentication and TLS, optional
     Kafka access (for seeking sink connectors to a time), and which namespaces and connector names may
@@ -165,6 +219,15 @@ class ConnectClusterSpec(Model):
             "A config provider of the Connect workers: KafkaMirrorMaker2 secretConfig values reach Connect as "
             "references to it instead of in clear (without one, the values are stored in Connect's config "
             "topic and shown by GET /connectors/<name>/config)."
+        ),
+    )
+    config_providers: ConfigProvidersSpec | None = Field(
+        None,
+        description=(
+            "Config providers of the workers that tenants' connector configs may refer to. The workers resolve "
+            "every ${provider:path:key} in a connector's config with their own files, environment and Secrets, "
+            "so without an entry here no tenant value may hold one (references the operator writes for "
+            "secretConfig through configProvider are its own)."
         ),
     )
     connector_name_prefix: Annotated[

@@ -1,0 +1,136 @@
+"""Config provider references by allow-list (issue 43, point 1): ``ReferenceRule`` and its use in
+the one connector config check.
+
+* nothing allowed by default, whatever the provider (the workers' file, env, Secrets);
+* ``spec.configProviders.allowed``: the provider by its exact name, paths under the prefix made for
+  the namespace, at a segment boundary, never with ``.``/``..`` segments, only for the namespaces
+  listed;
+* the operator's own references (secretConfig through ``spec.configProvider``): only in the keys it
+  wrote, only under the resource's own namespace; a Secret's value is never quoted;
+* refusals name the key, the provider and the rule.
+
+In-memory only.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from connect_offsets.clients.credentials import CredentialKey, CredentialsPolicy, CredentialsRefused
+from connect_offsets.clients.reference_policy import ReferenceAllowance, ReferenceRule
+from connect_offsets.models.config_references import config_references
+from connect_offsets.models.crds import AllowedConfigProvider, ConfigProviderSpec, ConnectClusterSpec
+
+pytestmark = pytest.mark.unit
+
+SECRETS_PER_NAMESPACE = [AllowedConfigProvider(name="secrets", path_prefix="{namespace}/")]
+OWN = ConfigProviderSpec(name="secrets", type="kubernetesSecret")
+
+
+def check(config: dict[str, str], rule: ReferenceRule, **extra: object) -> None:
+    CredentialsPolicy().check_connector_config(
+        config, field="spec.config", tenant_keys=config, mirror=False, references=rule, **extra
+    )
+
+
+def refusal(config: dict[str, str], rule: ReferenceRule) -> str:
+    with pytest.raises(CredentialsRefused) as caught:
+        check(config, rule)
+    assert caught.value.reason == "ConfigProviderReference"
+    return str(caught.value)
+
+
+def test_no_provider_is_allowed_by_default() -> None:
+    for value in (
+        "${file:/etc/kafka/worker.properties:sasl.jaas.config}",
+        "${env:AWS_SECRET_ACCESS_KEY}",
+        "${secrets:other-ns/db:password}",
+        "${nope:x}${secrets:other-ns/db:password}",
+    ):
+        message = refusal({"topic": "t", "database.password": value}, ReferenceRule(where="ConnectCluster p/c"))
+        assert "(database.password)" in message and "spec.configProviders.allowed is empty" in message
+        assert "ConnectCluster p/c" in message and "nothing was sent to Connect" in message
+    # Dollars and braces that Connect does not read as a reference are text.
+    check({"label": "price ${USD}", "other": "${", "json": '{"a": "b"}'}, ReferenceRule())
+
+
+def test_the_message_names_the_key_the_provider_and_the_rule() -> None:
+    rule = ReferenceRule.for_namespace("team-a", SECRETS_PER_NAMESPACE, None, "ConnectCluster platform/shared")
+    message = refusal({"k": "${file:/etc/passwd:root}"}, rule)
+    assert "spec.config (k)" in message and "'file'" in message
+    assert "allows only secrets (paths under 'team-a/') for this namespace" in message
+
+
+def test_an_allowed_provider_only_under_its_prefix() -> None:
+    rule = ReferenceRule.for_namespace("team-a", SECRETS_PER_NAMESPACE, None, "ConnectCluster platform/shared")
+    check({"database.password": "${secrets:team-a/db:password}"}, rule)
+    check({"u": "${secrets:team-a/db:user}", "p": "pw ${secrets:team-a/db:pw} end"}, rule)
+    # Every reference of a value counts, the second as much as the first.
+    message = refusal({"p": "${secrets:team-a/db:pw}${secrets:team-b/db:pw}"}, rule)
+    assert "'team-b/db' is not under 'team-a/'" in message
+    for path in ("team-b/db", "team-ab/db", "team-a/../team-b/db", "./team-a/db", "team-a/./db", "team-a\\..\\x"):
+        refusal({"p": f"${{secrets:{path}:pw}}"}, rule)
+    # The name is exact: another spelling is another provider, which the workers may have.
+    for provider in ("Secrets", " secrets", "secrets "):
+        refusal({"p": f"${{{provider}:team-a/db:pw}}"}, rule)
+    # A reference without a path has the empty path: not under the prefix.
+    refusal({"p": "${secrets:pw}"}, rule)
+
+
+def test_a_prefix_ends_at_a_segment() -> None:
+    assert ReferenceAllowance("s", "team-a").covers("team-a/db")
+    assert ReferenceAllowance("s", "team-a").covers("team-a")
+    assert not ReferenceAllowance("s", "team-a").covers("team-ab/db")
+    assert ReferenceAllowance("s", "/mnt/secrets/team-a/").covers("/mnt/secrets/team-a/db")
+    assert not ReferenceAllowance("s", "/mnt/secrets/team-a/").covers("/mnt/secrets/team-a")
+    assert ReferenceAllowance("s", None).covers("/anything")
+
+
+def test_entries_for_listed_namespaces_only() -> None:
+    allowed = [AllowedConfigProvider(name="vault", path_prefix="kv/{namespace}/", namespaces=["team-a"])]
+    check({"p": "${vault:kv/team-a/db:pw}"}, ReferenceRule.for_namespace("team-a", allowed, None, "c"))
+    refusal({"p": "${vault:kv/team-b/db:pw}"}, ReferenceRule.for_namespace("team-b", allowed, None, "c"))
+
+
+def test_the_operators_own_references_only_where_it_wrote_them() -> None:
+    rule = ReferenceRule.for_namespace("team-a", [], OWN, "ConnectCluster platform/shared")
+    use = CredentialKey("source.cluster.sasl.jaas.config", "source.cluster.", "east-jaas")
+    written = {"source.cluster.sasl.jaas.config": "${secrets:team-a/east-jaas:jaas}"}
+    CredentialsPolicy(allow_plaintext=True).check_connector_config(
+        written, field="f", tenant_keys=(), mirror=True, credential_keys=[use], references=rule
+    )
+    # A tenant's own value may not use the operator's provider.
+    message = refusal({"topic": "${secrets:team-a/east-jaas:jaas}"}, rule)
+    assert "use secretConfig instead" in message
+    # Nor may a written value point at another namespace, or hold another provider.
+    for value in ("${secrets:team-b/db:pw}", "${secrets:team-a/x:y}${file:/etc/kafka/worker.properties:z}"):
+        with pytest.raises(CredentialsRefused) as caught:
+            CredentialsPolicy(allow_plaintext=True).check_connector_config(
+                {use.key: value}, field="f", tenant_keys=(), mirror=True, credential_keys=[use], references=rule
+            )
+        assert caught.value.reason == "ConfigProviderReference"
+        # The value came from a Secret: no part of it is shown.
+        assert "team-b" not in str(caught.value) and "worker.properties" not in str(caught.value)
+
+
+def test_the_directory_provider_of_the_operator() -> None:
+    own = ConfigProviderSpec(name="mounted", type="directory", path="/mnt/secrets/{namespace}")
+    rule = ReferenceRule.for_namespace("team-a", [], own, "c")
+    assert rule.own == ReferenceAllowance("mounted", "/mnt/secrets/team-a/")
+    [reference] = config_references(own.reference("team-a", "db", "pw"))
+    assert rule.refusal(reference, written=True) is None
+    assert rule.refusal(reference, written=False) is not None
+
+
+def test_the_spec_field() -> None:
+    spec = ConnectClusterSpec.model_validate(
+        {
+            "url": "https://connect.svc:8083",
+            "configProviders": {"allowed": [{"name": "secrets", "pathPrefix": "{namespace}/"}]},
+        }
+    )
+    assert spec.config_providers is not None and spec.config_providers.allowed == SECRETS_PER_NAMESPACE
+    with pytest.raises(ValueError, match="must not contain"):
+        AllowedConfigProvider(name="secrets", path_prefix="a:b")
+    with pytest.raises(ValueError):
+        AllowedConfigProvider(name="bad name")
