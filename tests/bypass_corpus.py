@@ -86,9 +86,7 @@ class Bypass:
     """One hostile input: ``rule`` refuses it with ``reason`` (None: a control, accepted).
 
     ``says``: a fragment the refusal's message must hold (which key, which reference). ``returns``:
-    for a control, what the attempt must return (``ANY``: anything). ``known_bug``: the rule does
-    not hold yet (the row runs as a strict xfail naming the bug, and fails once the bug is fixed,
-    so the mark is removed with the fix).
+    for a control, what the attempt must return (``ANY``: anything).
     """
 
     name: str
@@ -97,7 +95,6 @@ class Bypass:
     reason: str | None
     says: str = ""
     returns: object = ANY
-    known_bug: str = ""
 
     @property
     def family(self) -> str:
@@ -1020,11 +1017,6 @@ CORPUS: Final[list[Bypass]] = [
         lambda: is_object_name(final_backup_name(DOT_AT_200, "0b9c6f1e-1a2b-4c3d-8e9f-001122334455", "orders")),
         None,
         returns=True,
-        known_bug=(
-            "reconcile/deletion.final_backup_name (and the backup and pin names in reconcile/backups.py and "
-            "reconcile/pins.py) cut the resource's name at 200 characters without stripping a trailing '.', "
-            "so 'aaa….-final-…' is not a DNS subdomain and every write is refused"
-        ),
     ),
     *(
         Bypass(

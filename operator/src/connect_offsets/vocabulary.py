@@ -60,6 +60,7 @@ __all__ = [
     "iso",
     "java_string",
     "label_value",
+    "name_stem",
 ]
 
 API_GROUP = "connect-offsets.io"
@@ -252,6 +253,16 @@ def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 #: Kubernetes refuses a label value longer than this (a resource name may be up to 253).
 LABEL_VALUE_MAX = 63
+
+
+def name_stem(name: str, length: int = 200) -> str:
+    """The start of a resource's name, for the name of an object made for it (``<stem>-backup-…``).
+
+    Why the strip: a DNS subdomain's dot-separated parts end in an alphanumeric character, and a
+    cut that ends on ``.`` or ``-`` (a 253-character name with a dot at 200) would make every such
+    object's name one the API server refuses, wedging the resource for good.
+    """
+    return name[:length].rstrip("-.")
 
 
 def label_value(name: str) -> str:

@@ -17,7 +17,7 @@ from connect_offsets.planning import ConnectorTarget, RestoreSource, request_key
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.settings import backup_retention
 from connect_offsets.reconcile.status import owner_reference
-from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, short_hash
+from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, name_stem, short_hash
 
 #: Marks the backup ``spec.offsetsOnDelete`` writes (``reconcile.deletion``): it outlives its
 #: resource, so a resource re-created under the same name finds it for a restore, and pruning never
@@ -59,7 +59,7 @@ async def backup(p: Pass, operation: str, restoring: str | None = None) -> str:
     hashed = connector_hash(p.target.name)
     stamp = p.now.strftime("%Y%m%dt%H%M%Sz")
     # The random suffix keeps two backups within one second apart.
-    name = f"{meta['name'][:200]}-backup-{hashed}-{stamp}-{secrets.token_hex(2)}"
+    name = f"{name_stem(meta['name'])}-backup-{hashed}-{stamp}-{secrets.token_hex(2)}"
     created = datetime.now(UTC).isoformat()
     offsets = await p.client.get_offsets_raw(p.target.name)
     backup_of = label_value(meta["name"])

@@ -43,7 +43,7 @@ from connect_offsets.reconcile.backups import FINAL_BACKUP_LABEL, connector_hash
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import managed_labels
 from connect_offsets.reconcile.status import record_event, write_status_fields
-from connect_offsets.vocabulary import API_GROUP, CONNECTORS, OFFSETS_KEY, OWNER_CONFIG_KEY, iso
+from connect_offsets.vocabulary import API_GROUP, CONNECTORS, OFFSETS_KEY, OWNER_CONFIG_KEY, iso, name_stem
 
 __all__ = ["DeletionPending", "final_backup_name", "offsets_on_delete"]
 
@@ -65,7 +65,7 @@ class DeletionPending(TransientError):
 def final_backup_name(resource_name: str, uid: str, connector: str) -> str:
     """The deletion's backup: one per resource instance (its uid), so a retried deletion finds the
     backup it already wrote instead of writing another."""
-    return f"{resource_name[:200]}-final-{connector_hash(connector)}-{uid.replace('-', '')[:10]}"
+    return f"{name_stem(resource_name)}-final-{connector_hash(connector)}-{uid.replace('-', '')[:10]}"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from connect_offsets.models.crds import InitialOffsetsStatus, KafkaConnectorStat
 from connect_offsets.planning import Action, Plan
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.status import owner_reference
-from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, PINNED_FOR_LABEL, iso, short_hash
+from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, PINNED_FOR_LABEL, iso, name_stem, short_hash
 
 __all__ = ["PIN_KIND_LABEL", "PinKind", "pin_copy", "pin_initial", "read_pin", "write_pin"]
 
@@ -53,7 +53,7 @@ async def write_pin(
     meta = body["metadata"]
     namespace = meta["namespace"]
     hashed = short_hash(subject, 8)
-    name = f"{meta['name'][:200]}-pinned-{hashed}-{now.strftime('%Y%m%dt%H%M%Sz')}-{secrets.token_hex(2)}"
+    name = f"{name_stem(meta['name'])}-pinned-{hashed}-{now.strftime('%Y%m%dt%H%M%Sz')}-{secrets.token_hex(2)}"
     owner = label_value(meta["name"])
     labels = {
         **managed_labels(body),
