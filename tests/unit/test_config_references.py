@@ -82,6 +82,10 @@ def test_not_references() -> None:
         assert found(value) == [], value
 
 
+def test_a_lone_surrogate_is_text() -> None:
+    assert found("${a\ud800:b}") == [("a?", "", "b")]
+
+
 def test_no_escaping() -> None:
     assert found("$${secrets:other/db:pw}") == [("secrets", "other/db", "pw")]
     assert found("\\${secrets:other/db:pw}") == [("secrets", "other/db", "pw")]

@@ -49,6 +49,12 @@ def config_references(value: str) -> list[ConfigReference]:
     """Every reference Connect's ConfigTransformer finds in ``value``, in order."""
     if "${" not in value:  # the common case, without the engine
         return []
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (RE2 reads UTF-8): it is no ``$``, ``{``, ``:`` or ``}``, so as "?" it
+        # changes no match, only how its text is shown.
+        value = value.encode("utf-8", "replace").decode("utf-8")
     return [
         ConfigReference(match.group(1), match.group(3) or "", match.group(4), match.group(0))
         for match in _PATTERN.finditer(value)
