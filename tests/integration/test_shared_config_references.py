@@ -17,7 +17,9 @@ is: its connector writes to the topic the provider's file names.
   own directory (resolved by the worker: the records reach the topic named in the file), and
   ``price ${USD}``, which is no reference.
 * Tenant B's ConnectCluster has no ``configProviders`` (an install from before the upgrade): even
-  its own directory is refused.
+  its own directory is refused. Tenant B's second ConnectCluster for the same worker allows itself
+  every provider, but the chart's ``configProviders.clusterNamespaces`` names only tenant A's
+  namespace: not honoured, refused.
 """
 
 from __future__ import annotations
@@ -83,13 +85,24 @@ def test_references_outside_the_allow_list_never_reach_connect(
     try:
         with (
             tenant_namespaces(core, custom, namespace) as (tenant_a, tenant_b),
-            chart_operator(stack, core, custom, tmp_path, [tenant_a, tenant_b]),
+            chart_operator(
+                stack,
+                core,
+                custom,
+                tmp_path,
+                [tenant_a, tenant_b],
+                values=["configProviders.clusterNamespaces={" + tenant_a + "}"],
+            ),
         ):
             for tenant in (tenant_a, tenant_b):
                 mounted(directory, tenant, "app", "topic", resolved_topic if tenant == tenant_a else f"b-{unique}")
             allowed = {"allowed": [{"name": "mounted", "pathPrefix": f"{directory}/{{namespace}}/"}]}
             create_cluster(custom, tenant_a, worker.url, configProviders=allowed)
             create_cluster(custom, tenant_b, worker.url)
+            # Tenant B's own ConnectCluster for the same worker, allowing itself every provider: its
+            # namespace is not one the platform named, so the list is not honoured.
+            everything = {"allowed": [{"name": "mounted"}, {"name": "file"}, {"name": "env"}]}
+            create_cluster(custom, tenant_b, worker.url, name="own", configProviders=everything)
             own, other = f"{directory}/{tenant_a}/app", f"{directory}/{tenant_b}/app"
             hostile = {
                 "second": f"${{mounted:{own}:topic}}${{mounted:{other}:topic}}",
@@ -113,6 +126,10 @@ def test_references_outside_the_allow_list_never_reach_connect(
             legacy_spec = file_source_spec(source, "placeholder", "legacy-offsets")
             legacy_spec["config"]["topic"] = f"${{mounted:{other}:topic}}"  # tenant B's own directory
             create_connector(custom, tenant_b, legacy, legacy_spec)
+            self_allowed = f"self-allowed-{unique}"
+            self_spec = file_source_spec(source, f"t-self-{unique}", "self-offsets")
+            self_spec["config"]["tenant.note"] = hostile["file"]
+            create_connector(custom, tenant_b, self_allowed, self_spec, cluster="own")
 
             # MirrorMaker 2: a connector config's reference, and a reference inside a Secret's value.
             secret_value = "${env:HOME}"
@@ -154,6 +171,7 @@ def test_references_outside_the_allow_list_never_reach_connect(
             assert "'file'" in refused(custom, tenant_a, names["file"])
             assert "'env'" in refused(custom, tenant_a, names["env"])
             assert "spec.configProviders.allowed is empty" in refused(custom, tenant_b, legacy)
+            assert "spec.configProviders is not honoured" in refused(custom, tenant_b, self_allowed)
             said = wait_mm2_condition(custom, tenant_a, "mm2-config", "Ready", "ConfigProviderReference", "False")
             assert "'file'" in said["message"], said
             said = wait_mm2_condition(custom, tenant_a, "mm2-secret", "Ready", "ConfigProviderReference", "False")
@@ -167,7 +185,7 @@ def test_references_outside_the_allow_list_never_reach_connect(
                 assert connector_config(connect, control)["tenant.note"] == "price ${USD}"
                 assert connector_config(connect, good)["topic"] == f"${{mounted:{own}:topic}}"
                 time.sleep(10)  # two drift intervals: time for a refused resource to be sent, had it been
-                never = [*names.values(), legacy, f"{east}->{west}.MirrorSourceConnector"]
+                never = [*names.values(), legacy, self_allowed, f"{east}->{west}.MirrorSourceConnector"]
                 for name in never:
                     assert connect.get(f"/connectors/{name}").status_code == 404, name
             lines = request_lines(worker.log)

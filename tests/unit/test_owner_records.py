@@ -239,14 +239,15 @@ async def test_name_only_records_are_believed_where_this_cluster_has_none() -> N
 
 
 @pytest.mark.usefixtures("trusted")
-async def test_a_worker_without_a_cluster_id_keeps_the_name_only_key() -> None:
+async def test_a_server_without_a_cluster_id_writes_no_record_and_reads_the_name_only_one() -> None:
+    """Every Connect the operator supports reports its Kafka cluster id; a tenant's own server need
+    not. Writing the name-only key for it would let that server rewrite every record of earlier
+    versions (the attacker's review of issue 43): nothing is written, the records are still read."""
     kube = Kube()
-    await owners.record_owner(FakePass("team-a", kube, None), NAME)  # type: ignore[arg-type]
-    [(namespace, record_name)] = kube.objects
-    assert (namespace, record_name) == (RECORDS, f"connect-offsets-owner-{short_hash(NAME)}")
-    meta = kube.objects[(namespace, record_name)]["metadata"]
-    assert meta["labels"][LAST_OWNER_LABEL] == short_hash(NAME)
-    assert f"{API_GROUP}/kafka-cluster-id" not in meta["annotations"]
+    kube.record(RECORDS, NAME_ONLY, "team-a/orders")
+    await owners.record_owner(FakePass("team-b", kube, None), NAME)  # type: ignore[arg-type]
+    assert list(kube.objects) == [(RECORDS, NAME_ONLY.record_name)]
+    assert kube.owner_of(RECORDS, NAME_ONLY) == "team-a/orders"  # untouched
     assert await refusal(FakePass("team-b", kube, None)) is not None
     assert await refusal(FakePass("team-a", kube, None)) is None
     # A worker that does give an id believes it too, where its cluster has no record.
@@ -267,12 +268,6 @@ async def test_a_record_of_another_key_with_the_same_hash_is_not_believed() -> N
         kube.objects[(RECORDS, THIS.record_name)]["metadata"]["annotations"][f"{API_GROUP}/kafka-cluster-id"] == CLUSTER
     )
     assert await refusal(FakePass("team-b", kube, CLUSTER)) is not None
-    # A name-only writer (no id) over a record carrying a cluster id removes the id.
-    await owners.record_owner(FakePass("team-a", kube, None), NAME)  # type: ignore[arg-type]
-    assert (
-        f"{API_GROUP}/kafka-cluster-id" not in kube.objects[(RECORDS, NAME_ONLY.record_name)]["metadata"]["annotations"]
-    )
-    assert await refusal(FakePass("team-b", kube, None)) is not None
 
 
 async def test_without_a_records_namespace_this_clusters_records_decide(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,11 +15,27 @@ In-memory only.
 from __future__ import annotations
 
 import pytest
+import respx
 
-from connect_offsets.clients.credentials import CredentialKey, CredentialsPolicy, CredentialsRefused
+from connect_offsets.clients.credentials import (
+    PROVIDER_CLUSTER_NAMESPACES_ENV,
+    CredentialKey,
+    CredentialsPolicy,
+    CredentialsRefused,
+)
 from connect_offsets.clients.reference_policy import ReferenceAllowance, ReferenceRule
 from connect_offsets.models.config_references import config_references
-from connect_offsets.models.crds import AllowedConfigProvider, ConfigProviderSpec, ConnectClusterSpec
+from connect_offsets.models.crds import (
+    AllowedConfigProvider,
+    ConfigProviderSpec,
+    ConnectClusterSpec,
+    KafkaAccessSpec,
+    KafkaMirrorMaker2Resource,
+    MirrorClusterSpec,
+)
+from connect_offsets.reconcile.clusters import ClusterRegistry
+from connect_offsets.vocabulary import CLUSTERS
+from tests.fakes import FakeKube
 
 pytestmark = pytest.mark.unit
 
@@ -79,7 +95,7 @@ def test_an_allowed_provider_only_under_its_prefix() -> None:
 
 def test_a_prefix_ends_at_a_segment() -> None:
     assert ReferenceAllowance("s", "team-a").covers("team-a/db")
-    assert ReferenceAllowance("s", "team-a").covers("team-a")
+    assert not ReferenceAllowance("s", "team-a").covers("team-a")  # a Secret of the workers' namespace
     assert not ReferenceAllowance("s", "team-a").covers("team-ab/db")
     assert ReferenceAllowance("s", "/mnt/secrets/team-a/").covers("/mnt/secrets/team-a/db")
     assert not ReferenceAllowance("s", "/mnt/secrets/team-a/").covers("/mnt/secrets/team-a")
@@ -134,3 +150,103 @@ def test_the_spec_field() -> None:
         AllowedConfigProvider(name="secrets", path_prefix="a:b")
     with pytest.raises(ValueError):
         AllowedConfigProvider(name="bad name")
+
+
+# --- the attacker's review (issue 43, point 4) ----------------------------------------------------
+
+
+def test_only_clusters_of_the_namespaces_the_platform_names_may_allow_providers() -> None:
+    """A tenant may write a ConnectCluster of its own for any worker the operator reaches: its
+    allow-list would be the tenant's own word."""
+    assert not CredentialsPolicy().honours_config_providers("platform")
+    named = CredentialsPolicy.from_env({PROVIDER_CLUSTER_NAMESPACES_ENV: "platform, ops"})
+    assert named.honours_config_providers("platform") and not named.honours_config_providers("team-a")
+    assert CredentialsPolicy.from_env({PROVIDER_CLUSTER_NAMESPACES_ENV: "*"}).honours_config_providers("team-a")
+    with pytest.raises(ValueError, match="not a namespace name"):
+        CredentialsPolicy.from_env({PROVIDER_CLUSTER_NAMESPACES_ENV: "Team_A"})
+
+
+async def test_a_tenants_own_cluster_allows_nothing_unless_its_namespace_is_named() -> None:
+    allowed = {"allowed": [{"name": "file"}, {"name": "env"}]}
+    for policy, refused in (
+        (CredentialsPolicy(), True),
+        (CredentialsPolicy(provider_cluster_namespaces=frozenset({"team-a"})), False),
+    ):
+        kube = FakeKube()
+        kube.put_resource(
+            CLUSTERS,
+            {
+                "metadata": {"name": "own", "namespace": "team-a", "generation": 1},
+                "spec": {"url": "http://connect:8083", "configProviders": allowed},
+            },
+        )
+        clusters = ClusterRegistry(kube, policy)  # type: ignore[arg-type]
+        with respx.mock(assert_all_called=False) as router:
+            router.get("http://connect:8083/").respond(json={"version": "4.3.1", "kafka_cluster_id": "k"})
+            await clusters.client_for("team-a", "own", for_namespace="team-a")
+        rule = clusters.reference_rule("team-a", "own", "team-a")
+        [reference] = config_references("${file:/opt/kafka/config/connect-distributed.properties:sasl.jaas.config}")
+        why = rule.refusal(reference, written=False)
+        assert (why is not None) == refused, why
+        if refused:
+            assert "is not honoured" in str(why) and PROVIDER_CLUSTER_NAMESPACES_ENV in str(why)
+        await clusters.aclose()
+
+
+def test_a_tenant_may_not_write_a_key_the_operator_writes_from_a_secret() -> None:
+    """writeToTarget producerOverride writes target secretConfig under producer.override.*: had the
+    tenant's value of the same key won, it would have passed for the operator's own reference."""
+    use = CredentialKey("producer.override.client.dns.lookup", "producer.override.", "mine")
+    config = {"producer.override.client.dns.lookup": "${secrets:team-a/db-admin:password}"}
+    rule = ReferenceRule.for_namespace("team-a", [], OWN, "c")
+    with pytest.raises(CredentialsRefused) as caught:
+        CredentialsPolicy(allow_plaintext=True).check_connector_config(
+            config, field="f", tenant_keys=config, mirror=True, credential_keys=[use], references=rule
+        )
+    assert caught.value.reason == "ReservedConfigKey" and "secretConfig" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "key", ["bootstrap.servers", "security.protocol", "ssl.endpoint.identification.algorithm", "client.dns.lookup"]
+)
+def test_secret_config_may_not_say_where_its_client_connects(key: str) -> None:
+    ref = {"name": "mine", "key": "addr"}
+    with pytest.raises(ValueError, match=f"secretConfig must not set {key}"):
+        MirrorClusterSpec.model_validate(
+            {"alias": "e", "bootstrapServers": "e.kafka.svc:9093", "secretConfig": {key: ref}}
+        )
+    with pytest.raises(ValueError, match=f"secretConfig must not set {key}"):
+        KafkaAccessSpec.model_validate({"bootstrapServers": "e.kafka.svc:9093", "secretConfig": {key: ref}})
+    MirrorClusterSpec.model_validate(
+        {"alias": "e", "bootstrapServers": "e.kafka.svc:9093", "secretConfig": {"sasl.jaas.config": ref}}
+    )
+
+
+def test_checkpoint_connectors_never_checkpoint_a_group_id_with_a_reference() -> None:
+    from connect_offsets.models.java_regex import compile_java
+    from connect_offsets.planning import mirror_targets
+
+    def checkpoint_exclude(extra: dict[str, str]) -> str:
+        resource = KafkaMirrorMaker2Resource.model_validate(
+            {
+                "metadata": {"name": "mm2", "namespace": "team-a"},
+                "spec": {
+                    "clusters": [
+                        {"alias": "e", "bootstrapServers": "e:9092"},
+                        {"alias": "w", "bootstrapServers": "w:9092"},
+                    ],
+                    "mirrors": [{"sourceCluster": "e", "targetCluster": "w", "checkpointConnector": {"config": extra}}],
+                },
+            }
+        )
+        [checkpoint] = [
+            t for t in mirror_targets(resource, {}).targets if t.class_name.endswith("MirrorCheckpointConnector")
+        ]
+        return checkpoint.config["groups.exclude"]
+
+    default = checkpoint_exclude({})
+    assert default == "console-consumer-.*, connect-.*, __.*, .*\\$\\{.*"
+    assert checkpoint_exclude({"groups.exclude": "tmp-.*"}) == "tmp-.*, .*\\$\\{.*"
+    pattern = compile_java("|".join(p.strip() for p in default.split(",")), "groups.exclude")
+    assert pattern.full_match("x${file:/etc/kafka/worker.properties:sasl.jaas.config}")
+    assert not pattern.full_match("orders-app") and not config_references(default)

@@ -50,6 +50,7 @@ __all__ = [
     "CREDENTIALS_LABEL",
     "MAX_REFLECTED_BYTES",
     "OVERRIDE_PREFIXES",
+    "PROVIDER_CLUSTER_NAMESPACES_ENV",
     "SECRET_HOSTS_ANNOTATION",
     "CredentialKey",
     "CredentialsPolicy",
@@ -74,6 +75,9 @@ CREDENTIALS_LABEL: Final = f"{API_GROUP}/credentials"
 SECRET_HOSTS_ANNOTATION: Final = f"{API_GROUP}/allowed-hosts"
 ALLOW_PLAINTEXT_ENV: Final = "CONNECT_OFFSETS_ALLOW_PLAINTEXT_CREDENTIALS"
 ALLOWED_HOSTS_ENV: Final = "CONNECT_OFFSETS_ALLOWED_HOSTS"
+#: Namespaces whose ConnectClusters may allow config providers (``spec.configProviders``), comma-
+#: separated, ``*`` for any; empty (the default): none.
+PROVIDER_CLUSTER_NAMESPACES_ENV: Final = "CONNECT_OFFSETS_CONFIG_PROVIDER_CLUSTER_NAMESPACES"
 #: Text a Connect URL sends back is cut to this many UTF-8 bytes before it reaches status or Events.
 MAX_REFLECTED_BYTES: Final = 1024
 MASK: Final = "***"
@@ -98,6 +102,7 @@ NO_REFERENCES: Final = ReferenceRule()
 #: whatever a hostile body holds.
 _USERINFO: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s@]{0,512}@")
 _HOST_PORT: Final = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]@]+)(?::([0-9]{1,5}))?$")
+_NAMESPACE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
@@ -290,15 +295,29 @@ class CredentialsPolicy:
 
     allow_plaintext: bool = False
     allowed_hosts: tuple[HostPattern, ...] = ()
+    #: Namespaces whose ConnectClusters' ``spec.configProviders`` the operator honours (``*``: any).
+    provider_cluster_namespaces: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CredentialsPolicy:
         """Raises ValueError for a malformed setting: the operator must not start with a policy it misread."""
         env = os.environ if environ is None else environ
+        namespaces = frozenset(n.strip() for n in env.get(PROVIDER_CLUSTER_NAMESPACES_ENV, "").split(",") if n.strip())
+        malformed = sorted(n for n in namespaces if n != "*" and not _NAMESPACE.match(n))
+        if malformed:
+            raise ValueError(f"{PROVIDER_CLUSTER_NAMESPACES_ENV}: {malformed[0]!r} is not a namespace name or '*'")
         return cls(
             allow_plaintext=_flag(env, ALLOW_PLAINTEXT_ENV),
             allowed_hosts=parse_allowed_hosts(env.get(ALLOWED_HOSTS_ENV, "")),
+            provider_cluster_namespaces=namespaces,
         )
+
+    def honours_config_providers(self, cluster_namespace: str) -> bool:
+        """Whether a ConnectCluster in ``cluster_namespace`` may allow config providers. Why a
+        platform setting: a tenant may write a ConnectCluster of its own for any worker the operator
+        reaches, so an allow-list on it would be the tenant's word; the platform names the
+        namespaces whose ConnectClusters only it writes."""
+        return "*" in self.provider_cluster_namespaces or cluster_namespace in self.provider_cluster_namespaces
 
     def check_host(self, what: str, host: str, port: int | None) -> None:
         """Refuse a host outside the allow-list (HostNotAllowed); any host when the list is empty."""
@@ -388,7 +407,8 @@ class CredentialsPolicy:
         config is sent to Connect. Raises CredentialsRefused with the first problem:
 
         * ``ReservedConfigKey``: a key of ``tenant_keys`` (what the resource's ``config`` wrote, at
-          ``field``) that :func:`reserved_key` reserves;
+          ``field``) that :func:`reserved_key` reserves, or that the operator writes from a Secret
+          (``credential_keys``);
         * ``HostNotAllowed``: any key ending in ``bootstrap.servers`` names a host outside the
           allow-list (whoever wrote it: a Debezium schema history, a mirror's cluster);
         * ``PlaintextCredentials`` / ``InsecureCredentials``: a client that carries a Secret's value
@@ -401,8 +421,14 @@ class CredentialsPolicy:
         Returns, per Secret, where its values go (the brokers of the clients that carry them), for
         the Secret's own ``allowed-hosts`` check when it is read.
         """
+        uses = list(credential_keys)
+        written = {use.key for use in uses}
         for key in sorted(tenant_keys):
             why = reserved_key(key, mirror=mirror)
+            if why is None and key in written:
+                # The operator writes this key from a Secret; had the tenant's value won, it would
+                # pass for the operator's own (its references allowed where a tenant's are not).
+                why = "the operator writes it from spec.clusters' secretConfig; set it there"
             if why is not None:
                 raise CredentialsRefused(
                     "ReservedConfigKey",
@@ -414,9 +440,7 @@ class CredentialsPolicy:
                 for host, port in kafka_hosts(value):
                     self.check_host(f"{field} ({key[:200]})", host, port if port is not None else 9092)
         sent: dict[str, list[Destination]] = {}
-        written = set()
-        for use in credential_keys:
-            written.add(use.key)
+        for use in uses:
             what = f"{field} ({use.key[:200]} from Secret {use.secret})"
             self._check_kafka_transport(what, config, use.client)
             sent.setdefault(use.secret, []).extend(

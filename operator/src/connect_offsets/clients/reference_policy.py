@@ -45,14 +45,13 @@ class ReferenceAllowance:
     path_prefix: str | None
 
     def covers(self, path: str) -> bool:
-        """Whether ``path`` lies under the prefix: the prefix itself, or below it at a segment
-        boundary (a prefix ``team-a`` covers ``team-a/x``, not ``team-ab``)."""
+        """Whether ``path`` lies below the prefix, at a segment boundary: a prefix ``team-a`` covers
+        ``team-a/x``, not ``team-ab/x``, and not ``team-a`` itself (Strimzi's Secret provider reads
+        a one-segment path as a Secret of the workers' own namespace)."""
         prefix = self.path_prefix
         if prefix is None or prefix == "":
             return True
-        if prefix.endswith("/"):
-            return path.startswith(prefix)
-        return path == prefix or path.startswith(prefix + "/")
+        return path.startswith(prefix if prefix.endswith("/") else prefix + "/")
 
     def __str__(self) -> str:
         return self.provider if self.path_prefix is None else f"{self.provider} (paths under {self.path_prefix!r})"
@@ -76,6 +75,8 @@ class ReferenceRule:
     allowed: tuple[ReferenceAllowance, ...] = ()
     own: ReferenceAllowance | None = None
     where: str = "the ConnectCluster"
+    #: Why ``allowed`` is empty, for messages.
+    why_none: str = "spec.configProviders.allowed is empty"
 
     @classmethod
     def for_namespace(
@@ -84,6 +85,7 @@ class ReferenceRule:
         allowed: Sequence[AllowedConfigProvider],
         own: ConfigProviderSpec | None,
         where: str,
+        why_none: str = "spec.configProviders.allowed is empty",
     ) -> ReferenceRule:
         """The rule for a resource in ``namespace``: the entries that list it (or list none), with
         ``{namespace}`` replaced in their prefixes."""
@@ -98,7 +100,7 @@ class ReferenceRule:
         if own is not None:
             base = namespace if own.type is ConfigProviderType.KUBERNETES_SECRET else own.path or ""
             mine = ReferenceAllowance(own.name, base.replace("{namespace}", namespace).rstrip("/") + "/")
-        return cls(entries, mine, where)
+        return cls(entries, mine, where, why_none)
 
     def refusal(self, reference: ConfigReference, *, written: bool) -> str | None:
         """Why ``reference`` may not stand in a value (``written``: a value the operator wrote), or None."""
@@ -106,10 +108,7 @@ class ReferenceRule:
         named = [entry for entry in entries if entry.provider == reference.provider]
         if not named:
             if not self.allowed:
-                return (
-                    f"{self.where} allows tenants no config provider (spec.configProviders.allowed is empty)"
-                    + self._own_hint(reference)
-                )
+                return f"{self.where} allows tenants no config provider ({self.why_none})" + self._own_hint(reference)
             listed = ", ".join(str(entry) for entry in self.allowed)
             return f"{self.where} allows only {listed[:512]} for this namespace (spec.configProviders.allowed)" + (
                 self._own_hint(reference)

@@ -23,6 +23,19 @@ DEFAULT_EXCLUDE = r"mm2.*\.internal, .*\.replica, __.*"
 #: DefaultGroupFilter.GROUPS_EXCLUDE_DEFAULT: sink connectors' groups (``connect-<name>``) are not
 #: checkpointed unless the checkpoint connector's ``groups.exclude`` says otherwise.
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
+#: Added to every checkpoint connector's ``groups.exclude``: a group id read from the source cluster
+#: goes into the task's config (``task.assigned.groups``), which the Connect workers resolve like a
+#: connector's. A source cluster a tenant controls could name a group ``${file:/…:sasl.jaas.config}``
+#: and have the workers read their own files; no real group id needs ``${``.
+REFERENCE_GROUPS_EXCLUDE = r".*\$\{.*"
+
+
+def exclude_reference_groups(exclude: str) -> str:
+    """A checkpoint connector's ``groups.exclude`` with ``REFERENCE_GROUPS_EXCLUDE`` added once."""
+    patterns = [p.strip() for p in exclude.split(",") if p.strip()]
+    return ", ".join(patterns if REFERENCE_GROUPS_EXCLUDE in patterns else [*patterns, REFERENCE_GROUPS_EXCLUDE])
+
+
 DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
 #: ConfigDef's LIST type splits on commas with surrounding whitespace.
 _LIST_SPLIT = re.compile(r"\s*,\s*")

@@ -12,6 +12,7 @@ from connect_offsets.models.crds import (
     MirrorSpec,
     WriteToTarget,
 )
+from connect_offsets.planning.mirror_topics import DEFAULT_GROUPS_EXCLUDE, exclude_reference_groups
 from connect_offsets.planning.plan import ConditionSpec
 from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import (
@@ -197,6 +198,9 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
             if mirror.write_to_target is WriteToTarget.PRODUCER_OVERRIDE:
                 config.update(producer_override(cluster_settings("target.cluster", mirror.target_cluster)))
             config.update({k: java_string(v) for k, v in block.config.items() if v is not None})
+            if kind == "MirrorCheckpointConnector":
+                excluded = config.get("groups.exclude", config.get("groups.blacklist", DEFAULT_GROUPS_EXCLUDE))
+                config["groups.exclude"] = exclude_reference_groups(excluded)
             own: dict[str, str] = {}
             companions: tuple[tuple[str, str], ...] = ()
             if selected == name and operation is not None:

@@ -22,6 +22,7 @@ from connect_offsets.clients.connect import (
     ConnectError,
 )
 from connect_offsets.clients.credentials import (
+    PROVIDER_CLUSTER_NAMESPACES_ENV,
     CredentialsPolicy,
     CredentialsRefused,
     kafka_destinations,
@@ -280,6 +281,15 @@ class ClusterRegistry:
         if entry is None:
             return ReferenceRule(where=where)
         allowed = entry.allowed_providers.allowed if entry.allowed_providers is not None else []
+        if allowed and not self.policy.honours_config_providers(namespace):
+            return ReferenceRule.for_namespace(
+                for_namespace,
+                [],
+                entry.provider,
+                where,
+                f"its spec.configProviders is not honoured: the operator trusts it only on ConnectClusters in the "
+                f"namespaces of {PROVIDER_CLUSTER_NAMESPACES_ENV}, the chart's configProviders.clusterNamespaces",
+            )
         return ReferenceRule.for_namespace(for_namespace, allowed, entry.provider, where)
 
     def health(self, namespace: str, name: str) -> tuple[str, str] | None:

@@ -16,8 +16,11 @@ offsets topic, so only a connector created there can be their owner. Keyed by th
 tenant creating a same-named connector on a Connect cluster of its own rewrote another tenant's
 record (issue 43). The cluster is known by the Kafka cluster id its worker reports (``GET /``);
 the REST API does not give ``group.id``, so Connect clusters sharing one Kafka cluster share
-records, which can only refuse more wipes, never allow one. A worker that reports no id gets the
-name-only key, as before.
+records, which can only refuse more wipes, never allow one. A server that reports no id (every
+Connect the operator supports does; a tenant's own fake need not) gets no record written: the
+name-only key it would fall back to is the one every cluster's leftovers were recorded under
+before, so writing it would let any server rewrite them. Such a server's leftovers are checked
+against the name-only records, as before.
 
 Records of the name alone (earlier versions, or such workers) are still read when this cluster
 has no record of the name; they are no longer written by a worker that reports an id, so after
@@ -85,24 +88,24 @@ async def record_owner(p: Pass, name: str) -> None:
     effort: without it, a later initialOffsets of another namespace would wipe leftovers of
     this one, so a failure is reported as a Warning Event, not hidden. The name-only record is
     not updated when the worker reports a cluster id: any Connect cluster's connector could
-    rewrite it, which is the attack the cluster key closes.
+    rewrite it, which is the attack the cluster key closes; for the same reason nothing is
+    written for a server that reports no Kafka cluster id.
     """
     namespace = settings.owner_records_namespace() or p.namespace
     key = record_keys(p, name)[0]
+    if key.cluster is None:
+        return  # no cluster id: see the module's docstring
     labels = {"app.kubernetes.io/managed-by": "connect-offsets-operator", LAST_OWNER_LABEL: key.digest}
-    annotations: dict[str, str | None] = {
+    annotations = {
         _CONNECTOR: name,
-        _CLUSTER: key.cluster,  # None: absent (a merge patch deletes it from a record of a colliding hash)
+        _CLUSTER: key.cluster,
         _OWNER: f"{p.namespace}/{p.body['metadata']['name']}",
         _TIME: datetime.now(UTC).isoformat(),
     }
     metadata = {"labels": labels, "annotations": annotations}
-    created = {k: v for k, v in annotations.items() if v is not None}
     try:
         try:
-            await p.kube.create_configmap(
-                namespace, {"metadata": {"name": key.record_name, "labels": labels, "annotations": created}}
-            )
+            await p.kube.create_configmap(namespace, {"metadata": {"name": key.record_name, **metadata}})
         except KubernetesUnavailable as error:
             if error.status != 409:
                 raise

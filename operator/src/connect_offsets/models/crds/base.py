@@ -125,6 +125,29 @@ class SecretKeyRef(Model):
     ]
 
 
+#: Kafka client settings a Secret may not give (``secretConfig``): where a client connects, over
+#: what, and whether it checks the broker's name. Each Secret's own ``allowed-hosts`` and the
+#: transport checks are made against ``bootstrapServers`` and ``config``; a value that came from a
+#: Secret instead would send every other Secret's values where no check looked.
+NOT_FROM_SECRETS = (
+    "bootstrap.servers",
+    "security.protocol",
+    "ssl.endpoint.identification.algorithm",
+    "client.dns.lookup",
+)
+
+
+def settings_not_from_secrets(secret_config: dict[str, SecretKeyRef]) -> dict[str, SecretKeyRef]:
+    """The ``secretConfig`` validator: none of ``NOT_FROM_SECRETS``."""
+    refused = [key for key in secret_config if key.strip() in NOT_FROM_SECRETS]
+    if refused:
+        raise ValueError(
+            f"secretConfig must not set {', '.join(sorted(refused))}: where and how the client connects is set "
+            "in bootstrapServers and config, where the operator checks it"
+        )
+    return secret_config
+
+
 class KeyRef(Model):
     """A key of a Secret or of a ConfigMap (exactly one)."""
 

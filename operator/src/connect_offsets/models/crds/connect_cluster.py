@@ -22,6 +22,7 @@ from connect_offsets.models.crds.base import (
     StatusModel,
     cel,
     object_name,
+    settings_not_from_secrets,
 )
 
 
@@ -61,6 +62,8 @@ class KafkaAccessSpec(Model):
     secret_config: dict[str, SecretKeyRef] = Field(
         default_factory=dict, description="Kafka client settings whose values come from Secrets, e.g. sasl.jaas.config."
     )
+
+    _secret_settings = field_validator("secret_config")(settings_not_from_secrets)
 
 
 class ConfigProviderType(StrEnum):
@@ -143,9 +146,9 @@ class AllowedConfigProvider(Model):
         description=(
             "References must name a path under this prefix; {namespace} is replaced by the resource's namespace: "
             '"{namespace}/" for a Kubernetes Secret provider (${secrets:<namespace>/<secret>:<key>}), '
-            '"/mnt/secrets/{namespace}/" for a DirectoryConfigProvider over mounted Secrets. A prefix that does '
-            'not end in "/" ends at a whole path segment ("{namespace}" allows "team-a" and "team-a/x", not '
-            '"team-ab"); paths with "." or ".." segments are refused. Absent: any path, so only for a provider '
+            '"/mnt/secrets/{namespace}/" for a DirectoryConfigProvider over mounted Secrets. A path must lie '
+            'below the prefix at a segment boundary ("{namespace}" allows "team-a/x", not "team-a" or '
+            '"team-ab/x"); paths with "." or ".." segments are refused. Absent: any path, so only for a provider '
             "that holds nothing one tenant may not read."
         ),
     )

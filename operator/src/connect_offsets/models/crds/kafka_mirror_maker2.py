@@ -20,6 +20,7 @@ from connect_offsets.models.crds.base import (
     StatusModel,
     cel,
     flat_values,
+    settings_not_from_secrets,
 )
 from connect_offsets.models.crds.connector_parts import (
     ALTER_OFFSETS,
@@ -76,6 +77,8 @@ class MirrorClusterSpec(Model):
         if reserved:
             raise ValueError(f"config must not contain {', '.join(reserved)}: use alias and bootstrapServers")
         return flat_values(config)
+
+    _secret_settings = field_validator("secret_config")(settings_not_from_secrets)
 
 
 class MirrorConnectorSpec(Model):
