@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pytest
+import respx
 
 from connect_offsets.clients.credentials import (
     CREDENTIALS_LABEL,
@@ -56,18 +57,27 @@ from connect_offsets.models.crds import (
     ConnectClusterSpec,
     KafkaConnectorResource,
     KafkaMirrorMaker2Resource,
+    MirrorClusterSpec,
 )
 from connect_offsets.models.crds.base import DNS1123_SUBDOMAIN
 from connect_offsets.models.java_regex import compile_java
-from connect_offsets.planning import OffsetsConfigMap, check_binding, plan_connector, target_for_connector
+from connect_offsets.planning import (
+    OffsetsConfigMap,
+    check_binding,
+    mirror_targets,
+    plan_connector,
+    target_for_connector,
+)
 from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 from connect_offsets.reconcile import owners, settings
+from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.deletion import final_backup_name
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
     ANNOTATION_DRY_RUN_FROM,
     ANNOTATION_OFFSETS,
     API_GROUP,
+    CLUSTERS,
     LAST_OWNER_LABEL,
     short_hash,
 )
@@ -422,6 +432,72 @@ async def wipe_leftovers(
         for where, owner, on in forged:
             kube.forge(where, owner, on)
         await owners.check_leftovers_owner(RecordsPass(namespace, kube, cluster), CONNECTOR, 3)  # type: ignore[arg-type]
+
+
+async def rewrite_legacy_record(creator: str, cluster: str | None, then: str) -> None:
+    """A name-only record of ``team-a/orders`` in the records namespace (an earlier version's);
+    ``creator`` creates ``orders`` on a server reporting ``cluster`` as its Kafka cluster id; then
+    ``then``'s initialOffsets on the victim's cluster would wipe leftovers."""
+    kube = RecordsKube()
+    kube.objects[(RECORDS_NAMESPACE, f"connect-offsets-owner-{short_hash(CONNECTOR)}")] = {
+        "metadata": {
+            "labels": {LAST_OWNER_LABEL: short_hash(CONNECTOR)},
+            "annotations": {f"{API_GROUP}/connector": CONNECTOR, f"{API_GROUP}/owner": "team-a/orders"},
+        }
+    }
+    with _records_namespace():
+        await owners.record_owner(RecordsPass(creator, kube, cluster), CONNECTOR)  # type: ignore[arg-type]
+        await owners.check_leftovers_owner(RecordsPass(then, kube, VICTIMS_CLUSTER), CONNECTOR, 3)  # type: ignore[arg-type]
+
+
+async def own_cluster_reference(policy: CredentialsPolicy, value: str) -> None:
+    """A tenant's own ConnectCluster (namespace team-b) for a shared worker, allowing itself every
+    provider; a KafkaConnector of team-b on it holds ``value``."""
+    kube = FakeKube()
+    kube.put_resource(
+        CLUSTERS,
+        {
+            "metadata": {"name": "own", "namespace": "team-b"},
+            "spec": {
+                "url": "http://connect.svc:8083",
+                "configProviders": {"allowed": [{"name": "file"}, {"name": "env"}, {"name": "secrets"}]},
+            },
+        },
+    )
+    clusters = ClusterRegistry(kube, policy)  # type: ignore[arg-type]
+    try:
+        with respx.mock(assert_all_called=False) as router:
+            router.get("http://connect.svc:8083/").respond(json={"version": "4.3.1", "kafka_cluster_id": "k"})
+            await clusters.client_for("team-b", "own", for_namespace="team-b")
+        policy.check_connector_config(
+            {"k": value},
+            field="spec.config",
+            tenant_keys=["k"],
+            mirror=False,
+            references=clusters.reference_rule("team-b", "own", "team-b"),
+        )
+    finally:
+        await clusters.aclose()
+
+
+def checkpointed(group: str) -> bool:
+    """Whether a mirror's checkpoint connector (default settings) would checkpoint ``group``, a group
+    id a source cluster the tenant runs may choose; its task config holds the ids it assigns."""
+    resource = KafkaMirrorMaker2Resource.model_validate(
+        {
+            "metadata": {"name": "m", "namespace": NAMESPACE},
+            "spec": {
+                "clusters": [
+                    {"alias": "east", "bootstrapServers": "e:9092"},
+                    {"alias": "west", "bootstrapServers": "w:9092"},
+                ],
+                "mirrors": [{"sourceCluster": "east", "targetCluster": "west", "checkpointConnector": {}}],
+            },
+        }
+    )
+    [target] = [t for t in mirror_targets(resource, {}).targets if t.class_name.endswith("MirrorCheckpointConnector")]
+    excluded = compile_java("|".join(p.strip() for p in target.config["groups.exclude"].split(",")), "groups.exclude")
+    return not excluded.full_match(group)
 
 
 # --- the corpus -------------------------------------------------------------------------------------
@@ -988,6 +1064,92 @@ CORPUS: Final[list[Bypass]] = [
         OWNERS,
         lambda: wipe_leftovers("team-c", VICTIMS_CLUSTER, forged=(("team-b", "team-a/orders", VICTIMS_CLUSTER),)),
         None,
+    ),
+    Bypass(
+        "owners: a server reporting no Kafka cluster id cannot rewrite an earlier version's name-only record",
+        OWNERS,
+        lambda: rewrite_legacy_record("team-b", None, then="team-b"),
+        "LeftoverOffsetsOwnedElsewhere",
+        says="team-a/orders",
+    ),
+    Bypass(
+        "owners control: the earlier version's record still lets its own namespace wipe",
+        OWNERS,
+        lambda: rewrite_legacy_record("team-b", None, then="team-a"),
+        None,
+    ),
+    # --- 7b. the attacker's review of issue 43 ---------------------------------------------------------
+    Bypass(
+        "ref: a tenant's own ConnectCluster allowing itself every provider",
+        REFERENCES,
+        lambda: own_cluster_reference(
+            STRICT, "${file:/opt/kafka/config/connect-distributed.properties:sasl.jaas.config}"
+        ),
+        REF,
+        says="is not honoured",
+    ),
+    Bypass(
+        "ref control: ... honoured where the platform named the cluster's namespace",
+        REFERENCES,
+        lambda: own_cluster_reference(
+            CredentialsPolicy(provider_cluster_namespaces=frozenset({"team-b"})), "${env:HOME}"
+        ),
+        None,
+    ),
+    Bypass(
+        "ref: the bare prefix, a Secret of the workers' own namespace for Strimzi's provider",
+        REFERENCES,
+        lambda: config({"k": "${secrets:team-a:password}"}, TEAM_A_SEGMENT),
+        REF,
+    ),
+    Bypass(
+        "ref: a tenant's value under a key the operator writes from secretConfig (producerOverride)",
+        REFERENCES,
+        lambda: CredentialsPolicy(allow_plaintext=True).check_connector_config(
+            {"producer.override.client.dns.lookup": "${secrets:team-a/db-admin:password}"},
+            field="spec.mirrors[0].sourceConnector.config",
+            tenant_keys=["producer.override.client.dns.lookup"],
+            mirror=True,
+            credential_keys=[CredentialKey("producer.override.client.dns.lookup", "producer.override.", "mine")],
+            references=OWN,
+        ),
+        "ReservedConfigKey",
+        says="secretConfig",
+    ),
+    *(
+        Bypass(
+            f"secretConfig: {key} from a Secret (another Secret's credentials sent where no check looked)",
+            MIRROR_KEYS,
+            lambda key=key: MirrorClusterSpec.model_validate(
+                {
+                    "alias": "east",
+                    "bootstrapServers": "e.kafka.svc:9093",
+                    "secretConfig": {key: {"name": "mine", "key": "a"}},
+                }
+            ),
+            "ValidationError",
+            says=f"secretConfig must not set {key}",
+        )
+        for key in (
+            "bootstrap.servers",
+            "security.protocol",
+            "ssl.endpoint.identification.algorithm",
+            "client.dns.lookup",
+        )
+    ),
+    Bypass(
+        "ref: a group id with a reference, from a source cluster the tenant runs, into a checkpoint task's config",
+        REFERENCES,
+        lambda: checkpointed("orders${file:/opt/kafka/config/connect-distributed.properties:sasl.jaas.config}"),
+        None,
+        returns=False,
+    ),
+    Bypass(
+        "ref control: an ordinary group is checkpointed",
+        REFERENCES,
+        lambda: checkpointed("orders-app"),
+        None,
+        returns=True,
     ),
     # --- 8. input the API server accepts -----------------------------------------------------------
     Bypass(
