@@ -83,9 +83,10 @@ SUITE := $(VPY) hack/suite.py --workers $(TEST_WORKERS)
 integration: deps
 	$(SUITE) -m "integration and not load and not compat_extra and not image" $(PYTEST_ARGS)
 
-# The whole suite: static checks first (cheap), then unit and integration tests (hack/suite.py).
+# The whole suite: static checks first (cheap), then unit and integration tests (hack/suite.py),
+# the parallel part beside other work on the stack (--busy: hack/busy_stack.py run, issue 48).
 test: deps lint
-	$(SUITE) -m "(unit or integration) and not load and not compat_extra and not image" $(PYTEST_ARGS)
+	$(SUITE) --busy -m "(unit or integration) and not load and not compat_extra and not image" $(PYTEST_ARGS)
 
 # The Connect version matrix (issue 21): the core flows, MirrorMaker 2 list/alter, the offline CLI
 # round trip and Connect's refusals kept verbatim against every CONNECT_COMPAT_VERSIONS worker (one at

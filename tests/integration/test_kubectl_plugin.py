@@ -423,6 +423,7 @@ def test_mirrormaker2_list_and_alter(
         "config": {
             "replication.factor": 1,
             "offset-syncs.topic.replication.factor": 1,
+            "heartbeats.replication.enabled": False,  # B may hold others' heartbeats
             "sync.topic.acls.enabled": False,
             "refresh.topics.interval.seconds": 5,
         },

@@ -84,6 +84,7 @@ def test_mirrormaker2_offsets_flow(
                 "config": {
                     "replication.factor": 1,
                     "offset-syncs.topic.replication.factor": 1,
+                    "heartbeats.replication.enabled": False,  # B may hold others' heartbeats
                     "sync.topic.acls.enabled": False,
                     "refresh.topics.interval.seconds": 5,
                 },

@@ -101,6 +101,7 @@ def mirror_spec(
             "config": {
                 "replication.factor": 1,
                 "offset-syncs.topic.replication.factor": 1,
+                "heartbeats.replication.enabled": False,  # B may hold others' heartbeats
                 "sync.topic.acls.enabled": False,
                 "refresh.topics.interval.seconds": 5,
             },

@@ -341,6 +341,7 @@ def test_failover_of_a_group_and_a_sink_connector_through_mirrormaker2_checkpoin
                         "config": {
                             "replication.factor": 1,
                             "offset-syncs.topic.replication.factor": 1,
+                            "heartbeats.replication.enabled": False,  # B may hold others' heartbeats
                             "sync.topic.acls.enabled": False,
                             "refresh.topics.interval.seconds": 5,
                             "offset.lag.max": LAG_MAX,

@@ -60,7 +60,11 @@ def mirror_spec(east: str, source: str, target: str, topic: str) -> dict[str, An
                 "topicsPattern": topic,
                 "sourceConnector": {
                     "state": "stopped",
-                    "config": {"replication.factor": 1, "offset-syncs.topic.replication.factor": 1},
+                    "config": {
+                        "replication.factor": 1,
+                        "offset-syncs.topic.replication.factor": 1,
+                        "heartbeats.replication.enabled": False,
+                    },
                 },
             }
         ],
