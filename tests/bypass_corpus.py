@@ -480,9 +480,11 @@ async def own_cluster_reference(policy: CredentialsPolicy, value: str) -> None:
         await clusters.aclose()
 
 
-def checkpointed(group: str) -> bool:
-    """Whether a mirror's checkpoint connector (default settings) would checkpoint ``group``, a group
-    id a source cluster the tenant runs may choose; its task config holds the ids it assigns."""
+def checkpointed(group: str, exclude: str | None = None) -> bool:
+    """Whether a mirror's checkpoint connector (default settings, or the tenant's ``groups.exclude``)
+    would checkpoint ``group``, a group id a source cluster the tenant runs may choose; its task
+    config holds the ids it assigns. The list is joined with ``|`` into one Java pattern, as
+    MirrorMaker 2's DefaultGroupFilter does; one that does not compile checkpoints nothing."""
     resource = KafkaMirrorMaker2Resource.model_validate(
         {
             "metadata": {"name": "m", "namespace": NAMESPACE},
@@ -491,13 +493,27 @@ def checkpointed(group: str) -> bool:
                     {"alias": "east", "bootstrapServers": "e:9092"},
                     {"alias": "west", "bootstrapServers": "w:9092"},
                 ],
-                "mirrors": [{"sourceCluster": "east", "targetCluster": "west", "checkpointConnector": {}}],
+                "mirrors": [
+                    {
+                        "sourceCluster": "east",
+                        "targetCluster": "west",
+                        "checkpointConnector": {"config": {} if exclude is None else {"groups.exclude": exclude}},
+                    }
+                ],
             },
         }
     )
     [target] = [t for t in mirror_targets(resource, {}).targets if t.class_name.endswith("MirrorCheckpointConnector")]
-    excluded = compile_java("|".join(p.strip() for p in target.config["groups.exclude"].split(",")), "groups.exclude")
-    return not excluded.full_match(group)
+    first, *rest = (p.strip() for p in target.config["groups.exclude"].split(","))
+    # Java's Matcher.matches() on "first|rest...": true when the first alternative matches the whole
+    # id, whatever the rest holds (a rest that does not compile fails the connector: nothing is
+    # checkpointed either).
+    if re.fullmatch(first, group):
+        return False
+    try:
+        return not any(re.fullmatch(pattern, group) for pattern in rest)
+    except re.error:
+        return False
 
 
 # --- the corpus -------------------------------------------------------------------------------------
@@ -1114,7 +1130,57 @@ CORPUS: Final[list[Bypass]] = [
             references=OWN,
         ),
         "ReservedConfigKey",
-        says="secretConfig",
+        says="Connect worker's own credentials",
+    ),
+    Bypass(
+        "ref: a tenant's group.filter.class in a checkpoint connector (no groups.exclude at all)",
+        MIRROR_KEYS,
+        lambda: mirror_config({"group.filter.class": "org.example.AllGroups"}),
+        "ReservedConfigKey",
+        says="group filter",
+    ),
+    *(
+        Bypass(
+            f"ref: a group id with a reference behind a tenant's groups.exclude {exclude!r}",
+            REFERENCES,
+            lambda exclude=exclude: checkpointed("x${file:/etc/kafka/worker.properties:sasl.jaas.config}", exclude),
+            None,
+            returns=False,
+        )
+        for exclude in ("zz\\", "zz\\Q", "(?x)zz#")
+    ),
+    Bypass(
+        "kafka: an OAuth token endpoint outside the allow-list (a Secret's clientSecret would go there)",
+        URLS,
+        lambda: LISTED.check_kafka(
+            "clusters[east]",
+            "e.kafka.svc:9093",
+            {"sasl.oauthbearer.token.endpoint.url": "https://attacker.example.com/token"},
+            credentials=False,
+        ),
+        "HostNotAllowed",
+    ),
+    Bypass(
+        "kafka: an OAuth token endpoint as a file: URL (CVE-2025-27817: the client reads the file)",
+        URLS,
+        lambda: STRICT.check_kafka(
+            "clusters[east]",
+            "e.kafka.svc:9093",
+            {"sasl.oauthbearer.token.endpoint.url": "file:///var/run/secrets/kubernetes.io/serviceaccount/token"},
+            credentials=False,
+        ),
+        "InvalidURL",
+    ),
+    Bypass(
+        "kafka: ssl.endpoint.identification.algorithm none (librdkafka: no hostname check)",
+        URLS,
+        lambda: STRICT.check_kafka(
+            "clusters[east]",
+            "e.kafka.svc:9093",
+            {"security.protocol": "SASL_SSL", "ssl.endpoint.identification.algorithm": "none"},
+            credentials=True,
+        ),
+        "InsecureCredentials",
     ),
     *(
         Bypass(

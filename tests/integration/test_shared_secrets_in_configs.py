@@ -109,7 +109,16 @@ def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
     try:
         with (
             tenant_namespaces(core, custom, namespace) as (tenant_a, tenant_b),
-            chart_operator(stack, core, custom, tmp_path, [tenant_a, tenant_b]) as op,
+            chart_operator(
+                stack,
+                core,
+                custom,
+                tmp_path,
+                [tenant_a, tenant_b],
+                # The platform trusts tenant A's ConnectClusters with config providers, as it would
+                # its own namespace's.
+                values=["configProviders.clusterNamespaces={" + tenant_a + "}"],
+            ) as op,
         ):
             for tenant in (tenant_a, tenant_b):
                 put_secret(core, tenant, "east-id", "id", value)

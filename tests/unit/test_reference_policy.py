@@ -22,6 +22,7 @@ from connect_offsets.clients.credentials import (
     CredentialKey,
     CredentialsPolicy,
     CredentialsRefused,
+    parse_allowed_hosts,
 )
 from connect_offsets.clients.reference_policy import ReferenceAllowance, ReferenceRule
 from connect_offsets.models.config_references import config_references
@@ -34,7 +35,7 @@ from connect_offsets.models.crds import (
     MirrorClusterSpec,
 )
 from connect_offsets.reconcile.clusters import ClusterRegistry
-from connect_offsets.vocabulary import CLUSTERS
+from connect_offsets.vocabulary import API_GROUP, CLUSTERS, MIRRORS
 from tests.fakes import FakeKube
 
 pytestmark = pytest.mark.unit
@@ -195,15 +196,21 @@ async def test_a_tenants_own_cluster_allows_nothing_unless_its_namespace_is_name
 
 def test_a_tenant_may_not_write_a_key_the_operator_writes_from_a_secret() -> None:
     """writeToTarget producerOverride writes target secretConfig under producer.override.*: had the
-    tenant's value of the same key won, it would have passed for the operator's own reference."""
-    use = CredentialKey("producer.override.client.dns.lookup", "producer.override.", "mine")
-    config = {"producer.override.client.dns.lookup": "${secrets:team-a/db-admin:password}"}
+    tenant's value of the same key won, it would have passed for the operator's own reference. The
+    key of the review (client.dns.lookup) is a connection setting, reserved as such; any other key
+    the operator writes from a Secret is reserved too."""
     rule = ReferenceRule.for_namespace("team-a", [], OWN, "c")
-    with pytest.raises(CredentialsRefused) as caught:
-        CredentialsPolicy(allow_plaintext=True).check_connector_config(
-            config, field="f", tenant_keys=config, mirror=True, credential_keys=[use], references=rule
-        )
-    assert caught.value.reason == "ReservedConfigKey" and "secretConfig" in str(caught.value)
+    for key, says in (
+        ("producer.override.client.dns.lookup", "Connect worker's own credentials"),
+        ("producer.override.x.custom.secret", "writes it from spec.clusters' secretConfig"),
+    ):
+        use = CredentialKey(key, "producer.override.", "mine")
+        config = {key: "${secrets:team-a/db-admin:password}"}
+        with pytest.raises(CredentialsRefused) as caught:
+            CredentialsPolicy(allow_plaintext=True).check_connector_config(
+                config, field="f", tenant_keys=config, mirror=True, credential_keys=[use], references=rule
+            )
+        assert caught.value.reason == "ReservedConfigKey" and says in str(caught.value), caught.value
 
 
 @pytest.mark.parametrize(
@@ -245,8 +252,116 @@ def test_checkpoint_connectors_never_checkpoint_a_group_id_with_a_reference() ->
         return checkpoint.config["groups.exclude"]
 
     default = checkpoint_exclude({})
-    assert default == "console-consumer-.*, connect-.*, __.*, .*\\$\\{.*"
-    assert checkpoint_exclude({"groups.exclude": "tmp-.*"}) == "tmp-.*, .*\\$\\{.*"
+    assert default == ".*\\$\\{.*, console-consumer-.*, connect-.*, __.*"
+    # First: a tenant's entry joined after it by "|" cannot change it (a trailing backslash, \\Q, (?x)).
+    assert checkpoint_exclude({"groups.exclude": "tmp-.*"}) == ".*\\$\\{.*, tmp-.*"
+    assert checkpoint_exclude({"groups.exclude": "zz\\"}).startswith(".*\\$\\{.*, ")
     pattern = compile_java("|".join(p.strip() for p in default.split(",")), "groups.exclude")
     assert pattern.full_match("x${file:/etc/kafka/worker.properties:sasl.jaas.config}")
     assert not pattern.full_match("orders-app") and not config_references(default)
+
+
+def test_oauth_endpoints_are_destinations_of_the_secrets() -> None:
+    """A client's OAuth token endpoint receives its SASL credentials (the JAAS clientSecret) as the
+    brokers do: allow-lists, https only, never file: (the client reads the file)."""
+    listed = CredentialsPolicy(allowed_hosts=parse_allowed_hosts("*.kafka.svc,idp.platform.svc"))
+    oauth = {"security.protocol": "SASL_SSL", "sasl.oauthbearer.token.endpoint.url": "https://idp.platform.svc/token"}
+    goes_to = listed.check_kafka("clusters[east]", "e.kafka.svc:9093", oauth, credentials=True)
+    assert [str(d) for d in goes_to] == ["e.kafka.svc:9093", "idp.platform.svc:443"]
+    for url, reason in (
+        ("https://attacker.example.com/token", "HostNotAllowed"),
+        ("file:///var/run/secrets/kubernetes.io/serviceaccount/token", "InvalidURL"),
+        ("http://idp.platform.svc/token", "PlaintextCredentials"),
+    ):
+        with pytest.raises(CredentialsRefused) as caught:
+            listed.check_kafka(
+                "clusters[east]",
+                "e.kafka.svc:9093",
+                {**oauth, "sasl.oauthbearer.token.endpoint.url": url},
+                credentials=True,
+            )
+        assert caught.value.reason == reason, caught.value
+    # In a connector's final config, the endpoint of a client that carries a Secret is where it goes.
+    use = CredentialKey("source.cluster.sasl.jaas.config", "source.cluster.", "east-jaas")
+    final = {
+        "source.cluster.bootstrap.servers": "e.kafka.svc:9093",
+        "source.cluster.security.protocol": "SASL_SSL",
+        "source.cluster.sasl.oauthbearer.token.endpoint.url": "https://idp.platform.svc/token",
+        "source.cluster.sasl.jaas.config": "",
+    }
+    sent = listed.check_connector_config(final, field="f", tenant_keys=(), mirror=True, credential_keys=[use])
+    assert [str(d) for d in sent["east-jaas"]] == ["e.kafka.svc:9093", "idp.platform.svc:443"]
+
+
+def test_hostname_verification_must_be_https() -> None:
+    for value in ("", "none", "NONE", "http"):
+        with pytest.raises(CredentialsRefused) as caught:
+            CredentialsPolicy().check_kafka(
+                "c",
+                "e.kafka.svc:9093",
+                {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": value},
+                credentials=True,
+            )
+        assert caught.value.reason == "InsecureCredentials"
+    CredentialsPolicy().check_kafka(
+        "c",
+        "e.kafka.svc:9093",
+        {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": " HTTPS "},
+        credentials=True,
+    )
+
+
+async def test_a_tenants_own_clusters_config_provider_writes_nothing() -> None:
+    """The references the operator writes through spec.configProvider are aimed by whoever wrote the
+    ConnectCluster: a directory path of /var/run/secrets/kubernetes.io and a Secret named
+    serviceaccount would send the workers' own token. Not honoured: refused, nothing sent (and not
+    the values in clear instead)."""
+    from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
+    from tests.fakes import FakeConnect
+
+    kube = FakeKube()
+    kube.add_secret("serviceaccount", {"token": b"tenant-value"})
+    kube.put_resource(
+        CLUSTERS,
+        {
+            "metadata": {"name": "own", "namespace": "team-a"},
+            "spec": {
+                "url": "http://connect:8083",
+                "configProvider": {"name": "mounted", "type": "directory", "path": "/var/run/secrets/kubernetes.io"},
+            },
+        },
+    )
+    kube.put_resource(
+        MIRRORS,
+        {
+            "metadata": {"name": "m", "namespace": "team-a", "labels": {f"{API_GROUP}/cluster": "own"}},
+            "spec": {
+                "clusters": [
+                    {
+                        "alias": "east",
+                        "bootstrapServers": "e.kafka.svc:9093",
+                        "secretConfig": {"client.id": {"name": "serviceaccount", "key": "token"}},
+                    },
+                    {"alias": "west", "bootstrapServers": "w.kafka.svc:9092"},
+                ],
+                "mirrors": [
+                    {"sourceCluster": "east", "targetCluster": "west", "sourceConnector": {"state": "stopped"}}
+                ],
+            },
+        },
+    )
+    connect = FakeConnect("http://connect:8083")
+    with respx.mock(assert_all_called=False) as router:
+        connect.install(router)
+        clusters = ClusterRegistry(kube, CredentialsPolicy(allow_plaintext=True))  # type: ignore[arg-type]
+        await MirrorMaker2Service(kube, clusters).reconcile("team-a", "m")  # type: ignore[arg-type]
+        assert clusters.reference_rule("team-a", "own", "team-a").own is None
+        trusted = ClusterRegistry(kube, CredentialsPolicy(provider_cluster_namespaces=frozenset({"team-a"})))  # type: ignore[arg-type]
+        await trusted.client_for("team-a", "own", for_namespace="team-a")
+        assert trusted.reference_rule("team-a", "own", "team-a").own is not None
+        await clusters.aclose()
+        await trusted.aclose()
+    ready = next(c for c in kube.resource(MIRRORS, "team-a", "m")["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "ConfigProviderNotHonoured" and "not honoured" in ready["message"], ready
+    assert [s for s in connect.sent() if s.method != "GET"] == []
+    assert "tenant-value" not in str(kube.resource(MIRRORS, "team-a", "m"))

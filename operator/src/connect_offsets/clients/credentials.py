@@ -49,6 +49,7 @@ __all__ = [
     "ALLOW_PLAINTEXT_ENV",
     "CREDENTIALS_LABEL",
     "MAX_REFLECTED_BYTES",
+    "OAUTH_URL_SETTINGS",
     "OVERRIDE_PREFIXES",
     "PROVIDER_CLUSTER_NAMESPACES_ENV",
     "SECRET_HOSTS_ANNOTATION",
@@ -91,7 +92,10 @@ TLS_KAFKA_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
 #: credentials go.
 OVERRIDE_PREFIXES: Final = ("producer.override.", "consumer.override.", "admin.override.")
 #: Kafka client settings that say where a client connects and how it authenticates and encrypts.
-_CONNECTION_SETTINGS: Final = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.")
+_CONNECTION_SETTINGS: Final = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.dns.lookup")
+#: Kafka client settings naming an HTTP endpoint the client sends its SASL credentials to
+#: (OAUTHBEARER/OIDC): a Secret's values go there as much as to the brokers.
+OAUTH_URL_SETTINGS: Final = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwks.endpoint.url")
 #: The prefixes of a MirrorMaker 2 connector's two clusters: the operator writes them from
 #: ``spec.clusters`` (where the policy checks them), so a connector's config may not.
 _MIRROR_CLUSTER_PREFIXES: Final = ("source.cluster.", "target.cluster.")
@@ -197,13 +201,24 @@ def reserved_key(key: str, *, mirror: bool) -> str | None:
     """
     for prefix in OVERRIDE_PREFIXES:
         if key.startswith(prefix) and key[len(prefix) :].startswith(_CONNECTION_SETTINGS):
-            return f"its clients use the Connect worker's own credentials ({prefix}* overrides the worker's settings)"
+            return (
+                "where and how a connector's Kafka clients connect is not set in its config: its clients use the "
+                f"Connect worker's own credentials ({prefix}* overrides the worker's settings)"
+            )
     if not mirror:
         return None
+    if key.strip() == "group.filter.class":
+        return (
+            "checkpoint connectors keep MirrorMaker 2's own group filter, whose groups.exclude the operator "
+            "extends so that no group id holding '${' reaches a task's config"
+        )
     if key.startswith(_MIRROR_CLUSTER_PREFIXES):
         return "the operator writes the clusters' settings from spec.clusters; set them there"
     if _is_connection_setting(key):
-        return "MirrorMaker 2's clients connect with spec.clusters' settings and credentials; set them there"
+        return (
+            "where and how a connector's Kafka clients connect is not set in its config: MirrorMaker 2's clients "
+            "connect with spec.clusters' settings and credentials; set them there"
+        )
     return None
 
 
@@ -365,12 +380,44 @@ class CredentialsPolicy:
 
     def check_kafka(
         self, what: str, bootstrap_servers: str, config: Mapping[str, object], *, credentials: bool
-    ) -> None:
-        """The bootstrap servers may be used (allow-list), and with ``credentials`` only over SSL/SASL_SSL."""
+    ) -> list[Destination]:
+        """The bootstrap servers and OAuth endpoints may be used (allow-list), and with ``credentials``
+        only over SSL/SASL_SSL. Returns where the client's credentials go: its brokers and the
+        HTTP endpoints it sends SASL credentials to (each Secret's ``allowed-hosts`` must cover them)."""
         for host, port in kafka_hosts(bootstrap_servers):
             self.check_host(f"{what} bootstrapServers", host, port if port is not None else 9092)
         if credentials:
             self._check_kafka_transport(what, config, "")
+        return [*kafka_destinations(what, bootstrap_servers), *self._oauth_endpoints(what, config, "")]
+
+    def _oauth_endpoints(self, what: str, config: Mapping[str, object], prefix: str) -> list[Destination]:
+        """The HTTP endpoints a Kafka client with ``prefix`` sends its SASL credentials to
+        (OAUTHBEARER): held to the allow-list, https only (``file:`` is read on the machine that runs
+        the client: a Connect worker's own token files), like a Connect URL."""
+        found = []
+        for setting in OAUTH_URL_SETTINGS:
+            raw = config.get(f"{prefix}{setting}")
+            url = str(raw).strip() if raw is not None else ""
+            if not url:
+                continue
+            scheme = urlsplit(url).scheme.lower() if "://" in url else ""
+            label = f"{what} ({prefix}{setting})"
+            if scheme not in ("https", "http"):
+                raise CredentialsRefused(
+                    "InvalidURL",
+                    f"{label}: only an https:// endpoint is allowed, not {url[:100]!r} (a file: URL is read on "
+                    "the machine that runs the client); nothing was sent",
+                )
+            if scheme == "http" and not self.allow_plaintext:
+                raise CredentialsRefused(
+                    "PlaintextCredentials",
+                    f"{label} is http://: credentials are only sent over https (the operator runs without "
+                    f"{ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
+                )
+            destination = url_destination(label, url)
+            self.check_host(label, destination.host, destination.port)
+            found.append(destination)
+        return found
 
     def _check_kafka_transport(self, what: str, config: Mapping[str, object], prefix: str) -> None:
         """Credentials over Kafka only with TLS (``SSL``/``SASL_SSL``) and hostname verification."""
@@ -384,12 +431,13 @@ class CredentialsPolicy:
                 f"SASL_SSL (the operator runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
             )
         verification = config.get(f"{prefix}ssl.endpoint.identification.algorithm")
-        if verification is not None and not str(verification).strip():
+        # Java knows "https" and "" (off); librdkafka, the operator's own clients, also takes "none".
+        if verification is not None and str(verification).strip().lower() != "https":
             raise CredentialsRefused(
                 "InsecureCredentials",
-                f"{what}: ssl.endpoint.identification.algorithm is empty, so the broker's certificate is not "
-                f"checked against its name: secretConfig values are only sent to verified brokers (the operator "
-                f"runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
+                f"{what}: ssl.endpoint.identification.algorithm is {str(verification).strip()[:40]!r}, so the "
+                f"broker's certificate is not checked against its name: secretConfig values are only sent to "
+                f"verified brokers (the operator runs without {ALLOW_PLAINTEXT_ENV}=true); nothing was sent",
             )
 
     def check_connector_config(
@@ -432,19 +480,25 @@ class CredentialsPolicy:
             if why is not None:
                 raise CredentialsRefused(
                     "ReservedConfigKey",
-                    f"{field}.{key[:200]}: where and how a connector's Kafka clients connect is not set in its "
-                    f"config: {why}. Nothing was sent to Connect",
+                    f"{field}.{key[:200]}: {why}. Nothing was sent to Connect",
                 )
         for key, value in sorted(config.items()):
             if key == "bootstrap.servers" or key.endswith(".bootstrap.servers"):
                 for host, port in kafka_hosts(value):
                     self.check_host(f"{field} ({key[:200]})", host, port if port is not None else 9092)
         sent: dict[str, list[Destination]] = {}
+        for key in sorted(config):
+            for setting in OAUTH_URL_SETTINGS:
+                if key == setting or key.endswith(f".{setting}"):
+                    self._oauth_endpoints(f"{field}", config, key[: len(key) - len(setting)])
         for use in uses:
             what = f"{field} ({use.key[:200]} from Secret {use.secret})"
             self._check_kafka_transport(what, config, use.client)
             sent.setdefault(use.secret, []).extend(
-                kafka_destinations(what, config.get(f"{use.client}bootstrap.servers", ""))
+                [
+                    *kafka_destinations(what, config.get(f"{use.client}bootstrap.servers", "")),
+                    *self._oauth_endpoints(what, config, use.client),
+                ]
             )
         refused = None
         if references is not None:

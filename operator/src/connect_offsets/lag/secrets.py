@@ -14,7 +14,6 @@ from connect_offsets.clients.credentials import (
     CredentialKey,
     CredentialsPolicy,
     Destination,
-    kafka_destinations,
     url_destination,
 )
 from connect_offsets.clients.kubernetes import KubernetesApi
@@ -71,13 +70,15 @@ async def mirror_secrets(
     (which connects to the source cluster with them). Raises CredentialsRefused, LookupError (a key
     is missing) or KubernetesError (the Secret cannot be read).
     """
-    for cluster in resource.spec.clusters:
-        policy.check_kafka(
+    goes_to = {
+        cluster.alias: policy.check_kafka(
             f"clusters[{cluster.alias}]",
             cluster.bootstrap_servers,
             cluster.config,
             credentials=bool(cluster.secret_config),
         )
+        for cluster in resource.spec.clusters
+    }
     sent = check_mirror_configs(resource, policy, references)
     connect: list[Destination] = []
     if connect_url is not None:
@@ -88,9 +89,8 @@ async def mirror_secrets(
         ]
     values: dict[tuple[str, str], str] = {}
     for cluster in resource.spec.clusters:
-        brokers = kafka_destinations(f"clusters[{cluster.alias}]", cluster.bootstrap_servers)
         for key, ref in cluster.secret_config.items():
-            sent_to = [*brokers, *sent.get(ref.name, []), *connect]
+            sent_to = [*goes_to[cluster.alias], *sent.get(ref.name, []), *connect]
             data = await kube.get_secret_data(resource.metadata.namespace, ref.name, [ref.key], sent_to=sent_to)
             if ref.key not in data:
                 raise LookupError(

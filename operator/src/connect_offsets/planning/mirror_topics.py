@@ -31,9 +31,13 @@ REFERENCE_GROUPS_EXCLUDE = r".*\$\{.*"
 
 
 def exclude_reference_groups(exclude: str) -> str:
-    """A checkpoint connector's ``groups.exclude`` with ``REFERENCE_GROUPS_EXCLUDE`` added once."""
-    patterns = [p.strip() for p in exclude.split(",") if p.strip()]
-    return ", ".join(patterns if REFERENCE_GROUPS_EXCLUDE in patterns else [*patterns, REFERENCE_GROUPS_EXCLUDE])
+    """A checkpoint connector's ``groups.exclude`` with ``REFERENCE_GROUPS_EXCLUDE`` first, once.
+
+    First: MirrorMaker 2 joins the list with ``|`` into one Java pattern, and a tenant's entry can
+    change what follows it (a trailing ``\\``, ``\\Q`` quoting the rest, ``(?x)`` and ``#``),
+    never what comes before."""
+    patterns = [p.strip() for p in exclude.split(",") if p.strip() and p.strip() != REFERENCE_GROUPS_EXCLUDE]
+    return ", ".join([REFERENCE_GROUPS_EXCLUDE, *patterns])
 
 
 DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"

@@ -25,7 +25,6 @@ from connect_offsets.clients.credentials import (
     PROVIDER_CLUSTER_NAMESPACES_ENV,
     CredentialsPolicy,
     CredentialsRefused,
-    kafka_destinations,
     url_destination,
 )
 from connect_offsets.clients.kafka import (
@@ -281,16 +280,18 @@ class ClusterRegistry:
         if entry is None:
             return ReferenceRule(where=where)
         allowed = entry.allowed_providers.allowed if entry.allowed_providers is not None else []
-        if allowed and not self.policy.honours_config_providers(namespace):
-            return ReferenceRule.for_namespace(
-                for_namespace,
-                [],
-                entry.provider,
-                where,
-                f"its spec.configProviders is not honoured: the operator trusts it only on ConnectClusters in the "
-                f"namespaces of {PROVIDER_CLUSTER_NAMESPACES_ENV}, the chart's configProviders.clusterNamespaces",
-            )
-        return ReferenceRule.for_namespace(for_namespace, allowed, entry.provider, where)
+        if self.policy.honours_config_providers(namespace):
+            return ReferenceRule.for_namespace(for_namespace, allowed, entry.provider, where)
+        # Neither list is the platform's word here: a tenant may write this ConnectCluster.
+        return ReferenceRule.for_namespace(
+            for_namespace,
+            [],
+            None,
+            where,
+            f"its spec.configProviders is not honoured: {not_honoured()}"
+            if allowed
+            else "spec.configProviders.allowed is empty",
+        )
 
     def health(self, namespace: str, name: str) -> tuple[str, str] | None:
         """The worker's last ``GET /health`` answer for a resolved ConnectCluster (None: not asked,
@@ -380,13 +381,12 @@ class ClusterRegistry:
             raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
         java = {k: java_string(v) for k, v in kafka.config.items() if v is not None}
         try:
-            self.policy.check_kafka(
+            brokers = self.policy.check_kafka(
                 f"ConnectCluster {name} spec.kafka",
                 kafka.bootstrap_servers,
                 java,
                 credentials=bool(kafka.secret_config),
             )
-            brokers = kafka_destinations(f"ConnectCluster {name} spec.kafka", kafka.bootstrap_servers)
             for key, ref in kafka.secret_config.items():
                 data = await self._kube.get_secret_data(namespace, ref.name, [ref.key], sent_to=brokers)
                 if ref.key not in data:
@@ -477,6 +477,15 @@ async def resolve_cluster(
     if refusal is not None:
         raise ClusterUnusable(f"ConnectCluster {cluster_name}: {refusal}", CONNECT_TOO_OLD)
     return client, info
+
+
+def not_honoured() -> str:
+    """Why a ConnectCluster's ``spec.configProviders`` or ``spec.configProvider`` is not used."""
+    return (
+        f"the operator trusts config providers only on ConnectClusters in the namespaces of "
+        f"{PROVIDER_CLUSTER_NAMESPACES_ENV} (the chart's configProviders.clusterNamespaces): a tenant may write "
+        "a ConnectCluster of its own, and a provider reads what the workers can"
+    )
 
 
 def check_connector_config(

@@ -55,6 +55,7 @@ from connect_offsets.reconcile.clusters import (
     ClusterUnusable,
     cluster_display,
     cluster_ref,
+    not_honoured,
     resolve_cluster,
 )
 from connect_offsets.reconcile.context import (
@@ -145,6 +146,16 @@ class MirrorMaker2Service:
             )
             cluster = cluster_ref(namespace, resource.metadata.labels)
             provider = self.clusters.config_provider(*cluster)
+            if provider is not None and not self.clusters.policy.honours_config_providers(cluster[0]):
+                if any(c.secret_config for c in resource.spec.clusters):
+                    # Writing the values in clear instead would silently undo what the provider
+                    # was set for; the references it would make are the cluster writer's to aim.
+                    raise ClusterUnusable(
+                        f"ConnectCluster {cluster[0]}/{cluster[1]} names spec.configProvider {provider.name!r}, "
+                        f"which is not honoured: {not_honoured()}. Nothing was sent to Connect",
+                        "ConfigProviderNotHonoured",
+                    )
+                provider = None
             rule = self.clusters.reference_rule(*cluster, namespace)
             # Without a config provider the values go to Connect inside the connectors' config, so
             # each Secret must allow Connect's host too, and the URL must be verified https.

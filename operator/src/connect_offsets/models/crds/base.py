@@ -125,8 +125,9 @@ class SecretKeyRef(Model):
     ]
 
 
-#: Kafka client settings a Secret may not give (``secretConfig``): where a client connects, over
-#: what, and whether it checks the broker's name. Each Secret's own ``allowed-hosts`` and the
+#: Kafka client settings a Secret may not give (``secretConfig``): where a client connects (its
+#: brokers, the OAuth endpoints it sends credentials to), over what, and whether it checks the
+#: broker's name. Each Secret's own ``allowed-hosts`` and the
 #: transport checks are made against ``bootstrapServers`` and ``config``; a value that came from a
 #: Secret instead would send every other Secret's values where no check looked.
 NOT_FROM_SECRETS = (
@@ -134,6 +135,8 @@ NOT_FROM_SECRETS = (
     "security.protocol",
     "ssl.endpoint.identification.algorithm",
     "client.dns.lookup",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.url",
 )
 
 
