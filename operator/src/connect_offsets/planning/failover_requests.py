@@ -198,9 +198,14 @@ def failover_requests(
             if found is not None and found.result == "Succeeded":
                 continue
             if found is not None and found.result == "Failed" and found.generation == meta.generation:
+                # Failed in this generation: told with its own record, not tried again until the spec
+                # changes (the message as the pass that failed it said it).
                 conditions.append(
                     ConditionSpec(
-                        "GroupFailoverFailed", "True", record.reason or "RequestFailed", f"{group}: {record.message}"
+                        "GroupFailoverFailed",
+                        "True",
+                        found.reason or "RequestFailed",
+                        f"group {group} ({found.mirror}): {found.message}",
                     )
                 )
                 continue
