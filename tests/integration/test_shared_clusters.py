@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +32,23 @@ import pytest
 from tests.conftest import wait_for
 from tests.integration.chart_install import chart_operator, tenant_namespaces
 from tests.integration.support import (
+    FILE_SOURCE,
     GROUP,
     VERSION,
     annotate,
     configmap_offsets,
+    connect_get,
+    connect_log,
     connect_offsets,
     connect_send,
+    connector_config,
     create_cluster,
     file_source_spec,
+    offsets_requests,
+    seed_offsets,
     wait_annotation_removed,
     wait_condition,
+    wait_connect_state,
 )
 
 LINE = 4  # json-encoded "aN" lines are 4 bytes + newline in the file source's position
@@ -72,7 +81,10 @@ def delete_connector(custom: Any, namespace: str, name: str) -> None:
 
 
 def connect_config(connect: httpx.Client, name: str) -> dict[str, Any] | None:
-    response = connect.get(f"/connectors/{name}/config")
+    """The connector's config, or None if Connect has no such connector. Asked again while the
+    shared worker answers "rebalance is expected" (``connect_get``): other work on the stack
+    creates and deletes connectors all the time."""
+    response = connect_get(connect, f"/connectors/{name}/config")
     if response.status_code == 404:
         return None
     assert response.status_code == 200, response.text
@@ -144,10 +156,10 @@ def test_shared_cluster_allows_listed_namespaces_and_prefixed_names(
             assert connect_config(connect, good) is not None
             assert connect_config(connect, not_allowed) is None
             assert connect_config(connect, wrong_name) is None
-            assert not [n for n in connect.get("/connectors").json() if n in (not_allowed, wrong_name)]
+            assert not [n for n in connect_get(connect, "/connectors").json() if n in (not_allowed, wrong_name)]
         finally:
             for name in (not_allowed, wrong_name, good):
-                connect.delete(f"/connectors/{name}")
+                connect_send(connect, "DELETE", f"/connectors/{name}")
 
 
 @pytest.mark.local_stack
@@ -207,22 +219,22 @@ def test_list_into_an_apps_configmap_leaves_it_the_apps(
             assert kept.data["app.properties"] == "x=1"
         finally:
             for name in (app_conn, own_conn):
-                connect.delete(f"/connectors/{name}")
+                connect_send(connect, "DELETE", f"/connectors/{name}")
 
 
 def stopped_offsets(connect: httpx.Client, name: str, config: dict[str, str]) -> list[dict[str, Any]]:
     """The offsets Connect holds for connector name ``name``: created STOPPED (nothing runs, so
-    nothing is committed), read, deleted again."""
+    nothing is committed), read, deleted again; every request asked again while the shared worker
+    rebalances for someone else (a 500 "rebalance is expected" is not an answer)."""
     created = connect_send(
         connect, "POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}
     )
     assert created.status_code == 201, created.text
     try:
-        wait_for(
-            f"{name} STOPPED",
-            lambda: connect.get(f"/connectors/{name}/status").json().get("connector", {}).get("state") == "STOPPED",
-        )
-        offsets: list[dict[str, Any]] = connect.get(f"/connectors/{name}/offsets").json()["offsets"]
+        wait_connect_state(connect, name, "STOPPED")
+        listed = connect_get(connect, f"/connectors/{name}/offsets")
+        assert listed.status_code == 200, listed.text
+        offsets: list[dict[str, Any]] = listed.json()["offsets"]
         return offsets
     finally:
         assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
@@ -259,7 +271,7 @@ def test_initial_offsets_never_wipe_another_namespaces_leftovers(
             create_connector(custom, tenant_a, name, file_source_spec(source, name, "a-list"), labels)
             wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=90)
             wait_for("A's offsets", lambda: (connect_offsets(connect, name) or [{}])[0].get("offset"))
-            config = {k: v for k, v in (connect_config(connect, name) or {}).items() if k != "name"}
+            config = {k: v for k, v in connector_config(connect, name).items() if k != "name"}
             delete_connector(custom, tenant_a, name)
             wait_for("A's connector deleted", lambda: connect_config(connect, name) is None)
             left_by_a = stopped_offsets(connect, name, config)
@@ -286,9 +298,115 @@ def test_initial_offsets_never_wipe_another_namespaces_leftovers(
             wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=90)
             initial = (get_status(custom, tenant_a, name)).get("initialOffsets", {})
             assert initial.get("step") == "Applied", initial
-            assert f"removed {len(left_by_a)} offset(s) left by an earlier connector" in initial["message"]
+            # Fails while the operator forgets a wipe made by a pass that then met a transient error
+            # (Connect's log shows DELETE 200, PATCH 500, PATCH 200): see the strict xfail below.
+            assert f"removed {len(left_by_a)} offset(s) left by an earlier connector" in initial["message"], (
+                initial["message"],
+                [(r.method, r.status) for r in offsets_requests(connect_log(stack), [name])],
+            )
         finally:
-            connect.delete(f"/connectors/{name}")
+            connect_send(connect, "DELETE", f"/connectors/{name}")
+
+
+class RebalanceOnce:
+    """A proxy in front of a Connect worker: the first ``method`` request to ``path`` is answered as
+    Connect answers while its group rebalances (500 ``RebalanceNeededException``, nothing done, as
+    Connect 4.3's offsets PATCH does when a rebalance is expected); everything else is forwarded."""
+
+    def __init__(self, upstream: str, method: str, path: str) -> None:
+        proxy = self
+        self.refused: list[str] = []
+        self.client = httpx.Client(base_url=upstream, timeout=60)
+        lock = threading.Lock()  # one upstream client, one request at a time
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if self.command == method and self.path == path and not proxy.refused:
+                    proxy.refused.append(f"{self.command} {self.path}")
+                    status = 500
+                    data = b'{"error_code":500,"message":"Request cannot be completed because a rebalance is expected"}'
+                else:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+                    with lock:
+                        answer = proxy.client.request(self.command, self.path, content=body, headers=headers)
+                    status, data = answer.status_code, answer.content
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> RebalanceOnce:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.client.close()
+
+
+@pytest.mark.local_stack
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 48: a pass that wiped leftover offsets and then met a transient error (the PATCH answered "
+    "'rebalance is expected') is finished by a later pass that sees no leftovers any more, and the status "
+    "says only 'applied' (reconcile/initial.py); remove this marker with the operator's fix",
+)
+def test_initial_offsets_report_a_wipe_whose_pass_was_interrupted(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    operator: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """The wipe and the PATCH are two requests; a rebalance of the shared worker between them (every
+    few seconds on a stack in use) interrupts the pass after the wipe. The status must still say what
+    was wiped: it is the only record of it."""
+    name = f"wiped-{unique}"
+    source = source_file(tmp_path / "wiped.txt")
+    config = {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(source), "topic": name}
+    # Leftovers of a hand-made connector of that name (no owner record: any namespace may wipe them).
+    created = connect_send(
+        connect, "POST", "/connectors", json={"name": name, "config": config, "initial_state": "STOPPED"}
+    )
+    assert created.status_code == 201, created.text
+    try:
+        wait_connect_state(connect, name, "STOPPED")
+        seed_offsets(connect, name, [{"partition": {"filename": str(source)}, "offset": {"position": 20}}])
+        assert connect_send(connect, "DELETE", f"/connectors/{name}").status_code == 204
+        with RebalanceOnce(connect_url, "PATCH", f"/connectors/{name}/offsets") as proxy:
+            create_cluster(custom, namespace, proxy.url)
+            seed = {"offsets": [{"partition": {"filename": str(source)}, "offset": {"position": 0}}]}
+            core.create_namespaced_config_map(
+                namespace, {"metadata": {"name": "seed"}, "data": {"offsets.json": json.dumps(seed)}}
+            )
+            spec = file_source_spec(source, name, "list")
+            spec["initialOffsets"] = {"fromConfigMap": {"name": "seed"}}
+            create_connector(custom, namespace, name, spec, {f"{GROUP}/cluster": "local"})
+            wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=90)
+            assert proxy.refused, "the operator's PATCH never came through the proxy"
+        requests = [(r.method, r.status) for r in offsets_requests(connect_log(stack), [name])]
+        assert ("DELETE", 200) in requests, requests  # the leftovers were wiped, by the interrupted pass
+        initial = get_status(custom, namespace, name).get("initialOffsets", {})
+        assert initial.get("step") == "Applied", initial
+        assert "removed 1 offset(s) left by an earlier connector" in initial["message"], initial["message"]
+    finally:
+        connect_send(connect, "DELETE", f"/connectors/{name}")
 
 
 def get_status(custom: Any, namespace: str, name: str) -> dict[str, Any]:
