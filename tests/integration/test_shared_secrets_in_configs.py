@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ from tests.integration.hostile import ConnectLike, CountingListener
 from tests.integration.support import (
     GROUP,
     condition,
+    connect_get,
+    connect_send,
     connector_config,
     create_cluster,
     create_mm2,
@@ -74,6 +77,33 @@ def quiet_mirror(source: str, target: str, topic: str, **extra: Any) -> dict[str
     }
 
 
+def wait_mirror_stopped(
+    worker: httpx.Client,
+    custom: Any,
+    namespace: str,
+    operator_log: Callable[[], str],
+    connector: str,
+    timeout: float = 120,
+) -> None:
+    """``connector`` STOPPED in ``worker``, as the KafkaMirrorMaker2 ``mm2`` of ``namespace`` asks.
+
+    When it is not, the failure says why the operator did not get there, instead of only what
+    Connect showed: the resource's Ready condition and connector entries (a refusal, a cluster it
+    could not ask) and the operator's last log lines about it (transient failures, with the back-off
+    before the next try). Issue 48 met this timeout once on a stack in use, with nothing to tell why.
+    """
+    try:
+        wait_connect_state(worker, connector, "STOPPED", timeout=timeout)
+    except AssertionError as error:
+        body = get_mm2(custom, namespace, "mm2")
+        entries = (body.get("status") or {}).get("connectors")
+        lines = [line for line in operator_log().splitlines() if f"{namespace}/mm2" in line][-12:]
+        said = "\n  ".join(lines) or "(nothing)"
+        raise AssertionError(
+            f"{error}\nReady: {condition(body, 'Ready')}\nconnectors: {entries}\noperator about it:\n  {said}"
+        ) from None
+
+
 @pytest.mark.local_stack
 @pytest.mark.timeout(500)
 def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
@@ -94,7 +124,6 @@ def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
         name="providers",
         extra_props=("config.providers=mounted", f"config.providers.mounted.class={DIRECTORY_PROVIDER}"),
     )
-    worker.start()
     east, west = f"e{unique}", f"w{unique}"
     topic = f"refs-{unique}"
     name = f"{east}->{west}.MirrorSourceConnector"
@@ -107,6 +136,7 @@ def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
         {"alias": west, "bootstrapServers": stack["kafka_a"]},
     ]
     try:
+        worker.start()  # in the try: a worker that never got ready is stopped too
         with (
             tenant_namespaces(core, custom, namespace) as (tenant_a, tenant_b),
             chart_operator(
@@ -131,22 +161,23 @@ def test_secret_config_reaches_connect_as_references_or_is_said_to_be_in_clear(
             create_mm2(custom, tenant_b, "mm2", clusters, [quiet_mirror(east, west, topic)])
 
             with httpx.Client(base_url=worker.url, timeout=30) as own:
-                wait_connect_state(own, name, "STOPPED", timeout=120)
+                wait_mirror_stopped(own, custom, tenant_a, op.operator.log, name)
                 config = connector_config(own, name)
                 assert config["source.cluster.client.id"] == f"${{mounted:{directory}/east-id:id}}", config
-                shown = own.get(f"/connectors/{name}/config").text + own.get(f"/connectors/{name}/tasks").text
-                assert value not in shown
+                shown = [connect_get(own, f"/connectors/{name}/{what}") for what in ("config", "tasks")]
+                assert [r.status_code for r in shown] == [200, 200], [r.text[:300] for r in shown]
+                assert value not in "".join(r.text for r in shown)
             said = wait_mm2_condition(custom, tenant_a, "mm2", "SecretsInConnectorConfig", status="False")
             assert said["reason"] == "ConfigProviderReferences", said
 
-            wait_connect_state(connect, name, "STOPPED", timeout=120)
+            wait_mirror_stopped(connect, custom, tenant_b, op.operator.log, name)
             in_clear = wait_mm2_condition(custom, tenant_b, "mm2", "SecretsInConnectorConfig", status="True")
             assert in_clear["reason"] == "StoredInClear"
             assert "spec.configProvider" in in_clear["message"] and east in in_clear["message"]
             assert value not in in_clear["message"]
             assert value not in op.operator.log()
     finally:
-        connect.delete(f"/connectors/{name}")
+        connect_send(connect, "DELETE", f"/connectors/{name}")
         worker.stop()
 
 
@@ -287,4 +318,4 @@ def test_lag_series_and_kafka_answers_are_bounded(
 
         finally:
             for name in (lagging, f"{big}->{west}.MirrorSourceConnector"):
-                connect.delete(f"/connectors/{name}")
+                connect_send(connect, "DELETE", f"/connectors/{name}")
