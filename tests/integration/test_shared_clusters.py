@@ -298,8 +298,9 @@ def test_initial_offsets_never_wipe_another_namespaces_leftovers(
             wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorRunning", timeout=90)
             initial = (get_status(custom, tenant_a, name)).get("initialOffsets", {})
             assert initial.get("step") == "Applied", initial
-            # Fails while the operator forgets a wipe made by a pass that then met a transient error
-            # (Connect's log shows DELETE 200, PATCH 500, PATCH 200): see the strict xfail below.
+            # A pass cut short after the wipe (Connect's log: DELETE 200, PATCH 500 "rebalance is
+            # expected", PATCH 200) is finished by one that finds nothing left; the status still
+            # tells the wipe (reconcile/initial.py records it at once).
             assert f"removed {len(left_by_a)} offset(s) left by an earlier connector" in initial["message"], (
                 initial["message"],
                 [(r.method, r.status) for r in offsets_requests(connect_log(stack), [name])],
@@ -357,12 +358,6 @@ class RebalanceOnce:
 
 
 @pytest.mark.local_stack
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 48: a pass that wiped leftover offsets and then met a transient error (the PATCH answered "
-    "'rebalance is expected') is finished by a later pass that sees no leftovers any more, and the status "
-    "says only 'applied' (reconcile/initial.py); remove this marker with the operator's fix",
-)
 def test_initial_offsets_report_a_wipe_whose_pass_was_interrupted(
     custom: Any,
     core: Any,

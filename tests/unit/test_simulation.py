@@ -962,3 +962,35 @@ async def test_every_write_of_offsets_on_delete_survives_every_fault(mode: str, 
             f"{time.monotonic() - started:.1f}s",
         )
     )
+
+
+async def test_a_wipe_is_told_when_the_patch_after_it_waits_for_a_rebalance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: the leftovers of an earlier same-named connector are wiped, then the PATCH of the
+    initial offsets is answered "rebalance is expected" (nothing done, a transient error). The next
+    pass applies the offsets and finds nothing left to remove: the status must still say what the
+    first pass removed (it said only "applied" before)."""
+    import tests.fakes
+
+    leftover = position(7, "/data/old.txt")
+
+    def created_with_leftovers(config: dict[str, Any], state: str) -> FakeConnector:
+        # Connect keeps a deleted connector's offsets: a new one of the same name sees them.
+        return FakeConnector(config, state, json.loads(json.dumps(leftover)))
+
+    monkeypatch.setattr(tests.fakes, "FakeConnector", created_with_leftovers)
+    async with simulation() as sim:
+        await put_document(sim, position(12), INITIAL_CM)
+        sim.connect.fail(
+            "PATCH", f"/connectors/{NAME}/offsets", 500, "Request cannot be completed because a rebalance is expected"
+        )
+        await _create_with_initial(sim)
+        first = await sim.check(CONNECTORS, NAME)
+        assert first.transient_error is not None  # the PATCH waits for the rebalance
+        await sim.settle([(CONNECTORS, NAME)])
+        initial = sim.kube.resources[(CONNECTORS, NS, NAME)]["status"]["initialOffsets"]
+        assert initial["step"] == "Applied", initial
+        assert initial["message"].startswith(f"removed 1 offset(s) left by an earlier connector named {NAME}; "), (
+            initial
+        )
+        assert "applied 1 initial offset(s)" in initial["message"], initial
+        assert [a.method for a in sim.connect.applied] == ["DELETE", "PATCH"]  # wiped once, applied once

@@ -68,14 +68,23 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
         await _wait_stopped(client, name)
         current_step = "wipe"
         current = parse_offsets_obj(await client.get_offsets(name), allow_empty=True)
+        wiped = _wipe_recorded(p, configmap)
         if initial_offsets_in_place(current, requested):
-            message = "initial offsets already in place (applied before the operator restarted)"
+            message = f"{wiped}initial offsets already in place (applied before the operator restarted)"
         else:
-            wiped = ""
             if len(current):
                 await check_leftovers_owner(p, name, len(current))
                 await client.reset_offsets(name)
                 wiped = f"removed {len(current)} offset(s) left by an earlier connector named {name}; "
+                # Recorded at once: a pass cut short after the wipe (a rebalance answering the
+                # PATCH) is finished by one that finds nothing left to remove, and would not say it.
+                await p.sink.fields(
+                    KafkaConnectorStatus(
+                        initial_offsets=InitialOffsetsStatus(
+                            config_map=configmap, step="Creating", time=now, source=action.source, message=wiped
+                        )
+                    )
+                )
             current_step = "patch"
             answer = await client.alter_offsets(name, requested.to_json_obj())
             fault_point("initial-after-patch")
@@ -114,6 +123,15 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
     await record_owner(p, name)
     p.event("Normal", "InitialOffsetsApplied", f"{name}: {message}")
     plan.requeue(1.0)  # now move it to spec.state
+
+
+def _wipe_recorded(p: Pass, configmap: str) -> str:
+    """What an earlier pass of this same request already wiped (its ``Creating`` status), or ""."""
+    recorded = ((p.body.get("status") or {}).get("initialOffsets")) or {}
+    message = str(recorded.get("message") or "")
+    if recorded.get("step") == "Creating" and recorded.get("configMap") == configmap and message.startswith("removed "):
+        return message
+    return ""
 
 
 async def _wait_stopped(client: ConnectClient, name: str, timeout: float = 30.0) -> None:

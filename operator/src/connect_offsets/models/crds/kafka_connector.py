@@ -302,7 +302,9 @@ class InitialOffsetsStatus(StatusModel):
     )
     time: str = Field(description="When the step was reached (RFC 3339).")
     request: str | None = Field(None, description="Fingerprint of the inputs of a failed attempt.")
-    message: str = Field("", description="Why it failed.")
+    message: str = Field(
+        "", description="Applied: what was done; Failed: why; Creating: the leftover offsets already removed."
+    )
 
 
 class ProgressStatus(StatusModel):
