@@ -127,10 +127,14 @@ async def initial_offsets(p: Pass, plan: Plan, action: Action) -> None:
 
 def _wipe_recorded(p: Pass, configmap: str) -> str:
     """What an earlier pass of this same request already wiped (its ``Creating`` status), or ""."""
-    recorded = ((p.body.get("status") or {}).get("initialOffsets")) or {}
-    message = str(recorded.get("message") or "")
-    if recorded.get("step") == "Creating" and recorded.get("configMap") == configmap and message.startswith("removed "):
-        return message
+    recorded = KafkaConnectorStatus.model_validate(p.body.get("status") or {}).initial_offsets
+    if (
+        recorded is not None
+        and recorded.step == "Creating"
+        and recorded.config_map == configmap
+        and recorded.message.startswith("removed ")
+    ):
+        return recorded.message
     return ""
 
 
