@@ -10,9 +10,9 @@ sharing a stack. Two commands make that the normal case:
 * ``age``: what about 40 minutes of other work leaves behind (the measured case of issue 48).
   Connectors created and deleted by the hundred (the config topic keeps them, their offsets stay
   in the offsets topic), and then left running: FileStreamSource connectors RUNNING and STOPPED, a
-  MirrorMaker 2 source connector B -> A under the walk-through's aliases ``b`` and ``a`` for a
-  topic of its own; and in Kubernetes, namespaces of KafkaConnectors no operator watches, on
-  ConnectClusters whose URLs do not answer. Idempotent: run again, it adds nothing twice.
+  MirrorMaker 2 source connector B -> A for a topic of its own; and in Kubernetes, namespaces of
+  KafkaConnectors no operator watches, on ConnectClusters whose URLs do not answer. Idempotent:
+  run again, it adds nothing twice.
 * ``run``: work that goes on while the tests run (``hack/suite.py --busy`` starts it for the
   parallel part; ``make test`` asks for that). Connectors RUNNING and STOPPED, a MirrorMaker 2
   source connector replicating a topic of its own that a producer keeps writing to, a heartbeat
@@ -175,10 +175,11 @@ def age(info: dict[str, Any], connectors: int, namespaces: int, resources: int) 
         connect.create(f"aged-running-{index}", file_source(path, f"aged-running-{index}"))
     for index in range(3):
         connect.create(f"aged-stopped-{index}", file_source(path, f"aged-stopped-{index}"), "STOPPED")
-    # The walk-through's MirrorMaker 2 (docs/moving-offsets.md: aliases b -> a), left running; and
-    # the heartbeats an earlier run's writeToTarget mirror left on B.
+    # A MirrorMaker 2 B -> A left running (the walk-through's own, docs/moving-offsets.md, is made by
+    # running it: its aliases b and a are its to take); and the heartbeats an earlier run's
+    # writeToTarget mirror left on B.
     create_topic(info["kafka_b"], "aged-mirrored")
-    connect.create("b->a.MirrorSourceConnector", mirror_source(info, "b", "a", "aged-mirrored"))
+    connect.create("aged-b->aged-a.MirrorSourceConnector", mirror_source(info, "aged-b", "aged-a", "aged-mirrored"))
     connect.create("aged-a->aged-b.MirrorHeartbeatConnector", heartbeats_into_b(info, "aged-a", "aged-b"))
     time.sleep(5)
     connect.delete("aged-a->aged-b.MirrorHeartbeatConnector")
@@ -285,7 +286,7 @@ def run(info: dict[str, Any], seconds: float) -> None:
 def clean(info: dict[str, Any]) -> None:
     connect = Connect(info["connect_url"])
     for name in connect.names():
-        if name.startswith(("busy-", "aged-")) or name == "b->a.MirrorSourceConnector":
+        if name.startswith(("busy-", "aged-")):
             connect.delete(name)
     env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
     out = subprocess.run(
