@@ -45,7 +45,7 @@ from connect_offsets.clients.credentials import (
     check_secret_use,
     parse_allowed_hosts,
 )
-from connect_offsets.clients.kubernetes import ConfigMapData, ConfigMapMeta, KubernetesUnavailable, label_value
+from connect_offsets.clients.kubernetes import label_value
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.clients.offsets_configmaps.layout import FORMAT, FORMAT_VERSION
 from connect_offsets.clients.reference_policy import ReferenceRule
@@ -82,6 +82,7 @@ from connect_offsets.vocabulary import (
     short_hash,
 )
 from tests.fakes import FakeKube
+from tests.owner_records import RecordsKube as SharedRecordsKube
 from tests.unit.planning_fixtures import VALID_DOC, make_resource, observe
 
 __all__ = ["ANY", "CORPUS", "NAMESPACE", "SECRETS_UNDER_NAMESPACE", "Bypass", "Refusal", "reason_of"]
@@ -335,43 +336,8 @@ VICTIMS_CLUSTER: Final = "kafka-a-cluster-id"
 ATTACKERS_CLUSTER: Final = "kafka-b-cluster-id"
 
 
-class RecordsKube:
-    """ConfigMaps by (namespace, name): the calls owner records make."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-
-    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
-        key = (namespace, body["metadata"]["name"])
-        if key in self.objects:
-            raise KubernetesUnavailable("409 already exists", 409)
-        self.objects[key] = {"metadata": {**body["metadata"], "namespace": namespace}}
-
-    async def patch_configmap(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        meta = self.objects[(namespace, name)]["metadata"]
-        for part in ("labels", "annotations"):
-            meta.setdefault(part, {}).update(patch["metadata"].get(part, {}))
-            meta[part] = {k: v for k, v in meta[part].items() if v is not None}
-
-    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
-        obj = self.objects.get((namespace, name))
-        if obj is None:
-            return None
-        meta = obj["metadata"]
-        return ConfigMapData(name, "1", {}, {}, dict(meta.get("labels", {})), [], "", dict(meta["annotations"]))
-
-    async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
-        if " in (" in label_selector:
-            key, _, rest = label_selector.partition(" in (")
-            values = set(rest.rstrip(")").split(","))
-        else:
-            key, _, value = label_selector.partition("=")
-            values = {value}
-        return [
-            ConfigMapMeta(name, "", o["metadata"]["labels"], o["metadata"]["annotations"], ns)
-            for (ns, name), o in self.objects.items()
-            if (namespace is None or ns == namespace) and o["metadata"].get("labels", {}).get(key) in values
-        ]
+class RecordsKube(SharedRecordsKube):
+    """The shared ConfigMap store (``tests/owner_records.py``), with records written as tests need them."""
 
     def forge(self, namespace: str, owner: str, cluster: str | None) -> None:
         """A record written straight into ``namespace`` (a tenant's), claiming ``owner``, newer than

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from connect_offsets.clients.kubernetes import ConfigMapData, ConfigMapMeta, KubernetesUnavailable
 from connect_offsets.models.connect import ServerInfo
 from connect_offsets.reconcile import owners, settings
 from connect_offsets.reconcile.context import OffsetsRequestInvalid
 from connect_offsets.vocabulary import API_GROUP, LAST_OWNER_LABEL, short_hash
+from tests.owner_records import RecordsKube as SharedRecordsKube
 
 pytestmark = pytest.mark.unit
 
@@ -34,45 +34,8 @@ CLUSTER = "kafka-a-cluster-id"
 OTHER = "kafka-b-cluster-id"
 
 
-class Kube:
-    """ConfigMaps by (namespace, name): the calls owner records make."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-
-    async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
-        key = (namespace, body["metadata"]["name"])
-        if key in self.objects:
-            raise KubernetesUnavailable("409 already exists", 409)
-        self.objects[key] = {"metadata": {**body["metadata"], "namespace": namespace}}
-
-    async def patch_configmap(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of labels and annotations (None deletes a key)."""
-        meta = self.objects[(namespace, name)]["metadata"]
-        for part in ("labels", "annotations"):
-            meta.setdefault(part, {}).update(patch["metadata"].get(part, {}))
-            meta[part] = {k: v for k, v in meta[part].items() if v is not None}
-
-    async def get_configmap(self, namespace: str, name: str) -> ConfigMapData | None:
-        obj = self.objects.get((namespace, name))
-        if obj is None:
-            return None
-        meta = obj["metadata"]
-        return ConfigMapData(name, "1", {}, {}, dict(meta.get("labels", {})), [], "", dict(meta["annotations"]))
-
-    async def list_configmap_metadata(self, namespace: str | None, label_selector: str) -> list[ConfigMapMeta]:
-        """``key=value`` or ``key in (v1,v2)``."""
-        if " in (" in label_selector:
-            key, _, rest = label_selector.partition(" in (")
-            values = set(rest.rstrip(")").split(","))
-        else:
-            key, _, value = label_selector.partition("=")
-            values = {value}
-        return [
-            ConfigMapMeta(name, "", o["metadata"]["labels"], o["metadata"]["annotations"], ns)
-            for (ns, name), o in self.objects.items()
-            if (namespace is None or ns == namespace) and o["metadata"].get("labels", {}).get(key) in values
-        ]
+class Kube(SharedRecordsKube):
+    """The shared ConfigMap store (``tests/owner_records.py``), with records written as tests need them."""
 
     def tenant_record(self, namespace: str, owner: str, time: str = "2999-01-01T00:00:00+00:00") -> None:
         """A record as earlier versions wrote them (or a tenant forges them), in ``namespace``."""
