@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -222,18 +223,24 @@ class Busy:
         self.connect = Connect(info["connect_url"])
         self.stop = threading.Event()
         self.created: list[str] = []
+        #: Names of this run's own (two suites sharing a stack each keep and remove their own).
+        self.tag = f"busy{os.environ.get('CONNECT_OFFSETS_TEST_RUN', uuid.uuid4().hex)[:6]}"
 
     def start(self) -> None:
         path = source_file(self.info)
         for index in range(4):
-            self._create(f"busy-running-{index}", file_source(path, f"busy-running-{index}"))
+            self._create(f"{self.tag}-running-{index}", file_source(path, f"busy-running-{index}"))
         for index in range(2):
-            self._create(f"busy-stopped-{index}", file_source(path, f"busy-stopped-{index}"), "STOPPED")
+            self._create(f"{self.tag}-stopped-{index}", file_source(path, f"busy-stopped-{index}"), "STOPPED")
         create_topic(self.info["kafka_b"], "busy-mirrored")
         self._create(
-            "busy-b->busy-a.MirrorSourceConnector", mirror_source(self.info, "busy-b", "busy-a", "busy-mirrored")
+            f"{self.tag}-b->{self.tag}-a.MirrorSourceConnector",
+            mirror_source(self.info, f"{self.tag}-b", f"{self.tag}-a", "busy-mirrored"),
         )
-        self._create("busy-a->busy-b.MirrorHeartbeatConnector", heartbeats_into_b(self.info, "busy-a", "busy-b"))
+        self._create(
+            f"{self.tag}-a->{self.tag}-b.MirrorHeartbeatConnector",
+            heartbeats_into_b(self.info, f"{self.tag}-a", f"{self.tag}-b"),
+        )
 
     def _create(self, name: str, config: dict[str, str], state: str = "RUNNING") -> None:
         self.connect.create(name, config, state)
@@ -254,7 +261,7 @@ class Busy:
         path = source_file(self.info)
         count = 0
         while not self.stop.wait(CHURN_INTERVAL_S / 2):
-            name = f"busy-churn-{count % 2}"
+            name = f"{self.tag}-churn-{count % 2}"
             self.connect.create(name, file_source(path, "busy-churn"))
             if self.stop.wait(CHURN_INTERVAL_S / 2):
                 self.connect.delete(name)
@@ -263,7 +270,7 @@ class Busy:
             count += 1
 
     def finish(self) -> None:
-        for name in [*self.created, "busy-churn-0", "busy-churn-1"]:
+        for name in [*self.created, f"{self.tag}-churn-0", f"{self.tag}-churn-1"]:
             self.connect.delete(name)
 
 
