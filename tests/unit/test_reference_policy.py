@@ -365,3 +365,9 @@ async def test_a_tenants_own_clusters_config_provider_writes_nothing() -> None:
     assert ready["reason"] == "ConfigProviderNotHonoured" and "not honoured" in ready["message"], ready
     assert [s for s in connect.sent() if s.method != "GET"] == []
     assert "tenant-value" not in str(kube.resource(MIRRORS, "team-a", "m"))
+
+
+def test_any_path_only_by_leaving_the_prefix_out() -> None:
+    with pytest.raises(ValueError):
+        AllowedConfigProvider(name="secrets", path_prefix="")
+    assert AllowedConfigProvider(name="env").path_prefix is None

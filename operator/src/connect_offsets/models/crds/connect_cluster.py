@@ -142,6 +142,7 @@ class AllowedConfigProvider(Model):
     ]
     path_prefix: str | None = Field(
         None,
+        min_length=1,  # any path only by leaving it out, never by an empty string
         max_length=500,
         description=(
             "References must name a path under this prefix; {namespace} is replaced by the resource's namespace: "
