@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from connect_offsets.models.connect import ConnectorStatus
-from connect_offsets.models.crds import KafkaConnectorResource
+from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.offsets import (
     FILE_STREAM_SOURCE_CLASS,
     MIRROR_SOURCE_CLASS,
@@ -227,3 +227,43 @@ FAMILIES: dict[str, tuple[dict[str, str], str, dict[str, Any]]] = {
         {"offsets": [{"partition": {"cluster": "source", "partition": 0, "topic": "t"}, "offset": {"offset": 9}}]},
     ),
 }
+
+
+# --- group failovers (test_failover, test_failover_wedge) ------------------------------------------
+
+
+def failover_mm2(
+    mirrors: list[dict[str, Any]], annotations: dict[str, str] | None = None, **status: Any
+) -> KafkaMirrorMaker2Resource:
+    """A KafkaMirrorMaker2 ``dr`` (clusters b and a, generation 3) for the failover planning tests."""
+    return KafkaMirrorMaker2Resource.model_validate(
+        {
+            "metadata": {
+                "name": "dr",
+                "namespace": "team-a",
+                "generation": 3,
+                "resourceVersion": "120",
+                "annotations": annotations or {},
+            },
+            "spec": {
+                "clusters": [
+                    {"alias": "b", "bootstrapServers": "b:9092"},
+                    {"alias": "a", "bootstrapServers": "a:9092"},
+                ],
+                "mirrors": mirrors,
+            },
+            "status": status,
+        }
+    )
+
+
+def failover_mirror(**extra: Any) -> dict[str, Any]:
+    """A mirror b -> a with a checkpoint connector that checkpoints every group but ``__.*``."""
+    return {
+        "sourceCluster": "b",
+        "targetCluster": "a",
+        "topicsPattern": "orders.*",
+        "sourceConnector": {},
+        "checkpointConnector": {"config": {"groups.exclude": "__.*"}},
+        **extra,
+    }

@@ -15,48 +15,15 @@ from typing import Any
 import pytest
 
 from connect_offsets.clients.kafka_groups import Checkpoint, decode_checkpoint, encode_checkpoint
-from connect_offsets.models.crds import GroupFailoverStatus, KafkaMirrorMaker2Resource
+from connect_offsets.models.crds import GroupFailoverStatus
 from connect_offsets.planning.failover import group_refusal, mirror_facts, offsets_document, translate
 from connect_offsets.planning.failover_requests import failover_key, failover_requests, kept_records
 from connect_offsets.planning.plan import PlannedRefusal
 from connect_offsets.vocabulary import API_GROUP
+from tests.unit.planning_fixtures import failover_mirror as mirror
+from tests.unit.planning_fixtures import failover_mm2 as mm2
 
 pytestmark = pytest.mark.unit
-
-
-def mm2(
-    mirrors: list[dict[str, Any]], annotations: dict[str, str] | None = None, **status: Any
-) -> KafkaMirrorMaker2Resource:
-    return KafkaMirrorMaker2Resource.model_validate(
-        {
-            "metadata": {
-                "name": "dr",
-                "namespace": "team-a",
-                "generation": 3,
-                "resourceVersion": "120",
-                "annotations": annotations or {},
-            },
-            "spec": {
-                "clusters": [
-                    {"alias": "b", "bootstrapServers": "b:9092"},
-                    {"alias": "a", "bootstrapServers": "a:9092"},
-                ],
-                "mirrors": mirrors,
-            },
-            "status": status,
-        }
-    )
-
-
-def mirror(**extra: Any) -> dict[str, Any]:
-    return {
-        "sourceCluster": "b",
-        "targetCluster": "a",
-        "topicsPattern": "orders.*",
-        "sourceConnector": {},
-        "checkpointConnector": {"config": {"groups.exclude": "__.*"}},
-        **extra,
-    }
 
 
 def test_a_checkpoint_record_is_read_as_mirrormaker_2_writes_it() -> None:

@@ -20,6 +20,7 @@ from connect_offsets.models.crds import KafkaMirrorMaker2Resource
 from connect_offsets.planning.failover_requests import failover_requests
 from connect_offsets.vocabulary import ANNOTATION_HANDLED_REQUEST, ANNOTATION_OFFSETS, API_GROUP, MIRRORS
 from tests.simulation import NS, Sim, mirrors_status_entry, resource, simulation
+from tests.unit.planning_fixtures import failover_mirror, failover_mm2
 
 pytestmark = pytest.mark.unit
 
@@ -28,34 +29,8 @@ pytestmark = pytest.mark.unit
 
 
 def mm2(groups: list[str], annotations: dict[str, str] | None = None, **status: Any) -> KafkaMirrorMaker2Resource:
-    return KafkaMirrorMaker2Resource.model_validate(
-        {
-            "metadata": {
-                "name": "dr",
-                "namespace": "team-a",
-                "generation": 3,
-                "resourceVersion": "120",
-                "annotations": annotations or {},
-            },
-            "spec": {
-                "clusters": [
-                    {"alias": "b", "bootstrapServers": "b:9092"},
-                    {"alias": "a", "bootstrapServers": "a:9092"},
-                ],
-                "mirrors": [
-                    {
-                        "sourceCluster": "b",
-                        "targetCluster": "a",
-                        "topicsPattern": "orders.*",
-                        "sourceConnector": {},
-                        "checkpointConnector": {"config": {"groups.exclude": "__.*"}},
-                        "groupFailover": {"groups": groups},
-                    }
-                ],
-            },
-            "status": status,
-        }
-    )
+    """The failover tests' mirror, declaring ``groups`` for failover."""
+    return failover_mm2([failover_mirror(groupFailover={"groups": groups})], annotations, **status)
 
 
 def spec_record(group: str, **fields: Any) -> dict[str, Any]:
