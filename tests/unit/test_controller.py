@@ -29,14 +29,13 @@ from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import (
     FINALIZER,
     Controller,
-    ControllerSettings,
-    OrphanedDeletions,
-    Presence,
+    Deletions,
     Shard,
     WorkQueue,
-    drop_stale_finalizers,
-    orphaned_deletion,
+    awaiting_deletion,
+    owner_of,
 )
+from connect_offsets.controller.sharding import needs_finalizer, stale_finalizers
 from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
 from connect_offsets.reconcile.runner import accounted_view
 from connect_offsets.reconcile.settings import Outcome
@@ -231,7 +230,7 @@ def body(version: int, request: str | None = None, cluster: str = "local") -> di
 
 
 def controller(
-    reconcile: Callable[[str, str], Awaitable[Outcome]], *, presence: Presence | None = None, shard: Shard | None = None
+    reconcile: Callable[[str, str], Awaitable[Outcome]], *, shard: Shard | None = None
 ) -> tuple[Controller, Kube]:
     kube = Kube()
     made = Controller(
@@ -239,7 +238,6 @@ def controller(
         {CONNECTORS: reconcile},
         drift_interval=DRIFT,
         workers=2,
-        presence=presence,
         shard=shard,
     )
     return made, kube
@@ -358,26 +356,6 @@ async def test_a_transient_failure_backs_off_and_a_deleted_resource_is_dropped()
         await made.stop()
 
 
-async def test_a_paused_peer_does_not_work_until_it_is_the_active_one() -> None:
-    checks: list[str] = []
-
-    async def reconcile(namespace: str, name: str) -> Outcome:
-        checks.append(name)
-        return Outcome()
-
-    presence = Presence(standalone=False)
-    made, _ = controller(reconcile, presence=presence)
-    made.start()
-    try:
-        made.observe(CONNECTORS, NS, NAME, body(1))
-        await asyncio.sleep(0.1)
-        assert checks == []  # kopf runs no presence daemon in a paused operator
-        presence.arrived()
-        assert await until(lambda: checks == [NAME])
-    finally:
-        await made.stop()
-
-
 def test_a_shard_takes_the_keys_of_its_connect_clusters_only() -> None:
     """40 resources, each bound to a ConnectCluster of its own, seen by both replicas of two
     shards: each resource is queued in exactly one, and both shards get some."""
@@ -427,32 +405,33 @@ async def test_keys_due_on_the_same_step_are_ready_together() -> None:
     assert sorted(taken) == sorted(key("a", f"k{i}") for i in range(10))
 
 
-def test_each_shard_has_its_own_finalizer_and_drops_the_stale_ones_of_other_shard_counts() -> None:
-    """kopf adds its finalizer where a delete handler matches and removes it where none does: with
-    one name for every shard, the shard that does not own a resource would remove the owner's (or,
-    unfiltered, both would run the delete logic). Unsharded keeps the name it always had."""
-    assert Shard().finalizer == FINALIZER == "connect-offsets.io/finalizer"
-    assert [Shard(i, 3).finalizer for i in range(3)] == [f"{FINALIZER}-shard-{i}" for i in range(3)]
+def test_rendezvous_hashing_moves_about_one_in_n_clusters_when_the_shard_count_changes() -> None:
+    """Modulo hashing moved 131 of 200 clusters on 2 -> 3 (issue 44); rendezvous hashing moves only
+    those the new shard wins, about a third, and never one between two old shards."""
+    clusters = [(f"team-{i % 7}", f"cluster-{i}") for i in range(200)]
+    before = {c: owner_of(c, 2) for c in clusters}
+    after = {c: owner_of(c, 3) for c in clusters}
+    moved = [c for c in clusters if before[c] != after[c]]
+    assert all(after[c] == 2 for c in moved)  # only to the new shard
+    assert 50 <= len(moved) <= 85, len(moved)  # about 200 / 3
+    shrunk = {c: owner_of(c, 2) for c in clusters}
+    assert shrunk == before  # and back again
+    counts = [sum(1 for c in clusters if after[c] == i) for i in range(3)]
+    assert min(counts) >= 45, counts  # spread over all three
 
-    body = {"metadata": {"finalizers": [FINALIZER, "other.io/keep", f"{FINALIZER}-shard-1", f"{FINALIZER}-shard-0"]}}
-    drop_stale_finalizers(body, keep=f"{FINALIZER}-shard-0")
-    assert body["metadata"]["finalizers"] == ["other.io/keep", f"{FINALIZER}-shard-0"]
-    drop_stale_finalizers(body, keep=FINALIZER)  # sharding turned off again
-    assert body["metadata"]["finalizers"] == ["other.io/keep"]
 
-
-def test_only_the_owning_shard_handles_a_resources_deletion() -> None:
-    from connect_offsets.handlers import startup
-
-    labels = {"connect-offsets.io/cluster": "local"}
-    owners = []
-    for index in range(2):
-        settings = ControllerSettings(shard=Shard(index, 2))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(startup, "CONTROLLER_SETTINGS", settings)
-            owners.append(startup.this_shard(CONNECTORS)(namespace=NS, name=NAME, labels=labels))
-    assert sorted(owners) == [False, True]
-    assert owners.index(True) == (0 if Shard(0, 2).owns((NS, "local")) else 1)
+def test_one_finalizer_whatever_the_shard_count_and_the_old_per_shard_ones_are_stale() -> None:
+    """The finalizer no longer depends on the shard count (issue 44): the per-shard names of
+    earlier versions are stale, to be replaced on a live resource and released after the delete
+    logic on one being deleted."""
+    assert FINALIZER == "connect-offsets.io/finalizer"
+    live = body(1)
+    live["metadata"]["finalizers"] = ["other.io/keep", f"{FINALIZER}-shard-1"]
+    assert stale_finalizers(live) == [f"{FINALIZER}-shard-1"]
+    assert needs_finalizer(live)
+    live["metadata"]["finalizers"] = ["other.io/keep", FINALIZER]
+    assert not needs_finalizer(live)
+    assert not needs_finalizer(deleting())  # a finalizer cannot be added once deletion began
 
 
 def test_kopf_keeps_no_diff_base() -> None:
@@ -494,15 +473,13 @@ def deleting(*finalizers: str) -> dict[str, Any]:
     return made
 
 
-def test_an_orphaned_deletion_is_one_that_waits_only_on_our_stale_finalizers() -> None:
-    own = f"{FINALIZER}-shard-0"
-    assert orphaned_deletion(deleting(FINALIZER, "other.io/keep"), own)  # sharding turned on
-    assert orphaned_deletion(deleting(f"{FINALIZER}-shard-1"), FINALIZER)  # turned off again
-    assert not orphaned_deletion(deleting(FINALIZER, own), own)  # kopf runs the delete handler
-    assert not orphaned_deletion(deleting("other.io/keep"), own)  # nothing of ours holds it
+def test_a_deletion_is_ours_while_one_of_our_finalizers_holds_it() -> None:
+    assert awaiting_deletion(deleting(FINALIZER, "other.io/keep"))
+    assert awaiting_deletion(deleting(f"{FINALIZER}-shard-1"))  # an older version's name
+    assert not awaiting_deletion(deleting("other.io/keep"))  # nothing of ours holds it
     living = body(2)
     living["metadata"]["finalizers"] = [FINALIZER]
-    assert not orphaned_deletion(living, own)  # not being deleted: the owner adds its own first
+    assert not awaiting_deletion(living)
 
 
 def test_the_finalizers_patch_removes_by_place_behind_a_test() -> None:
@@ -517,11 +494,10 @@ def test_the_finalizers_patch_removes_by_place_behind_a_test() -> None:
     ]
 
 
-async def test_an_orphaned_deletion_runs_its_delete_logic_once_then_releases(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Deleted before its owner added its finalizer (after sharding was turned on), a resource waits
-    only on a stale finalizer of ours, and kopf runs no delete handler for it: the owner's
-    controller runs the delete logic once and removes the stale finalizers; a failed release is
-    tried again without running the delete logic again."""
+async def test_a_deletion_runs_its_delete_logic_once_then_releases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resource being deleted waits on our finalizer (or an older version's per-shard one): the
+    controller runs the delete logic once and removes our finalizers; a failed release is tried
+    again without running the delete logic again. Only the owning shard does it."""
     monkeypatch.setattr("connect_offsets.controller.queue.BASE_DELAY_S", 0.01)
     ran: list[tuple[str, str, bool]] = []
     released: list[set[str]] = []
@@ -540,31 +516,28 @@ async def test_an_orphaned_deletion_runs_its_delete_logic_once_then_releases(mon
     async def reconcile(namespace: str, name: str) -> Outcome:
         return Outcome()
 
-    own = Shard(0, 2) if Shard(0, 2).owns((NS, "local")) else Shard(1, 2)
-    made = Controller(
-        cast(KubernetesApi, Kube()),
-        {CONNECTORS: reconcile},
-        drift_interval=DRIFT,
-        workers=2,
-        shard=own,
-        orphaned_deletions=OrphanedDeletions(run=run, release=release),
+    owner = owner_of((NS, "local"), 2)
+    made, other = (
+        Controller(
+            cast(KubernetesApi, Kube()),
+            {CONNECTORS: reconcile},
+            drift_interval=DRIFT,
+            workers=2,
+            shard=Shard(index, 2),
+            deletions=Deletions(run=run, release=release),
+        )
+        for index in (owner, 1 - owner)
     )
     made.start()
+    other.start()
     try:
-        made.observe(CONNECTORS, NS, NAME, deleting(FINALIZER, "other.io/keep"))
+        for replica in (made, other):
+            replica.observe(CONNECTORS, NS, NAME, deleting(f"{FINALIZER}-shard-1", "other.io/keep", FINALIZER))
         assert await until(lambda: len(released) == 1)
         assert ran == [(CONNECTORS, NAME, False)]
-        assert released == [{FINALIZER}]
+        assert released == [{FINALIZER, f"{FINALIZER}-shard-1"}]
         await asyncio.sleep(0.05)
         assert len(ran) == 1 and len(released) == 1
-        # Its own finalizer on: kopf's delete handler runs it, the controller does nothing.
-        made.observe(
-            CONNECTORS,
-            NS,
-            "other",
-            {**deleting(own.finalizer), "metadata": {**deleting(own.finalizer)["metadata"], "name": "other"}},
-        )
-        await asyncio.sleep(0.05)
-        assert len(ran) == 1
     finally:
         await made.stop()
+        await other.stop()

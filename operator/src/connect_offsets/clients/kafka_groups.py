@@ -32,6 +32,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from connect_offsets import fencing
 from connect_offsets.clients.kafka import (
     MAX_KAFKA_RESPONSE_BYTES,
     KafkaAdminError,
@@ -280,6 +281,7 @@ class KafkaGroups:
 
     async def commit(self, config: Mapping[str, Any], group: str, offsets: Mapping[TP, int], *, namespace: str) -> None:
         """Commit ``offsets`` for ``group``; GroupActive when Kafka refuses because it has members."""
+        await fencing.before_write(f"commit offsets of group {group}")  # under a Lease: this term only
         settings = client_settings(dict(config), self.timeout)
         where = f"cluster {config.get('bootstrap.servers', '?')}"
         partitions = [

@@ -30,6 +30,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from connect_offsets import fencing
 from connect_offsets.clients.annotations_patch import annotations_patch, finalizers_patch, send_json_patch
 from connect_offsets.clients.credentials import CredentialsRefused, Destination, check_secret_use
 from connect_offsets.clients.kubernetes_core import CoreApi, event_body
@@ -165,6 +166,8 @@ class KubernetesApi:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self._client = api_client
+        #: The client itself, for the modules with calls of their own (``clients.leases``).
+        self.api_client = api_client
         self.core = CoreApi(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         #: Our resources as the watch stream and our own writes last showed them (fed by the handlers).
@@ -181,6 +184,11 @@ class KubernetesApi:
             raise KubernetesRejected(message, error.status or 0) from error
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise KubernetesUnavailable(f"{what}: {type(error).__name__}") from error
+
+    async def _write(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A write: refused before it is sent once the running pass's Lease term has ended (``fencing``)."""
+        fencing.check(what)
+        return await self._call(what, func, *args, **kwargs)
 
     # --- ConfigMaps -------------------------------------------------------------------
 
@@ -243,12 +251,12 @@ class KubernetesApi:
                     },
                     "data": {key: value},
                 }
-                await self._call(
+                await self._write(
                     f"create ConfigMap {namespace}/{name}", self.core.create_namespaced_config_map, namespace, body
                 )
                 return
             patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
-            await self._call(
+            await self._write(
                 f"patch ConfigMap {namespace}/{name}", self.core.patch_namespaced_config_map, name, namespace, patch
             )
 
@@ -256,7 +264,7 @@ class KubernetesApi:
         await retry_on_conflict(f"patch ConfigMap {namespace}/{name}", attempt)
 
     async def create_configmap(self, namespace: str, body: dict[str, Any]) -> None:
-        await self._call(
+        await self._write(
             f"create ConfigMap {namespace}/{body['metadata']['name']}",
             self.core.create_namespaced_config_map,
             namespace,
@@ -265,7 +273,7 @@ class KubernetesApi:
 
     async def create_configmap_uid(self, namespace: str, body: dict[str, Any]) -> str:
         """Create a ConfigMap; returns its uid (for owner references to it). 409 if it exists."""
-        created = await self._call(
+        created = await self._write(
             f"create ConfigMap {namespace}/{body['metadata']['name']}",
             self.core.create_namespaced_config_map,
             namespace,
@@ -280,7 +288,7 @@ class KubernetesApi:
         With ``resource_version``, a concurrent change fails (KubernetesUnavailable, 409)."""
         if resource_version is not None:
             patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
-        obj = await self._call(
+        obj = await self._write(
             f"patch ConfigMap {namespace}/{name}",
             self.core.patch_namespaced_config_map,
             name,
@@ -342,7 +350,7 @@ class KubernetesApi:
 
     async def delete_configmap(self, namespace: str, name: str) -> None:
         try:
-            await self._call(
+            await self._write(
                 f"delete ConfigMap {namespace}/{name}", self.core.delete_namespaced_config_map, name, namespace
             )
         except KubernetesRejected as error:
@@ -459,7 +467,7 @@ class KubernetesApi:
         """Merge-patch annotations only if the resource is still at ``resource_version``: the API
         server answers 409 (``KubernetesUnavailable`` with ``status == 409``) when it changed since."""
         patch = {"metadata": {"resourceVersion": resource_version, "annotations": annotations}}
-        result: Any = await self._call(
+        result: Any = await self._write(
             f"annotate {plural} {namespace}/{name}",
             self.custom.patch_namespaced_custom_object,
             API_GROUP,
@@ -521,6 +529,29 @@ class KubernetesApi:
         what = f"remove finalizers {', '.join(sorted(remove))} from {plural} {namespace}/{name}"
         await self._guarded_json_patch(what, plural, namespace, name, removal)
 
+    async def replace_finalizers(self, plural: str, namespace: str, name: str, add: str, remove: set[str]) -> None:
+        """Put ``add`` on a live resource and take ``remove`` off, in one JSON patch guarded by the
+        resourceVersion it was built from (a ``test``: a finalizer list cannot be tested for what
+        it lacks). Nothing on a resource being deleted: a finalizer cannot be added then."""
+
+        def change(body: dict[str, Any]) -> tuple[bytes, None] | None:
+            metadata = body["metadata"]
+            held = list(metadata.get("finalizers") or [])
+            wanted = [f for f in held if f not in remove]
+            if add not in wanted:
+                wanted.append(add)
+            if metadata.get("deletionTimestamp") or wanted == held:
+                return None
+            ops = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": metadata.get("resourceVersion")},
+                {"op": "add", "path": "/metadata/finalizers", "value": wanted},
+            ]
+            return json.dumps(ops).encode(), None
+
+        await self._guarded_json_patch(
+            f"set finalizer {add} on {plural} {namespace}/{name}", plural, namespace, name, change
+        )
+
     async def _guarded_json_patch(
         self,
         what: str,
@@ -544,7 +575,7 @@ class KubernetesApi:
                 return None
             patch, result = built
             try:
-                answer = await self._call(what, send_json_patch, self._client, path, patch)
+                answer = await self._write(what, send_json_patch, self._client, path, patch)
             except KubernetesRejected as error:
                 if error.status == 404:
                     return None
@@ -555,10 +586,17 @@ class KubernetesApi:
             return result
         raise KubernetesUnavailable(f"{what}: what the patch tests kept changing")
 
-    async def patch_status(self, plural: str, namespace: str, name: str, status: JsonObject) -> JsonObject | None:
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, status: JsonObject, *, resource_version: str | None = None
+    ) -> JsonObject | None:
         """Merge-patch the status subresource; the answer (the whole resource, returned) refreshes the
-        cache, so the next pass compares against what it wrote even before the watch event arrives."""
-        result: Any = await self._call(
+        cache, so the next pass compares against what it wrote even before the watch event arrives.
+        ``resource_version``: written only if the resource is still at that version (else 409, a
+        ``KubernetesUnavailable`` with ``status == 409``): a fenced pass's writes (``fencing``)."""
+        body: JsonObject = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        result: Any = await self._write(
             f"patch status of {plural} {namespace}/{name}",
             self.custom.patch_namespaced_custom_object_status,
             API_GROUP,
@@ -566,7 +604,7 @@ class KubernetesApi:
             namespace,
             plural,
             name,
-            {"status": status},
+            body,
         )
         if not isinstance(result, dict):
             return None
@@ -585,7 +623,7 @@ class KubernetesApi:
         meta = involved["metadata"]
         body = event_body(involved, event_type, reason, message[:MAX_QUOTED_TEXT], datetime.now(UTC))
         try:
-            await self._call(
+            await self._write(
                 f"create Event for {meta['name']}", self.core.create_namespaced_event, meta["namespace"], body
             )
         except KubernetesError as error:

@@ -3,7 +3,8 @@
 Between the kopf handlers (``handlers/``, which only feed it watch events) and the reconcile layer
 (``reconcile/``, one pass per key). ``queue`` (dedup, delays, back-off, fairness across namespaces,
 a cap per Connect cluster) -> ``sharding`` (which replica takes which ConnectCluster) and ``core``
-(the workers, what wakes which key, presence under kopf peering); ``memory`` gives what a burst
+(the workers, what wakes which key, our finalizer) and ``leases`` (which replica works on which
+ConnectCluster now, and the fence of each pass); ``memory`` gives what a burst
 freed back to the OS, and ``garbage_collection`` keeps the collector's pauses short. See
 docs/architecture.md.
 """
@@ -16,14 +17,14 @@ from connect_offsets.controller.core import (
     DELETE_ATTEMPTS,
     LAG,
     Controller,
-    OrphanedDeletions,
-    Presence,
+    Deletions,
     next_check_delay,
 )
 from connect_offsets.controller.garbage_collection import freeze_long_lived, measure_pauses
+from connect_offsets.controller.leases import LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.controller.memory import TRIM_INTERVAL_S, return_freed_memory
 from connect_offsets.controller.queue import Key, WorkQueue
-from connect_offsets.controller.sharding import FINALIZER, Shard, cluster_of, drop_stale_finalizers, orphaned_deletion
+from connect_offsets.controller.sharding import FINALIZER, Shard, awaiting_deletion, cluster_of, owner_of
 
 __all__ = [
     "DEFAULT_WORKERS",
@@ -33,17 +34,20 @@ __all__ = [
     "TRIM_INTERVAL_S",
     "Controller",
     "ControllerSettings",
+    "Deletions",
     "Key",
-    "OrphanedDeletions",
-    "Presence",
+    "LeaseKeeper",
+    "LeaseSettings",
+    "LeaseTimings",
     "Shard",
     "WorkQueue",
+    "awaiting_deletion",
     "cluster_of",
-    "drop_stale_finalizers",
     "freeze_long_lived",
+    "lease_name",
     "measure_pauses",
     "next_check_delay",
-    "orphaned_deletion",
+    "owner_of",
     "return_freed_memory",
 ]
 
@@ -53,11 +57,21 @@ DEFAULT_WORKERS = 8
 
 
 @dataclass(frozen=True)
+class LeaseSettings:
+    """Where this replica's Leases live, who it is, and client-go's three timings."""
+
+    namespace: str
+    identity: str
+    prefix: str = "connect-offsets"
+    timings: LeaseTimings = field(default_factory=LeaseTimings)
+
+
+@dataclass(frozen=True)
 class ControllerSettings:
     """How many workers, how many of them one Connect cluster may hold, this replica's shard, and
-    whether it runs under kopf peering (then it works only while it is the active peer)."""
+    whether it works under Leases (then only on the ConnectClusters whose Lease it holds)."""
 
     workers: int = DEFAULT_WORKERS
     cluster_workers: int | None = None  # default: half the workers
     shard: Shard = field(default_factory=Shard)
-    peering: str | None = None
+    leases: LeaseSettings | None = None

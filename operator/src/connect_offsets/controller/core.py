@@ -18,30 +18,43 @@ Keys are (plural, namespace, name): KafkaConnectors, KafkaMirrorMaker2s, Connect
 ``LAG`` keys, the replication-lag measurements of a KafkaMirrorMaker2 (its own schedule; it
 wakes the resource's key when status would change).
 
-High availability and shards: with kopf peering a replica works only while it is the active peer
-(``Presence``: kopf stops the presence daemons of a paused operator); with ``--shard-count`` it
-takes only the keys whose ConnectCluster hashes to its shard (``sharding``).
+High availability and shards: with ``--shard-count`` a replica wants only the keys whose
+ConnectCluster hashes to its shard (``sharding``); with Leases (``leases``, the chart's default) it
+works on a cluster's keys only while it holds the cluster's Lease, cancels the passes in flight the
+moment it loses it, and runs each pass under the Lease's term (``fencing``). Deletion is ours too:
+the controller puts the one ``FINALIZER`` on, runs the delete logic of a resource being deleted and
+takes the finalizer off, all under the same Lease, so it runs once whatever the shard counts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Histogram
 
-from connect_offsets import metrics
+from connect_offsets import fencing, metrics
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.controller.leases import LeaseKeeper
 from connect_offsets.controller.queue import Key, WorkQueue
-from connect_offsets.controller.sharding import Shard, cluster_of, orphaned_deletion, stale_finalizers
+from connect_offsets.controller.sharding import (
+    FINALIZER,
+    Shard,
+    awaiting_deletion,
+    cluster_of,
+    needs_finalizer,
+    stale_finalizers,
+)
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
+from connect_offsets.reconcile.status import fenced_pass_on
 from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, request_view
 
 __all__ = [
@@ -49,8 +62,7 @@ __all__ = [
     "LAG",
     "MIN_DRIFT_GAP",
     "Controller",
-    "OrphanedDeletions",
-    "Presence",
+    "Deletions",
     "Reconcilers",
     "check_slot",
     "next_check_delay",
@@ -65,13 +77,12 @@ LAG = "replication-lag"
 #: check: the next comes an interval later. A timer may fire a clock tick early.
 ON_SLOT = 0.01
 
-#: The key kinds of deletions kopf will not run (``sharding.orphaned_deletion``), by the resource's plural.
+#: The key kinds of deletions (``sharding.awaiting_deletion``), by the resource's plural.
 DELETIONS = {CONNECTORS: "deletion-kafkaconnectors", MIRRORS: "deletion-kafkamirrormaker2s"}
 _DELETION_OF = {kind: plural for plural, kind in DELETIONS.items()}
 
-#: A deletion's delete logic is tried this often before the resource is released anyway (the
-#: delete handlers' retries too): an unreachable Connect cluster must not block a namespace's
-#: deletion for ever.
+#: A deletion's delete logic is tried this often before the resource is released anyway: an
+#: unreachable Connect cluster must not block a namespace's deletion for ever.
 DELETE_ATTEMPTS = 8
 
 #: The shortest wait between two drift checks of one resource, as a share of the drift interval.
@@ -126,34 +137,6 @@ def next_check_delay(
     return delay
 
 
-@dataclass
-class Presence:
-    """Whether this replica may work now. Standalone: always. With kopf peering: while at least one
-    of its presence daemons runs — kopf runs them only in the active peer, and stops them all when
-    it pauses in favour of another (the operator's pause is global)."""
-
-    standalone: bool = True
-    running: int = 0
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def active(self) -> bool:
-        return self.standalone or self.running > 0
-
-    def arrived(self) -> None:
-        self.running += 1
-        self._changed.set()
-
-    def left(self) -> None:
-        self.running -= 1
-        self._changed.set()
-
-    async def wait_active(self) -> None:
-        while not self.active:
-            self._changed.clear()
-            await self._changed.wait()
-
-
 #: The reconcile of each key kind: (namespace, name) -> what the pass found.
 Reconcilers = Mapping[str, Callable[[str, str], Awaitable[Outcome]]]
 #: A KafkaMirrorMaker2's lag measurement: body -> (seconds until the next, whether status changes).
@@ -161,9 +144,9 @@ LagMeasure = Callable[[Mapping[str, Any]], Awaitable[tuple[float, bool]]]
 
 
 @dataclass(frozen=True)
-class OrphanedDeletions:
-    """How the owner finishes a deletion kopf will not run (``sharding.orphaned_deletion``): the
-    resource's delete logic, as its delete handler runs it, then the release of our stale finalizers."""
+class Deletions:
+    """How the controller carries out a deletion: the resource's delete logic, then the release of
+    our finalizers."""
 
     #: (plural, namespace, name, body, give_up) -> what was done; DeletionPending: not yet.
     run: Callable[[str, str, str, dict[str, Any], bool], Awaitable[str]]
@@ -183,27 +166,31 @@ class Controller:
         workers: int,
         cluster_workers: int | None = None,
         shard: Shard | None = None,
-        presence: Presence | None = None,
         measure_lag: LagMeasure | None = None,
         forget_lag: Callable[[str, str], None] | None = None,
-        orphaned_deletions: OrphanedDeletions | None = None,
+        deletions: Deletions | None = None,
     ) -> None:
         self.kube = kube
         self.reconcilers = reconcilers
         self.drift_interval = drift_interval
         self.workers = max(1, workers)
         self.shard = shard or Shard()
-        self.presence = presence or Presence()
         self.measure_lag = measure_lag
         self.forget_lag = forget_lag
-        self.orphaned_deletions = orphaned_deletions
-        #: Orphaned deletions whose delete logic ran: a failed release does not run it again.
+        self.deletions = deletions
+        #: None: one replica without Leases (works on every key of its shard, unfenced).
+        self.leases: LeaseKeeper | None = None
+        #: Deletions whose delete logic ran: a failed release does not run it again.
         self._deletion_ran: set[Key] = set()
         cap = cluster_workers if cluster_workers is not None else max(1, self.workers // 2)
         self.queue = WorkQueue(cluster_of=self._cluster, cluster_cap=cap)
         self._seen: dict[Key, tuple[Any, ...] | None] = {}
         self._configmaps: dict[Key, set[str]] = {}
         self._connectors: dict[Key, set[str]] = {}
+        #: The keys of this shard's resources, by ConnectCluster: what a Lease brings and takes.
+        self._by_cluster: dict[tuple[str, str], set[Key]] = {}
+        #: The passes running now, by ConnectCluster: cancelled when its Lease is lost.
+        self._running: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._kind_timers: dict[str, tuple[Histogram, Histogram]] = {}
 
@@ -217,14 +204,19 @@ class Controller:
         if body is None:
             self.forget(key)
             return False
-        if not self.owns(key):
+        return self._consider(key, body)
+
+    def _consider(self, key: Key, body: Mapping[str, Any]) -> bool:
+        """Queue what a resource's newest body asks for, if this replica works on it now."""
+        plural, namespace, name = key
+        cluster = cluster_of(plural, namespace, name, (body.get("metadata") or {}).get("labels") or {})
+        if not self.shard.owns(cluster):
             self.forget(key)  # another shard's (its ConnectCluster label may just have changed)
             return False
-        if (
-            plural in DELETIONS
-            and self.orphaned_deletions is not None
-            and orphaned_deletion(body, self.shard.finalizer)
-        ):
+        self._index(key, cluster)
+        if not self._holds(cluster):
+            return False  # queued when the Lease is acquired (``_acquired``)
+        if plural in DELETIONS and (awaiting_deletion(body) or needs_finalizer(body)):
             self.queue.add((DELETIONS[plural], namespace, name))
         view = request_view(body)
         if key not in self._seen and plural == MIRRORS and self.measure_lag is not None:
@@ -236,11 +228,12 @@ class Controller:
         return True
 
     def forget(self, key: Key) -> None:
-        """The resource is gone: its key, its lag key and what wakes them."""
+        """The resource is gone (or another shard's): its key, its lag key and what wakes them."""
         self.queue.remove(key)
         self._seen.pop(key, None)
         self._configmaps.pop(key, None)
         self._connectors.pop(key, None)
+        self._unindex(key)
         if key[0] in DELETIONS:
             deletion = (DELETIONS[key[0]], key[1], key[2])
             self.queue.remove(deletion)
@@ -278,9 +271,65 @@ class Controller:
             self.queue.add(key)
 
     def owns(self, key: Key) -> bool:
-        """Whether this replica's shard takes the key."""
+        """Whether this replica works on the key now: its shard's, and the Lease held."""
         cluster = self._cluster(key)
-        return cluster is None or self.shard.owns(cluster)
+        return cluster is None or (self.shard.owns(cluster) and self._holds(cluster))
+
+    # --- Leases ---------------------------------------------------------------------------------
+
+    def use_leases(self, keeper_for: Callable[[Controller], LeaseKeeper]) -> LeaseKeeper:
+        """Work only under Leases, from ``keeper_for(self)`` (its callbacks are this controller's)."""
+        self.leases = keeper_for(self)
+        return self.leases
+
+    def wanted_clusters(self) -> set[tuple[str, str]]:
+        """The ConnectClusters this shard owns among the cached resources: the Leases it wants."""
+        return set(self._by_cluster)
+
+    def cluster_exists(self, cluster: tuple[str, str]) -> bool:
+        """Whether anything cached still refers to ``cluster`` (its Lease is kept for a new owner)."""
+        return self.kube.cache.get(CLUSTERS, *cluster) is not None or cluster in self._by_cluster
+
+    def leases_acquired(self, clusters: set[tuple[str, str]]) -> None:
+        """Leases gained: every key of those clusters is checked now, from the watch cache."""
+        for cluster in clusters:
+            for key in list(self._by_cluster.get(cluster, ())):
+                self._seen.pop(key, None)
+                body = self.kube.cache.get(*key)
+                if body is not None:
+                    self._consider(key, body)
+
+    def leases_lost(self, clusters: set[tuple[str, str]]) -> None:
+        """Leases lost: the passes running on those clusters are cancelled (the next holder's
+        passes start from what persisted, as after a crash), and their keys leave the queue."""
+        for cluster in clusters:
+            for task in self._running.get(cluster, set()):
+                task.cancel()
+            for key in self._by_cluster.get(cluster, set()):
+                self.queue.remove(key)
+                self._seen.pop(key, None)
+                if key[0] in DELETIONS:
+                    self.queue.remove((DELETIONS[key[0]], key[1], key[2]))
+                if key[0] == MIRRORS:
+                    self.queue.remove((LAG, key[1], key[2]))
+
+    def _holds(self, cluster: tuple[str, str]) -> bool:
+        return self.leases is None or self.leases.holds(cluster)
+
+    def _index(self, key: Key, cluster: tuple[str, str]) -> None:
+        keys = self._by_cluster.setdefault(cluster, set())
+        if key in keys:
+            return
+        self._unindex(key)  # its cluster label changed
+        keys.add(key)
+
+    def _unindex(self, key: Key) -> None:
+        for cluster, keys in list(self._by_cluster.items()):
+            if key in keys:
+                keys.discard(key)
+                if not keys:
+                    del self._by_cluster[cluster]
+                return
 
     # --- running --------------------------------------------------------------------------------
 
@@ -288,6 +337,8 @@ class Controller:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._work(i), name=f"worker-{i}") for i in range(self.workers)]
         self._tasks.append(loop.create_task(metrics.watch_queue(self.queue, KINDS), name="queue-metrics"))
+        if self.leases is not None:
+            self._tasks.append(loop.create_task(self.leases.run(), name="leases"))
 
     async def stop(self) -> None:
         self.queue.shut_down()
@@ -298,19 +349,46 @@ class Controller:
 
     async def _work(self, index: int) -> None:
         while True:
-            await self.presence.wait_active()
             key, waited = await self.queue.get()
             queue_seconds, work_seconds = self._timers(key[0])
             queue_seconds.observe(waited)
             started = time.monotonic()
             try:
-                await self._process(key)
+                await self._fenced(key)
+            except fencing.FencedOff as error:  # the Lease went to another replica mid-pass
+                log.warning("pass ended: %s [%s]", error, "/".join(key))
             except Exception:  # one key must never stop a worker; log and back off
                 log.exception("processing %s failed unexpectedly", "/".join(key))
                 self.queue.add_rate_limited(key)
             finally:
                 work_seconds.observe(time.monotonic() - started)
                 self.queue.done(key)
+
+    async def _fenced(self, key: Key) -> None:
+        """Run the key's pass under its cluster's Lease term, as a task the Lease's loss cancels.
+        Without the Lease (lost while the key waited) the key is dropped: the next holder checks it."""
+        cluster = self._cluster(key)
+        if self.leases is None or cluster is None:
+            await self._process(key)
+            return
+        fence = self.leases.fence(cluster)
+        if fence is None:
+            return
+        with fencing.acting_under(fence):
+            task = asyncio.get_running_loop().create_task(self._process(key), name=f"pass-{'/'.join(key)}")
+        running = self._running.setdefault(cluster, set())
+        running.add(task)
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker itself is stopping
+            log.warning("pass cancelled, the Lease of %s/%s is lost [%s]", *cluster, "/".join(key))
+        finally:
+            running.discard(task)
+            if not running:
+                self._running.pop(cluster, None)
 
     def _timers(self, plural: str) -> tuple[Histogram, Histogram]:
         """The queue-wait and work histograms of a kind, looked up once: ``labels()`` on every
@@ -372,32 +450,39 @@ class Controller:
         self.queue.add_after(key, delay)
 
     async def _finish_deletion(self, key: Key) -> None:
-        """Run the delete logic of a resource kopf will not (``sharding.orphaned_deletion``) once,
-        then release it; with back-off while Connect or the API server fails, and after
-        ``DELETE_ATTEMPTS`` the delete logic gives up as the delete handlers do."""
+        """Our finalizer: put it on a live resource (replacing per-shard ones of older versions);
+        on a resource being deleted, run its delete logic once, then take our finalizers off; with
+        back-off while Connect or the API server fails, and after ``DELETE_ATTEMPTS`` the delete
+        logic gives up (an unreachable Connect must not block a namespace's deletion for ever)."""
         kind, namespace, name = key
         plural = _DELETION_OF[kind]
         body = self.kube.cache.get(plural, namespace, name)
-        deletions = self.orphaned_deletions
-        if body is None or deletions is None or not orphaned_deletion(body, self.shard.finalizer):
+        deletions = self.deletions
+        if body is None or deletions is None:
             self.queue.forget(key)
             return
+        ours = {FINALIZER, *stale_finalizers(body)}
         try:
+            if needs_finalizer(body):
+                await self.kube.replace_finalizers(plural, namespace, name, FINALIZER, set(stale_finalizers(body)))
+                self.queue.forget(key)
+                return
+            if not awaiting_deletion(body):
+                self.queue.forget(key)
+                return
             if key not in self._deletion_ran:
+                body = copy.deepcopy(body)  # its status writes update it, not the cache's
+                fenced_pass_on(self.kube, plural, body)
                 give_up = self.queue.failures(key) >= DELETE_ATTEMPTS - 1
                 result = await deletions.run(plural, namespace, name, body, give_up)
                 self._deletion_ran.add(key)
-                log.info(
-                    "%s [%s %s/%s, deleted before its owner's finalizer was on it]",
-                    result,
-                    KINDS[plural],
-                    namespace,
-                    name,
-                )
-            await deletions.release(plural, namespace, name, set(stale_finalizers(body, self.shard.finalizer)))
+                log.info("%s [%s %s/%s]", result, KINDS[plural], namespace, name)
+            await deletions.release(plural, namespace, name, ours)
         except DeletionPending as error:  # the connector is stopping (offsetsOnDelete: reset)
             self.queue.add_after(key, error.delay)
         except (ConnectOffsetsError, KubernetesError) as error:
+            if isinstance(error, fencing.FencedOff):
+                raise
             delay = self.queue.add_rate_limited(key)
             log.warning(
                 "deletion failed, retrying in %.0fs: %s [%s %s/%s]", delay, error, KINDS[plural], namespace, name

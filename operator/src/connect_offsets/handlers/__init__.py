@@ -10,9 +10,10 @@ a reconcile is level-based and may need to look again a few seconds later (Conne
 a stop), after a back-off (Connect down), or on the drift interval; and a daemon per resource
 cost memory and bounded nothing. Watch events only put a resource's key into the controller's work
 queue (``connect_offsets.controller``), whose bounded workers run the passes. kopf keeps what it is
-good at: the watch streams, the finalizers that run deletion once, and peering (``presence``).
+good at: the watch streams. Deletion (our finalizer) and which replica works on what (Leases) are
+the controller's: kopf's finalizer and peering could not be tied to a Lease (issue 44).
 """
 
-from connect_offsets.handlers import clusters, connectors, mirrormaker2, presence, startup
+from connect_offsets.handlers import clusters, connectors, mirrormaker2, startup
 
-__all__ = ["clusters", "connectors", "mirrormaker2", "presence", "startup"]
+__all__ = ["clusters", "connectors", "mirrormaker2", "startup"]

@@ -1,5 +1,5 @@
 """kopf registrations for KafkaConnector (and the ConfigMaps they reference): watch events go to the
-controller's work queue; deletion runs through kopf's finalizer."""
+controller's work queue. Deletion is the controller's (``controller.core``, our finalizer)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ from typing import Any
 
 import kopf
 
-from connect_offsets.clients.connect import ConnectError
-from connect_offsets.controller import DELETE_ATTEMPTS
-from connect_offsets.errors import TransientError
-from connect_offsets.handlers.startup import OperatorState, drop_stale_finalizers_after, state_of, this_shard
-from connect_offsets.reconcile.deletion import DeletionPending
+from connect_offsets.handlers.startup import OperatorState, state_of
 from connect_offsets.vocabulary import (
     API_GROUP,
     API_VERSION,
@@ -21,10 +17,6 @@ from connect_offsets.vocabulary import (
 __all__: list[str] = []
 
 PLURAL = CONNECTORS
-#: Deleting in Connect is retried this often before the finalizer is released anyway, so that an
-#: unreachable or deleted Connect cluster cannot block namespace deletion forever (as many as the
-#: controller's attempts at a deletion kopf does not run, ``controller.DELETE_ATTEMPTS``).
-DELETE_RETRIES = DELETE_ATTEMPTS
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
@@ -38,28 +30,3 @@ async def configmap_changed(namespace: str | None, name: str, memo: Any, **_: An
     state = memo.get("state")
     if isinstance(state, OperatorState):
         state.controller.configmap_changed(namespace or "", name)
-
-
-@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, retries=DELETE_RETRIES, backoff=2.0, when=this_shard(PLURAL))
-async def delete_connector(
-    namespace: str | None,
-    name: str,
-    body: kopf.Body,
-    memo: Any,
-    retry: int,
-    logger: kopf.Logger,
-    patch: kopf.Patch,
-    **_: Any,
-) -> None:
-    state = state_of(memo)
-    namespace = namespace or ""
-    try:
-        result = await state.connectors.delete(namespace, name, dict(body), give_up=retry >= DELETE_RETRIES - 1)
-    except DeletionPending as error:  # the connector is stopping (offsetsOnDelete: reset)
-        raise kopf.TemporaryError(f"deleting the connector in Connect: {error}", delay=error.delay) from error
-    except (ConnectError, TransientError) as error:  # Connect unreachable, 5xx, 409
-        raise kopf.TemporaryError(
-            f"deleting the connector in Connect: {error}", delay=min(2 ** (retry + 1), 30)
-        ) from error
-    drop_stale_finalizers_after(patch)
-    logger.info(result)

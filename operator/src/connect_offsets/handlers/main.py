@@ -6,7 +6,8 @@ import argparse
 import asyncio
 import logging
 import os
-import random
+import secrets
+import socket
 import sys
 import warnings
 
@@ -15,8 +16,8 @@ import urllib3
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
 from connect_offsets import metrics
-from connect_offsets.controller import DEFAULT_WORKERS, ControllerSettings, Shard
-from connect_offsets.handlers import presence, startup
+from connect_offsets.controller import DEFAULT_WORKERS, ControllerSettings, LeaseSettings, LeaseTimings, Shard
+from connect_offsets.handlers import startup
 from connect_offsets.reconcile import settings
 
 __all__ = ["main"]
@@ -24,6 +25,15 @@ __all__ = ["main"]
 
 #: The environment variable the chart fills from the pod's ``apps.kubernetes.io/pod-index`` label.
 POD_INDEX_ENV = "CONNECT_OFFSETS_POD_INDEX"
+#: The pod's name and namespace (the downward API): the Lease identity, and where Leases live.
+POD_NAME_ENV = "POD_NAME"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+
+
+def lease_identity() -> str:
+    """This process's Lease identity: the pod (or host) name and a random suffix, as client-go's,
+    so a restarted pod of the same name is a new holder whose predecessor's terms stay fenced off."""
+    return f"{os.environ.get(POD_NAME_ENV) or socket.gethostname()}_{secrets.token_hex(4)}"
 
 
 #: kopf's watch-event handlers (``handlers/``): they only feed the work queue (``Controller.observe``).
@@ -74,13 +84,25 @@ def main(argv: list[str] | None = None) -> int:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", action="append", default=[], help="watch this namespace (repeatable)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
-    parser.add_argument("--peering", default=None, help="kopf peering name for HA (default: standalone)")
     parser.add_argument(
-        "--priority",
-        type=int,
-        default=None,
-        help="kopf peering priority; default: random, since replicas of equal priority all pause",
+        "--leader-election",
+        action="store_true",
+        help="work on a ConnectCluster only while holding its Lease (several replicas, shards; the chart's default)",
     )
+    parser.add_argument(
+        "--lease-namespace",
+        default=os.environ.get(POD_NAMESPACE_ENV),
+        help=f"where the Leases live (default: ${POD_NAMESPACE_ENV}, the operator's namespace)",
+    )
+    parser.add_argument(
+        "--lease-prefix",
+        default="connect-offsets",
+        help="Lease names start with this (one per installation in a namespace; default connect-offsets)",
+    )
+    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (default 15)")
+    parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (default 10)")
+    parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (default 2)")
+    parser.add_argument("--peering", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--workers",
         type=_positive,
@@ -100,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shard-index",
         default="0",
         help="this replica's shard, 0..shard-count-1, or 'auto': the StatefulSet pod index "
-        f"(${POD_INDEX_ENV}) modulo --shard-count; with --peering, the shard's own peering NAME-shard-INDEX",
+        f"(${POD_INDEX_ENV}) modulo --shard-count",
     )
     parser.add_argument("--liveness", default=None, help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus /metrics on this port")
@@ -111,14 +133,20 @@ def main(argv: list[str] | None = None) -> int:
         shard = Shard(_shard_index(args.shard_index, args.shard_count), args.shard_count)
     except ValueError as error:
         parser.error(str(error))
-    peering = args.peering
-    if peering is not None and shard.count > 1:
-        peering = f"{peering}-shard-{shard.index}"  # replicas of one shard take over from each other
+    if args.peering is not None:
+        parser.error("--peering was replaced by --leader-election (Leases; see the operator guide)")
+    leases = None
+    if args.leader_election:
+        if not args.lease_namespace:
+            parser.error(f"--leader-election needs --lease-namespace or ${POD_NAMESPACE_ENV}")
+        try:
+            timings = LeaseTimings(args.lease_duration, args.renew_deadline, args.retry_period)
+        except ValueError as error:
+            parser.error(str(error))
+        leases = LeaseSettings(args.lease_namespace, lease_identity(), args.lease_prefix, timings)
     startup.CONTROLLER_SETTINGS = ControllerSettings(
-        workers=args.workers, cluster_workers=args.cluster_workers, shard=shard, peering=peering
+        workers=args.workers, cluster_workers=args.cluster_workers, shard=shard, leases=leases
     )
-    if peering is not None:
-        presence.register(peering, clusterwide=not args.namespace)
     kopf.configure(
         verbose=args.verbose,
         log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
@@ -137,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         kopf.operator(
             clusterwide=not args.namespace,
             namespaces=args.namespace,
-            standalone=peering is None,
-            peering_name=peering,
-            priority=args.priority if args.priority is not None else random.randint(1, 1_000_000),
+            standalone=True,  # which replica works on what: Leases (``controller.leases``), not kopf peering
             liveness_endpoint=args.liveness,
         )
     )

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +18,13 @@ from connect_offsets import (
 )
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
+from connect_offsets.clients.leases import LeaseApi
 from connect_offsets.controller import (
     TRIM_INTERVAL_S,
     Controller,
     ControllerSettings,
-    OrphanedDeletions,
-    Presence,
-    drop_stale_finalizers,
+    Deletions,
+    LeaseKeeper,
     freeze_long_lived,
     measure_pauses,
     return_freed_memory,
@@ -99,24 +99,14 @@ class OperatorState:
     controller: Controller
 
 
-#: Set by the entry point (``handlers/main.py``) before kopf starts: the worker pool and this
-#: replica's shard and peering.
+#: Set by the entry point (``handlers/main.py``) before kopf starts: the worker pool, this
+#: replica's shard and its Leases.
 CONTROLLER_SETTINGS = ControllerSettings()
 
-
-def this_shard(plural: str) -> Callable[..., bool]:
-    """A kopf ``when`` filter: whether this replica's shard owns the resource. Its delete logic
-    then runs in the owner only, once, however many shards there are (with ``Shard.finalizer``)."""
-
-    def owned(namespace: str | None, name: str, labels: Mapping[str, str], **_: Any) -> bool:
-        return CONTROLLER_SETTINGS.shard.owns_resource(plural, namespace or "", name, labels)
-
-    return owned
-
-
-def drop_stale_finalizers_after(patch: kopf.Patch) -> None:
-    """Have kopf remove our finalizers of other shard counts with the delete handler's patch."""
-    patch.fns.append(functools.partial(drop_stale_finalizers, keep=CONTROLLER_SETTINGS.shard.finalizer))
+#: kopf's own finalizer name, which this operator never puts on anything. kopf removes its
+#: finalizer from resources none of its handlers needs one on; left at our ``FINALIZER`` it would
+#: take the controller's off every KafkaConnector (issue 44 moved deletion to the controller).
+KOPF_FINALIZER = f"{API_GROUP}/kopf-unused"
 
 
 def state_of(memo: Any) -> OperatorState:
@@ -129,8 +119,7 @@ def state_of(memo: Any) -> OperatorState:
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # kopf's own bookkeeping goes under our API group, not kopf.zalando.org.
-    # One finalizer per shard (``Shard.finalizer``): only the owner's delete handlers match (``this_shard``).
-    settings.persistence.finalizer = CONTROLLER_SETTINGS.shard.finalizer
+    settings.persistence.finalizer = KOPF_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = NoDiffBase()
     # Our service posts its own Events with Connect's messages; kopf's would only repeat them.
@@ -143,9 +132,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    # With --peering, a standby takes over once the active operator's record is this old: short
-    # enough for a quick failover, long enough that a busy event loop does not cause flapping.
-    settings.peering.lifetime = int(_env_float("CONNECT_OFFSETS_PEERING_LIFETIME", 15.0))
     try:
         # Where credentials may go; a malformed setting stops the operator rather than being guessed.
         policy = CredentialsPolicy.from_env()
@@ -206,11 +192,24 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         workers=chosen.workers,
         cluster_workers=chosen.cluster_workers,
         shard=chosen.shard,
-        presence=Presence(standalone=not chosen.peering),
         measure_lag=measure_lag,
         forget_lag=monitor.forget,
-        orphaned_deletions=OrphanedDeletions(run=run_deletion, release=kube.remove_finalizers),
+        deletions=Deletions(run=run_deletion, release=kube.remove_finalizers),
     )
+    if chosen.leases is not None:
+        lease_settings = chosen.leases
+        store = LeaseApi(kube.api_client, lease_settings.namespace, lease_settings.prefix)
+        controller.use_leases(
+            lambda c: LeaseKeeper(
+                store,
+                lease_settings.identity,
+                wanted=c.wanted_clusters,
+                exists=c.cluster_exists,
+                on_acquired=c.leases_acquired,
+                on_lost=c.leases_lost,
+                timings=lease_settings.timings,
+            )
+        )
     controller_cell.append(controller)
     memo["state"] = OperatorState(
         kube=kube,

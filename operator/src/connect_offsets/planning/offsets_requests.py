@@ -182,7 +182,8 @@ def plan_offsets(target: ConnectorTarget, observed: Observed, plan: Plan) -> Non
             plan.requeue(SETTLE_DELAY_S)
             return
         if target.stop_policy or annotations.get(ANNOTATION_STOP_CONNECTOR) == "true":
-            _begin(target, observed, plan, value, "annotation", fingerprint, request_id, plan.alter_content)
+            document = requested if value == "alter" and _reads_configmap(target) else None
+            _begin(target, observed, plan, value, "annotation", fingerprint, request_id, plan.alter_content, document)
             return
         _refuse(
             plan,
@@ -213,6 +214,9 @@ def _requested_offsets(
     key = target.configmap_key
     if operation == "alter" and target.copies():
         return copy_document(target, observed, dry_run=target.annotations.get(ANNOTATION_DRY_RUN) == "true")
+    if operation == "alter" and target.pending is not None and target.pending.pinned:
+        # A staged change applies what was pinned when it began, whatever the ConfigMap holds now.
+        return _pinned_document(target, observed, target.pending.pinned)
     if operation == "alter" and target.seek_to() is not None:
         return _seek_document(target, observed, target.seek_to() or "")
     if operation == "alter":
@@ -240,6 +244,38 @@ def _requested_offsets(
     if operation == "restore":
         return _restore_document(target, observed)
     return None
+
+
+def _reads_configmap(target: ConnectorTarget) -> bool:
+    """Whether an alter's document is read from ``spec.alterOffsets.fromConfigMap`` (not a copy,
+    which pins its own source, nor a seek, which asks Kafka): the document a staged change pins."""
+    return not target.copies() and target.seek_to() is None and target.dry_run_source() is None
+
+
+def _pinned_document(target: ConnectorTarget, observed: Observed, pinned: str) -> str | PlannedRefusal:
+    """A staged alter's document as its ConfigMap held it when the request began (pinned then):
+    an edit made since is a request of its own, never what this one applies (issue 44)."""
+    text = configmap_text(observed.pinned_copy, pinned, target.configmap_key)
+    source = target.alter_configmap or "the alter ConfigMap"
+    if isinstance(text, PlannedRefusal):
+        return PlannedRefusal(
+            "PinnedCopyMissing",
+            f"the document pinned when this request began is unreadable ({text.message}); ConfigMap {source} is "
+            "not read again (it may have been edited since): ask again with a new request",
+        )
+    is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+    try:
+        return validated_compact_json(
+            text,
+            target.class_name,
+            target_config(target),
+            is_sink=is_sink,
+            translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+        )
+    except OffsetsValidationError as error:
+        return PlannedRefusal(
+            "InvalidOffsets", f"the document of ConfigMap {source} pinned in ConfigMap {pinned} is invalid:\n{error}"
+        )
 
 
 def _applied_content(target: ConnectorTarget, observed: Observed, operation: str) -> str | None:
@@ -335,8 +371,13 @@ def _begin(
     fingerprint: str,
     request_id: str | None,
     content: str | None = None,
+    document: str | None = None,
 ) -> None:
-    """Record the intent (in status, before anything else), then stop the connector."""
+    """Record the intent (in status, before anything else), then stop the connector.
+
+    ``document``: an alter's validated document read from its ConfigMap now; the executor pins it
+    (``pins.pin_document``) and names the pin in the intent, so the change applies this content
+    however the ConfigMap is edited while the connector stops (``content`` is its hash)."""
     pending = PendingOffsetsOperation(
         operation=operation,
         step="Stopping",
@@ -350,7 +391,8 @@ def _begin(
         pinned=pinned_copy(target) if operation == "alter" else None,
         started=iso(observed.now),
     )
-    plan.actions.append(Action("begin_offsets_change", pending=pending))
+    where = target.alter_configmap if document is not None else None
+    plan.actions.append(Action("begin_offsets_change", pending=pending, configmap=where, offsets_json=document))
     plan.hold_stopped = f"{operation} runs (stop -> change -> resume)"
     plan.offsets_request = fingerprint
     plan.conditions.append(
@@ -521,7 +563,8 @@ def _plan_apply_on_change(target: ConnectorTarget, observed: Observed, plan: Pla
             config_map=name, content_hash=content, time=iso(observed.now), result="Failed"
         )
         return
-    _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content)
+    document = requested if _reads_configmap(target) else None
+    _begin(target, observed, plan, "alter", "applyOnChange", fingerprint, None, content, document)
 
 
 #: OffsetsApplied for content that was already handled: (reason, status, what happened to it).

@@ -13,12 +13,14 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from connect_offsets import (
+    fencing,
     metrics,
 )
 from connect_offsets.clients.kubernetes import (
     KubernetesApi,
     KubernetesError,
     KubernetesRejected,
+    KubernetesUnavailable,
 )
 from connect_offsets.models.crds import (
     Condition,
@@ -151,6 +153,7 @@ async def load_resource(
     if body is None or body["metadata"].get("deletionTimestamp"):
         metrics.forget_connector(model.__name__.removesuffix("Resource"), namespace, name)
         return None
+    fenced_pass_on(kube, plural, body)
     try:
         return body, model.model_validate(body)
     except ValidationError as error:
@@ -271,15 +274,21 @@ async def write_status(
         conditions = [*conditions, *standing_refusal(body)]
     new[conditions_key] = merge_conditions(previous, conditions, generation, iso(now))
     new[generation_key] = generation
+    fence = fencing.current() if plural in CLAIMED else None
+    if fence is not None:
+        new[CLAIMED_BY] = fence.holder
     if _canonical(new) == _canonical(old):
         return
     try:
-        written = await kube.patch_status(
-            plural,
-            body["metadata"]["namespace"],
-            body["metadata"]["name"],
-            merge_patch(_canonical(old), _canonical(new)),
-        )
+        if fence is None:
+            written = await kube.patch_status(
+                plural,
+                body["metadata"]["namespace"],
+                body["metadata"]["name"],
+                merge_patch(_canonical(old), _canonical(new)),
+            )
+        else:
+            written = await _fenced_patch(kube, plural, body, fence, old, new)
     except KubernetesError as error:
         log.warning("status not written: %s", error)
         raise
@@ -292,6 +301,78 @@ async def write_status(
         # Anything else changed meanwhile (a label, a request annotation): the old version stays
         # and the next check looks at the resource in full.
         body["metadata"]["resourceVersion"] = written["metadata"].get("resourceVersion")
+
+
+#: The kinds whose passes claim them (``status.claimedBy``) under a Lease: those that write to Connect.
+CLAIMED = frozenset({CONNECTORS, MIRRORS})
+CLAIMED_BY = "claimedBy"
+#: Conditional writes tried before a resource that keeps changing is left to the next pass.
+FENCED_ATTEMPTS = 3
+
+
+def fenced_pass_on(kube: KubernetesApi, plural: str, body: dict[str, Any]) -> None:
+    """A pass under a Lease (``fencing``) is about to work on ``body``: its first Connect write
+    claims the resource first (``claim``), unless the body already says this term holds it."""
+    fence = fencing.current()
+    if fence is None or plural not in CLAIMED:
+        return
+    holder = (body.get("status") or {}).get(CLAIMED_BY)
+    fence.read_holder = holder if isinstance(holder, str) else None
+    fence.claimed = holder == fence.holder
+    fence.resource_version = body["metadata"].get("resourceVersion")
+
+    async def claim() -> None:
+        kept = [
+            ConditionSpec(c.type, c.status, c.reason, c.message)
+            for c in (Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []))
+        ]
+        await write_status(kube, plural, body, kept, now_utc())
+
+    fence.claim = claim
+
+
+async def _fenced_patch(
+    kube: KubernetesApi,
+    plural: str,
+    body: dict[str, Any],
+    fence: fencing.Fence,
+    old: dict[str, Any],
+    new: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Write status only if the resource is still at the version the pass knows, or changed since
+    only outside status and the claim is still the one the pass read (another controller's label or
+    annotation): the fencing of issue 44. The status the pass knows differing means another writer
+    (a replica that took the Lease over) wrote it: the claim went to it, and ``FencedOff`` ends
+    this pass before anything else is written; any other difference is retried by the next pass."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    version = fence.resource_version or meta.get("resourceVersion")
+    patch = merge_patch(_canonical(old), _canonical(new))
+    for _ in range(FENCED_ATTEMPTS):
+        try:
+            written = await kube.patch_status(plural, namespace, name, patch, resource_version=version)
+        except KubernetesUnavailable as error:
+            if error.status != 409:
+                raise
+            fresh = await kube.fresh_resource(plural, namespace, name)
+            if fresh is None:
+                raise
+            status = fresh.get("status") or {}
+            if status.get(CLAIMED_BY) not in (fence.read_holder, fence.holder, old.get(CLAIMED_BY)):
+                raise fencing.FencedOff(
+                    f"{plural} {namespace}/{name} is claimed by {status.get(CLAIMED_BY)!r} now, not {fence.holder!r}"
+                ) from error
+            if _canonical(status) != _canonical(old):
+                raise KubernetesUnavailable(
+                    f"status of {plural} {namespace}/{name} changed while this pass ran; it looks again", 409
+                ) from error
+            version = fresh["metadata"].get("resourceVersion")
+            continue
+        fence.claimed = True
+        fence.read_holder = fence.holder
+        fence.resource_version = written["metadata"].get("resourceVersion") if written is not None else None
+        return written
+    raise KubernetesUnavailable(f"status of {plural} {namespace}/{name}: the resource kept changing", 409)
 
 
 #: Metadata that changes with every write, whoever writes: not what a pass read.

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from connect_offsets import __version__
+from connect_offsets import __version__, fencing
 from connect_offsets.clients.connect.endpoint import (
     _CLIENT_CERTIFICATE_ALERTS,
     _CLIENT_CERTIFICATE_HINT,
@@ -483,6 +483,9 @@ class ConnectClient:
         URL controls the answer, and a gzip body of 300 KB can decode to 300 MB.
         """
         headers = {"Content-Type": "application/json"} if content is not None else None
+        if method != "GET":
+            # Under a Lease, a write goes out only in the term the pass began in (``fencing``).
+            await fencing.before_write(f"{method} {path}")
         self._note_write(method, path, json_body)
         try:
             request = self._client.build_request(

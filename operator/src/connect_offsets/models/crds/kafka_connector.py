@@ -368,6 +368,14 @@ class KafkaConnectorStatus(StatusModel):
             "another (the Cluster column of kubectl get)."
         ),
     )
+    claimed_by: str | None = Field(
+        None,
+        description=(
+            "The operator replica acting on this resource, as IDENTITY/TERM of the Lease of its ConnectCluster: "
+            "written with the first change of a Lease term and checked by every later status write, so a replica "
+            "that lost the Lease cannot go on (docs/operator-guide.md#high-availability-and-shards)."
+        ),
+    )
     connector_status: dict[str, Any] | None = Field(
         None, description=CONNECTOR_STATUS, json_schema_extra=PRESERVE_UNKNOWN
     )

@@ -348,6 +348,14 @@ class KafkaMirrorMaker2Status(StatusModel):
             "another (the Cluster column of kubectl get)."
         ),
     )
+    claimed_by: str | None = Field(
+        None,
+        description=(
+            "The operator replica acting on this resource, as IDENTITY/TERM of the Lease of its ConnectCluster: "
+            "written with the first change of a Lease term and checked by every later status write, so a replica "
+            "that lost the Lease cannot go on (docs/operator-guide.md#high-availability-and-shards)."
+        ),
+    )
     connectors: list[MirrorConnectorStatus] = Field(default_factory=list, description="Each mirror connector.")
     connectors_ready: str | None = Field(
         None,

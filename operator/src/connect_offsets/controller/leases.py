@@ -1,0 +1,287 @@
+"""Ownership as data: one ``coordination.k8s.io`` Lease per ConnectCluster, held by the replica
+that works on it, acquired and renewed as client-go's leader election does.
+
+Why one Lease per ConnectCluster, not one per shard: a shard is a function of the shard count, and
+during a resize (2 -> 3, both generations running, as a StatefulSet with ``Parallel`` pod
+management starts them) a shard-0 of three and a shard-0 of two own different clusters under the
+same name. A Lease per shard therefore cannot say who may work on a cluster that moves; a Lease per
+cluster says it whatever the shard counts of the replicas that want it: the old owner works on it
+until it releases the Lease (it no longer wants it, or it stops) or the Lease expires, and only then
+the new owner starts (issue 44 measured 5 of 8 resets sent twice without this). The price is one
+small write per held cluster every ``renew_every`` (200 clusters: 40 writes a second across the
+replicas, docs/operator-guide.md#high-availability-and-shards; bench/bench_leases.py).
+
+The timings are client-go's: a holder renews well before its renew deadline and stops working the
+moment the deadline passes without a successful renewal (``valid``, checked before every write,
+``fencing``); another replica takes a Lease over only once it has seen the same record, unchanged,
+for the Lease's whole duration, measured on *its own* monotonic clock from when it first saw that
+record. Neither side reads the other's timestamps, so clock skew between replicas does not matter;
+only the rate of the clocks does. A Lease that is absent is created only after the same wait: it
+may have been deleted while a frozen replica still believed it held it.
+
+Each acquisition starts a new *term* (``leaseTransitions`` + 1, and a local epoch): a pass begun in
+an earlier term stays fenced off even if the same replica holds the Lease again later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from connect_offsets.clients.kubernetes import KubernetesError
+from connect_offsets.clients.leases import LeaseConflict, LeaseRecord, LeaseWrite
+from connect_offsets.fencing import Fence
+
+__all__ = ["LeaseKeeper", "LeaseStore", "LeaseTimings", "lease_name"]
+
+log = logging.getLogger(__name__)
+
+Cluster = tuple[str, str]
+
+
+class LeaseStore(Protocol):
+    """Where Leases are read and written (``clients.leases.LeaseApi``; an in-memory one in tests)."""
+
+    prefix: str
+
+    async def list(self) -> dict[str, LeaseRecord]: ...
+
+    async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord: ...
+
+    async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord: ...
+
+    async def delete(self, record: LeaseRecord) -> None: ...
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    """client-go's three timings (seconds), with its defaults."""
+
+    #: How long another replica waits, after it last saw the record change, before taking over.
+    duration: float = 15.0
+    #: How long a holder keeps working without a successful renewal.
+    renew_deadline: float = 10.0
+    #: How often a replica looks at the Leases (acquires what is free, renews what is due).
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+            raise ValueError(
+                "Lease timings must be 0 < retry period < renew deadline < lease duration, got "
+                f"{self.retry_period} < {self.renew_deadline} < {self.duration}"
+            )
+
+    @property
+    def renew_every(self) -> float:
+        """A held Lease is renewed once this old: twice per renew deadline, so one failed
+        renewal is survived, at a third of client-go's write rate (it renews every retry period,
+        for one Lease; here every cluster has one)."""
+        return max(self.retry_period, self.renew_deadline / 2)
+
+
+def lease_name(prefix: str, cluster: Cluster) -> str:
+    """The Lease of a ConnectCluster: a hash, since namespace and name together are longer than a
+    name may be (the cluster is in an annotation for people)."""
+    digest = hashlib.sha256(f"{cluster[0]}/{cluster[1]}".encode()).hexdigest()[:20]
+    return f"{prefix}-{digest}"
+
+
+@dataclass
+class _Held:
+    record: LeaseRecord
+    #: Monotonic time the last successful write of it was *sent* (the answer may come later).
+    renewed: float
+    acquired: datetime
+    #: This process's count of acquisitions: tells terms apart even when a re-created Lease
+    #: restarts ``leaseTransitions``.
+    epoch: int
+
+
+@dataclass
+class _Seen:
+    """A record another replica holds (or an absence), and when this replica first saw it."""
+
+    version: str | None
+    since: float
+
+
+@dataclass
+class LeaseKeeper:
+    """Acquires the Leases of the clusters this replica wants, renews them, releases those it no
+    longer wants, and tells the controller what it gained and lost."""
+
+    store: LeaseStore
+    identity: str
+    #: The clusters this replica's shard owns now (from the watch cache).
+    wanted: Callable[[], set[Cluster]]
+    #: Whether a cluster is still referenced by anything (else its Lease is deleted on release).
+    exists: Callable[[Cluster], bool]
+    on_acquired: Callable[[set[Cluster]], None]
+    on_lost: Callable[[set[Cluster]], None]
+    timings: LeaseTimings = field(default_factory=LeaseTimings)
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC)
+    _held: dict[Cluster, _Held] = field(default_factory=dict)
+    _seen: dict[str, _Seen] = field(default_factory=dict)
+    _epochs: int = 0
+
+    # --- what the controller asks -------------------------------------------------------------
+
+    def holds(self, cluster: Cluster) -> bool:
+        held = self._held.get(cluster)
+        return held is not None and self.clock() - held.renewed < self.timings.renew_deadline
+
+    def fence(self, cluster: Cluster) -> Fence | None:
+        """The fence of a pass on ``cluster`` starting now (None: not held)."""
+        held = self._held.get(cluster)
+        if held is None or not self.holds(cluster):
+            return None
+        epoch = held.epoch
+
+        def valid() -> bool:
+            now = self._held.get(cluster)
+            return now is not None and now.epoch == epoch and self.clock() - now.renewed < self.timings.renew_deadline
+
+        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid)
+
+    def held(self) -> set[Cluster]:
+        return set(self._held)
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Tick every retry period (with client-go's jitter) until cancelled, then release."""
+        try:
+            while True:
+                await self.tick()
+                await asyncio.sleep(self.timings.retry_period * random.uniform(1.0, 1.2))
+        finally:
+            await asyncio.shield(self.release_all())
+
+    async def tick(self) -> None:
+        """One look at the Leases: drop what ran past its deadline or changed hands, renew what is
+        due, release what is no longer wanted, acquire what is free or expired."""
+        lost = {c for c in self._held if not self.holds(c)}
+        try:
+            records: dict[str, LeaseRecord] | None = await self.store.list()
+        except KubernetesError as error:
+            log.warning("Leases not read, none acquired this round: %s", error)
+            records = None
+        now = self.clock()
+        wanted = self.wanted()
+        if records is not None:
+            self._observe(records, wanted, now)
+            for cluster, held in self._held.items():
+                record = records.get(held.record.name)
+                if record is None or record.holder != self.identity or record.transitions != held.record.transitions:
+                    lost.add(cluster)  # deleted, or written by someone else: not ours any more
+                elif record.resource_version != held.record.resource_version:
+                    held.record = record  # a renewal of ours whose answer was lost
+        self._drop(lost)
+        await asyncio.gather(*(self._keep(c, wanted) for c in list(self._held)))
+        if records is not None:
+            candidates = sorted(wanted - set(self._held))
+            gained = await asyncio.gather(*(self._try_acquire(c, records, now) for c in candidates))
+            acquired = {c for c, ok in zip(candidates, gained, strict=True) if ok}
+            if acquired:
+                self.on_acquired(acquired)
+
+    async def release_all(self) -> None:
+        """Stopping: release every held Lease so another replica takes over at once, not after
+        the Lease expires (client-go's ``ReleaseOnCancel``)."""
+        held, self._held = self._held, {}
+        if held:
+            self.on_lost(set(held))
+        await asyncio.gather(*(self._release(c, h) for c, h in held.items()), return_exceptions=True)
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _observe(self, records: dict[str, LeaseRecord], wanted: set[Cluster], now: float) -> None:
+        """Remember when each wanted Lease's current record (or its absence) was first seen."""
+        names = {lease_name(self.store.prefix, c) for c in wanted}
+        for name in names:
+            record = records.get(name)
+            version = record.resource_version if record is not None else None
+            seen = self._seen.get(name)
+            if seen is None or seen.version != version:
+                self._seen[name] = _Seen(version, now)
+        for name in set(self._seen) - names:
+            del self._seen[name]
+
+    def _drop(self, lost: set[Cluster]) -> None:
+        if not lost:
+            return
+        for cluster in lost:
+            self._held.pop(cluster, None)
+        log.warning("lost the Lease of %s: its work stops here", ", ".join(sorted("/".join(c) for c in lost)))
+        self.on_lost(lost)
+
+    async def _keep(self, cluster: Cluster, wanted: set[Cluster]) -> None:
+        held = self._held.get(cluster)
+        if held is None:
+            return
+        if cluster not in wanted:
+            self._held.pop(cluster)
+            self.on_lost({cluster})
+            await self._release(cluster, held)
+            return
+        if self.clock() - held.renewed < self.timings.renew_every:
+            return
+        sent = self.clock()
+        write = LeaseWrite(self.identity, self.timings.duration, held.record.transitions, held.acquired, self.wall())
+        try:
+            record = await self.store.replace(held.record, write)
+        except LeaseConflict:
+            if self._held.get(cluster) is held:
+                self._drop({cluster})
+            return
+        except KubernetesError as error:
+            log.warning("Lease of %s/%s not renewed (retrying until its deadline): %s", *cluster, error)
+            return
+        if self._held.get(cluster) is held:
+            held.record, held.renewed = record, sent
+
+    async def _release(self, cluster: Cluster, held: _Held) -> None:
+        """Give a Lease up: delete it when nothing refers to its cluster any more, else clear the
+        holder so that the new owner takes it at its next look (a resize, a shutdown)."""
+        try:
+            if not self.exists(cluster):
+                await self.store.delete(held.record)
+            else:
+                now = self.wall()
+                await self.store.replace(held.record, LeaseWrite("", 1, held.record.transitions, now, now))
+        except KubernetesError as error:  # it expires on its own
+            log.info("Lease of %s/%s not released (it expires instead): %s", *cluster, error)
+
+    async def _try_acquire(self, cluster: Cluster, records: dict[str, LeaseRecord], now: float) -> bool:
+        name = lease_name(self.store.prefix, cluster)
+        record = records.get(name)
+        seen = self._seen.get(name)
+        waited = now - seen.since if seen is not None else 0.0
+        if record is None:
+            if waited < self.timings.duration:
+                return False
+        elif record.holder and record.holder != self.identity and waited < max(record.duration_s, 1.0):
+            return False
+        sent = self.clock()
+        acquired = self.wall()
+        transitions = record.transitions + 1 if record is not None else 0
+        write = LeaseWrite(self.identity, self.timings.duration, transitions, acquired, acquired)
+        try:
+            if record is None:
+                written = await self.store.create(name, f"{cluster[0]}/{cluster[1]}", write)
+            else:
+                written = await self.store.replace(record, write)
+        except KubernetesError:  # someone else was quicker, or the API server did not answer
+            return False
+        self._epochs += 1
+        self._held[cluster] = _Held(written, sent, acquired, self._epochs)
+        log.info("acquired the Lease of %s/%s (term %d)", cluster[0], cluster[1], written.transitions)
+        return True

@@ -1,0 +1,101 @@
+"""Fencing: a pass writes only while its replica holds the Lease it began under, in the same term.
+
+Why: a Lease tells a replica when it may *start* work on a ConnectCluster; it cannot stop work
+already running in a replica that was frozen (a long GC pause, SIGSTOP, a frozen node) and wakes
+after another replica took the Lease over. Tried on the real stack, such a replica repeated the
+stops and resumes the other had done (issue 44). So every write a pass makes is fenced:
+
+* **locally, before the write**: the Lease of the pass's ConnectCluster must still be held, in the
+  term (``leaseTransitions``) the pass began in, and renewed less than the renew deadline ago on
+  this replica's monotonic clock (which counts the time the process was stopped);
+  ``FencedOff`` otherwise, and the pass ends before the write;
+* **on the resource, as the claim**: the first write of a pass to a resource it has not claimed in
+  this term records ``status.claimedBy`` (the holder's identity and term) with a resourceVersion
+  precondition, and every later status write is conditional the same way
+  (``reconcile/status.py``); a replica whose claim was taken over finds the resource changed, and
+  ``FencedOff`` ends its pass before any Connect call. ``before_write`` makes that claim before the
+  first Connect write of a pass, so a step that writes to Connect before any status write is
+  covered too.
+
+Why a context variable: the fence belongs to the running pass (Go code passes a ``context.Context``
+for the same reason), and the writes it guards are in every layer below the controller: Connect,
+Kafka, and Kubernetes clients. Tasks a pass starts inherit it. Outside a fenced pass (one replica
+without Leases, the CLI, unit tests of single steps) there is no fence and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from connect_offsets.errors import ConnectOffsetsError
+
+__all__ = ["Fence", "FencedOff", "acting_under", "before_write", "check", "current"]
+
+
+class FencedOff(ConnectOffsetsError):
+    """This replica no longer holds the Lease (or the resource's claim) the pass began under: the
+    pass ends here, with nothing more written. Neither transient nor the user's to fix: the key
+    belongs to another replica now, and nothing is retried here."""
+
+
+@dataclass
+class Fence:
+    """The Lease term one pass runs under."""
+
+    #: What ``status.claimedBy`` says while this term holds the resource: ``identity/term``.
+    holder: str
+    #: Whether the term is still held and renewed in time (the Lease keeper's answer, no I/O).
+    valid: Callable[[], bool]
+    #: Writes the resource's claim (set by the reconcile layer at the start of its pass).
+    claim: Callable[[], Awaitable[None]] | None = None
+    #: Whether this pass's resource is known to be claimed by ``holder`` (read or written).
+    claimed: bool = False
+    #: The ``claimedBy`` the pass read: a conditional write succeeds while it is still this (or ours).
+    read_holder: str | None = field(default=None)
+    #: The resourceVersion the pass's next conditional status write is made against.
+    resource_version: str | None = field(default=None)
+
+    def check(self, what: str) -> None:
+        if not self.valid():
+            raise FencedOff(f"not written, this replica's Lease term {self.holder} has ended: {what}")
+
+
+_CURRENT: ContextVar[Fence | None] = ContextVar("connect_offsets_fence", default=None)
+
+
+def current() -> Fence | None:
+    """The fence of the running pass, or None when it runs unfenced."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def acting_under(fence: Fence | None) -> Iterator[None]:
+    """Run the block (and the tasks it starts) under ``fence``."""
+    token = _CURRENT.set(fence)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def check(what: str) -> None:
+    """The local check before a Kubernetes or Kafka write: ``FencedOff`` once the term has ended."""
+    fence = _CURRENT.get()
+    if fence is not None:
+        fence.check(what)
+
+
+async def before_write(what: str) -> None:
+    """Before a write to Connect (or Kafka): the term must hold, and the resource must be claimed
+    by it; the claim is written first if this pass has not yet (a conditional status write)."""
+    fence = _CURRENT.get()
+    if fence is None:
+        return
+    fence.check(what)
+    if not fence.claimed and fence.claim is not None:
+        await fence.claim()
+        fence.claimed = True
+        fence.check(what)
