@@ -3,7 +3,10 @@
 Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
 event loop, so each call goes through a thread of this module's own pool (``KUBE_THREADS``) here and
 nowhere else. Errors are mapped to two classes that say whether retrying can help. Secret values are
-returned to the caller and never logged or put into exception text.
+returned to the caller and never logged or put into exception text. Over 600 lines because every
+call of the operator's objects is here, one short method each, behind the one error mapping and
+the one fenced write path (``_write``); the patch builders are in ``annotations_patch``, Leases
+(their own threads) in ``leases``.
 
 Error tree::
 

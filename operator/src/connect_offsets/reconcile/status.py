@@ -305,7 +305,7 @@ async def write_status(
 
 #: The kinds whose passes claim them (``status.claimedBy``) under a Lease: those that write to Connect.
 CLAIMED = frozenset({CONNECTORS, MIRRORS})
-CLAIMED_BY = "claimedBy"
+CLAIMED_BY = KafkaConnectorStatus.model_fields["claimed_by"].alias or "claimed_by"
 #: Conditional writes tried before a resource that keeps changing is left to the next pass.
 FENCED_ATTEMPTS = 3
 
