@@ -1,9 +1,12 @@
 """The chart's RBAC is enough and not too much, proven on the RBAC-enabled API server.
 
 Installs the chart with helm (watching one namespace), takes its ServiceAccount's token, runs the
-operator out-of-cluster with it, and drives list -> stop -> alter -> reset on a FileStreamSource
-connector. The same identity is then denied what it must not do: read Secrets in a namespace it
-does not watch, list Secrets where it only gets them, delete Deployments.
+operator out-of-cluster with it and the chart's leader-election arguments (its Leases in the
+release namespace, as the pod's would be), and drives list -> stop -> alter -> reset on a
+FileStreamSource connector. The same identity may create, read, update and delete a Lease in the
+release namespace, and is denied what it must not do: Leases anywhere else (a tenant namespace,
+another namespace, kube-system) and patching them, reading Secrets in a namespace it does not
+watch, listing Secrets where it only gets them, deleting Deployments.
 """
 
 from __future__ import annotations
@@ -31,6 +34,52 @@ from tests.integration.support import (
     wait_annotation_removed,
     wait_condition,
 )
+
+
+def lease_flags(apps: Any, namespace: str) -> list[str]:
+    """The chart Deployment's leader-election arguments (``--leader-election`` and the Lease flags)."""
+    [deployment] = apps.list_namespaced_deployment(namespace).items
+    args = list(deployment.spec.template.spec.containers[0].args)
+    flags = ["--leader-election"] if "--leader-election" in args else []
+    for flag in ("--lease-prefix", "--lease-duration", "--renew-deadline", "--retry-period"):
+        if flag in args:
+            flags += [flag, args[args.index(flag) + 1]]
+    return flags
+
+
+def assert_lease_rights(sa_api: Any, release_ns: str, elsewhere: list[str], unique: str) -> None:
+    """Leases: create, read, list, update (PUT) and delete in the release namespace; no patch there
+    (the operator never patches a Lease), and nothing at all in any other namespace."""
+    leases = client.CoordinationV1Api(sa_api)
+    name = f"rbac-probe-{unique}"
+
+    def body(holder: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+
+    created = leases.create_namespaced_lease(release_ns, body("probe-1"))
+    try:
+        assert name in [lease.metadata.name for lease in leases.list_namespaced_lease(release_ns).items]
+        created.spec.holder_identity = "probe-2"
+        leases.replace_namespaced_lease(name, release_ns, created)
+        assert leases.read_namespaced_lease(name, release_ns).spec.holder_identity == "probe-2"
+        with pytest.raises(client.exceptions.ApiException) as caught:
+            leases.patch_namespaced_lease(name, release_ns, {"spec": {"holderIdentity": "probe-3"}})
+        assert caught.value.status == 403
+    finally:
+        leases.delete_namespaced_lease(name, release_ns)
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        leases.read_namespaced_lease(name, release_ns)
+    assert caught.value.status == 404  # deleted (and readable: a 404, not a 403)
+    for namespace in [*elsewhere, "kube-system"]:
+        for verb, call, args in (
+            ("create", leases.create_namespaced_lease, (namespace, body("probe"))),
+            ("update", leases.replace_namespaced_lease, (name, namespace, body("probe"))),
+            ("delete", leases.delete_namespaced_lease, (name, namespace)),
+            ("list", leases.list_namespaced_lease, (namespace,)),
+        ):
+            with pytest.raises(client.exceptions.ApiException) as caught:
+                call(*args)
+            assert caught.value.status == 403, (verb, namespace)
 
 
 def test_chart_service_account_runs_the_flows_and_nothing_more(
@@ -82,9 +131,22 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
             with pytest.raises(client.exceptions.ApiException) as caught:
                 denied()
             assert caught.value.status == 403
+        # Leases in the release namespace only (the chart's Role <fullname>-leases).
+        assert_lease_rights(sa_api, release_ns, [namespace, other_ns], unique)
 
-        # What it must do: the core flows, with only this identity.
-        operator = OperatorProcess(str(kubeconfig), namespace, tmp_path / "op.log")
+        # What it must do: the core flows, with only this identity, holding the ConnectCluster's
+        # Lease in the release namespace as the chart's pod does ($POD_NAMESPACE, $POD_NAME from
+        # the downward API there).
+        flags = lease_flags(client.AppsV1Api(core.api_client), release_ns)
+        assert flags[0] == "--leader-election" and "--lease-prefix" in flags, flags
+        prefix = flags[flags.index("--lease-prefix") + 1]
+        operator = OperatorProcess(
+            str(kubeconfig),
+            namespace,
+            tmp_path / "op.log",
+            extra_env={"POD_NAMESPACE": release_ns, "POD_NAME": f"{service_account}-0"},
+            extra_args=flags,
+        )
         source = tmp_path / "s.txt"
         source.write_text("alpha\nbeta\n")
         name = f"rbac-{unique}"
@@ -106,20 +168,26 @@ def test_chart_service_account_runs_the_flows_and_nothing_more(
             annotate(custom, namespace, name, connector_offsets="reset")
             wait_annotation_removed(custom, namespace, name)
             assert connect_offsets(connect, name) == []
+            held = client.CoordinationV1Api(core.api_client).list_namespaced_lease(
+                release_ns, label_selector=f"connect-offsets.io/lease-of={prefix}"
+            )
+            holders = [lease.spec.holder_identity or "" for lease in held.items]
+            assert len(holders) == 1 and holders[0].startswith(f"{service_account}-0"), holders
             assert "forbidden" not in operator.log().lower(), operator.log()[-3000:]
         finally:
             operator.stop()
             connect.delete(f"/connectors/{name}")
+        # Stopping released the Lease (an update, or a delete): that too was allowed.
+        assert "forbidden" not in operator.log().lower(), operator.log()[-3000:]
     finally:
         subprocess.run([stack["helm"], "uninstall", release, "-n", release_ns], env=env, capture_output=True)
         for leftover in (other_ns, release_ns):
             delete_namespace(core, custom, leftover)
 
 
-# Its clean-up deletes the kopfpeerings CRD that test_ha's operators need: one xdist worker runs both.
-@pytest.mark.xdist_group("kopf-peering-crds")
 def test_rendered_chart_applies_server_side(stack: dict[str, Any], namespace: str, unique: str) -> None:
-    """`helm template` output (peering and ServiceMonitor off: no such CRDs here) applies cleanly."""
+    """`helm template` output (two replicas; ServiceMonitor off: no such CRD here) applies cleanly,
+    the Lease Role and RoleBinding included."""
     env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
     release = f"tpl-{unique}"
     rendered = run(
@@ -132,28 +200,21 @@ def test_rendered_chart_applies_server_side(stack: dict[str, Any], namespace: st
             namespace,
             "--set",
             "replicaCount=2",
-            "--set",
-            "peering.createCRDs=true",
         ],
         env,
     )
     assert "kind: Deployment" in rendered and "kind: ClusterRole" in rendered
+    assert f"name: {release}-connect-offsets-operator-leases" in rendered
+    assert "kopf.dev" not in rendered
     apply = subprocess.run(
         [stack["kubectl"], "apply", "--server-side", "-f", "-"], input=rendered, env=env, capture_output=True, text=True
     )
     try:
-        # The peering object is a post-install hook whose CRD comes in the same document stream:
-        # apply once more when the first pass raced the CRD's establishment.
-        if apply.returncode != 0 and "no matches for kind" in apply.stderr:
-            apply = subprocess.run(
-                [stack["kubectl"], "apply", "--server-side", "-f", "-"],
-                input=rendered,
-                env=env,
-                capture_output=True,
-                text=True,
-            )
         assert apply.returncode == 0, apply.stderr
         assert "serverside-applied" in apply.stdout
+        assert f"role.rbac.authorization.k8s.io/{release}-connect-offsets-operator-leases serverside-applied" in (
+            apply.stdout
+        )
     finally:
         subprocess.run(
             [stack["kubectl"], "delete", "--ignore-not-found", "--wait=false", "-f", "-"],

@@ -9,14 +9,17 @@ Covers:
   ``hack/render-deploy.sh``);
 * ``helm lint`` and ``helm lint --strict`` pass;
 * default values: Deployment (image, args ``-A``/``--liveness``/``--metrics-port``/``--log-format``,
-  drift interval env, probes, pod and container security contexts, writable ``/tmp``, Recreate),
-  the ``<fullname>-metrics`` Service, standard labels on every object, no peering objects;
+  drift interval env, probes, pod and container security contexts, writable ``/tmp``,
+  RollingUpdate), the ``<fullname>-metrics`` Service, standard labels on every object;
 * RBAC: the default ClusterRole grants exactly the documented rules (Secrets ``get`` only, no
   ``*``, no delete, no leases), every rule carries a comment;
 * ``watchNamespaces={a,b}``: ``-n a -n b``, a Role and RoleBinding in each, and the only ClusterRole
   reads CRDs and namespace names, never ConfigMaps or Secrets;
-* ``replicaCount=2``: ``--peering connect-offsets``, ClusterKopfPeering or per-namespace KopfPeering
-  (post-install/upgrade hooks), kopf's peering CRDs unless ``peering.createCRDs=false``, kopf.dev rules;
+* Leases, for every replica and shard count: ``--leader-election`` with the ``leaderElection``
+  timings and prefix, ``POD_NAME``/``POD_NAMESPACE`` from the downward API, RollingUpdate, and one
+  Role ``<fullname>-leases`` in the release namespace with exactly get/list/watch/create/update/delete
+  on ``leases`` (nothing about leases anywhere else); timings out of order refused at render time;
+* nothing of kopf peering (``kopf.dev``, ``--peering``, KopfPeering objects or CRDs) in any render;
 * ``image.tag``, ``logFormat``, ``metrics.enabled=false``, the ServiceMonitor;
 * ``values.schema.json`` rejects unknown values (top level and nested) and a bad ``logFormat``;
 * ``deploy/samples``: each document parses, has apiVersion/kind/metadata.name, and our resources use
@@ -71,7 +74,20 @@ EXPECTED_CLUSTER_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }
-PEERING_VERBS = {"get", "list", "watch", "patch"}
+#: The Lease Role in the release namespace (issue 44: a Lease per ConnectCluster; no patch, every
+#: write is a PUT with the resourceVersion read).
+EXPECTED_LEASE_RULES = {
+    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "update", "delete"},
+}
+#: Value sets covering every shape of the chart: replica counts, shard counts, watched namespaces.
+SHAPES = [
+    (),
+    ("replicaCount=0",),
+    ("replicaCount=2",),
+    ("replicaCount=3", "watchNamespaces={a,b}"),
+    ("sharding.shards=3",),
+    ("sharding.shards=3", "replicaCount=2", "watchNamespaces={a}"),
+]
 SAMPLE_FILES = {
     "connectcluster-basic-auth.yaml",
     "kafkaconnector-file-source.yaml",
@@ -181,7 +197,8 @@ def test_default_deployment() -> None:
     assert deployment["metadata"]["name"] == RELEASE
     assert deployment["metadata"]["namespace"] == NAMESPACE
     assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    # Leases keep old and new pods off each other's clusters: no Recreate, even with one replica.
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == RELEASE
     assert pod["securityContext"] == {
@@ -197,7 +214,12 @@ def test_default_deployment() -> None:
     assert main["command"] == ["connect-offsets-operator"]
     args = main["args"]
     assert "-A" in args and "-n" not in args
-    assert "--peering" not in args
+    assert "--peering" not in args and "--priority" not in args
+    assert "--leader-election" in args
+    assert has_sequence(args, ["--lease-prefix", RELEASE])
+    assert has_sequence(args, ["--lease-duration", "15"])
+    assert has_sequence(args, ["--renew-deadline", "10"])
+    assert has_sequence(args, ["--retry-period", "2"])
     assert has_sequence(args, ["--liveness", "http://0.0.0.0:8080/healthz"])
     assert has_sequence(args, ["--metrics-port", "9090"])
     assert has_sequence(args, ["--log-format", "text"])
@@ -237,7 +259,15 @@ def test_default_metrics_service_and_labels() -> None:
         assert labels["app.kubernetes.io/part-of"] == "connect-offsets-operator"
         assert labels["app.kubernetes.io/version"] == "0.1.0"
     kinds = {doc["kind"] for doc in docs}
-    assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service", "Deployment"}
+    assert kinds == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+    }
 
 
 def test_default_cluster_role_is_least_privilege() -> None:
@@ -257,7 +287,9 @@ def test_default_cluster_role_is_least_privilege() -> None:
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RELEASE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
-    assert not objects(docs, "Role") and not objects(docs, "RoleBinding")
+    # The only Role is the Lease Role (test_lease_role_is_the_only_lease_grant).
+    assert [role["metadata"]["name"] for role in objects(docs, "Role")] == [f"{RELEASE}-leases"]
+    assert [b["metadata"]["name"] for b in objects(docs, "RoleBinding")] == [f"{RELEASE}-leases"]
 
 
 @pytest.mark.parametrize(
@@ -281,8 +313,8 @@ def test_watch_namespaces_uses_roles_per_namespace() -> None:
     args = container(docs)["args"]
     assert "-A" not in args
     assert has_sequence(args, ["-n", "a", "-n", "b"])
-    records = owner_records_role(docs)
-    roles = {role["metadata"]["namespace"]: role for role in objects(docs, "Role") if role is not records}
+    records, leases = owner_records_role(docs), lease_role(docs)
+    roles = {role["metadata"]["namespace"]: role for role in objects(docs, "Role") if role not in (records, leases)}
     assert set(roles) == {"a", "b"}
     for role in roles.values():
         granted = rule_map(role)
@@ -291,7 +323,7 @@ def test_watch_namespaces_uses_roles_per_namespace() -> None:
     bindings = {
         binding["metadata"]["namespace"]: binding
         for binding in objects(docs, "RoleBinding")
-        if binding["roleRef"]["name"] != records["metadata"]["name"]
+        if binding["roleRef"]["name"] not in (records["metadata"]["name"], leases["metadata"]["name"])
     }
     assert set(bindings) == {"a", "b"}
     for namespace, binding in bindings.items():
@@ -309,6 +341,12 @@ def test_watch_namespaces_uses_roles_per_namespace() -> None:
         resources = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
         assert not resources & {"configmaps", "secrets"}, cluster_role["metadata"]["name"]
     assert one(docs, "ClusterRoleBinding")["roleRef"]["name"] == cluster_roles[0]["metadata"]["name"]
+
+
+def lease_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Role that lets the operator keep its Leases in the release namespace (every install)."""
+    [role] = [r for r in objects(docs, "Role") if r["metadata"]["name"].endswith("-leases")]
+    return role
 
 
 def owner_records_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -332,61 +370,117 @@ def test_owner_records_live_in_the_release_namespace() -> None:
     assert not [r for r in objects(render(), "Role") if r["metadata"]["name"].endswith("-owner-records")]
 
 
-# --- several replicas: kopf peering --------------------------------------------------------------
+# --- Leases: several replicas and shards ---------------------------------------------------------
 
 
-def test_replicas_cluster_wide_use_cluster_peering() -> None:
+@pytest.mark.parametrize("values", SHAPES, ids=lambda values: ",".join(values) or "defaults")
+def test_leader_election_for_every_replica_and_shard_count(values: tuple[str, ...]) -> None:
+    """Issue 44: every pod holds a Lease per ConnectCluster it works on, a single replica too (that is
+    what makes a rolling update safe), so the flags and the downward API are always there."""
+    docs = render(*values)
+    main = container(docs)
+    args = main["args"]
+    assert args.count("--leader-election") == 1
+    for flag, value in (
+        ("--lease-prefix", RELEASE),
+        ("--lease-duration", "15"),
+        ("--renew-deadline", "10"),
+        ("--retry-period", "2"),
+    ):
+        assert has_sequence(args, [flag, value]), (flag, args)
+    assert "--lease-namespace" not in args  # $POD_NAMESPACE, the release namespace: where the Role is
+    env = {e["name"]: e for e in main["env"]}
+    assert env["POD_NAME"] == {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    assert env["POD_NAMESPACE"] == {
+        "name": "POD_NAMESPACE",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+    }
+    for deployment in objects(docs, "Deployment"):
+        assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}, values
+    for statefulset in objects(docs, "StatefulSet"):
+        assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+
+
+@pytest.mark.parametrize("values", SHAPES, ids=lambda values: ",".join(values) or "defaults")
+def test_lease_role_is_the_only_lease_grant(values: tuple[str, ...]) -> None:
+    docs = render(*values)
+    role = lease_role(docs)
+    assert role["metadata"]["name"] == f"{RELEASE}-leases"
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert rule_map(role) == EXPECTED_LEASE_RULES  # exactly these verbs: no patch, no deletecollection
+    [binding] = [b for b in objects(docs, "RoleBinding") if b["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{RELEASE}-leases"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+    for other in objects(docs, "Role") + objects(docs, "ClusterRole"):
+        if other is role:
+            continue
+        for rule in other["rules"]:
+            assert "coordination.k8s.io" not in rule["apiGroups"] and "leases" not in rule["resources"], other
+
+
+def test_lease_timings_and_prefix_reach_the_operator() -> None:
+    args = container(
+        render(
+            "leaderElection.leaseDuration=30",
+            "leaderElection.renewDeadline=20",
+            "leaderElection.retryPeriod=4",
+            "leaderElection.leasePrefix=team-a-offsets",
+        )
+    )["args"]
+    assert has_sequence(args, ["--lease-duration", "30"])
+    assert has_sequence(args, ["--renew-deadline", "20"])
+    assert has_sequence(args, ["--retry-period", "4"])
+    assert has_sequence(args, ["--lease-prefix", "team-a-offsets"])
+    # The default prefix is the release's full name: two releases in one namespace never share Leases.
+    assert has_sequence(
+        container(render("fullnameOverride=other-offsets"))["args"], ["--lease-prefix", "other-offsets"]
+    )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("leaderElection.retryPeriod=10",),
+        ("leaderElection.renewDeadline=15",),
+        ("leaderElection.leaseDuration=5",),
+    ],
+)
+def test_lease_timings_out_of_order_are_refused_at_render_time(values: tuple[str, ...]) -> None:
+    """The operator refuses to start unless retry period < renew deadline < lease duration."""
+    result = run_helm(
+        "template", RELEASE, "charts/connect-offsets-operator", *[a for v in values for a in ("--set", v)]
+    )
+    assert result.returncode != 0, values
+    assert "retryPeriod" in result.stderr and "< renewDeadline" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("values", SHAPES, ids=lambda values: ",".join(values) or "defaults")
+def test_nothing_of_kopf_peering_is_rendered(values: tuple[str, ...]) -> None:
+    """kopf peering is gone (issue 44): no kopf.dev CRDs, objects or rules, no --peering."""
+    text = render_text(*values, include_crds=True)
+    assert "kopf.dev" not in text
+    assert "KopfPeering" not in text and "kopfpeering" not in text
+    assert "--peering" not in text
+    docs = [doc for doc in yaml.safe_load_all(text) if doc]
+    crds = {doc["metadata"]["name"] for doc in objects(docs, "CustomResourceDefinition")}
+    assert crds == {
+        "connectclusters.connect-offsets.io",
+        "kafkaconnectors.connect-offsets.io",
+        "kafkamirrormaker2s.connect-offsets.io",
+    }
+    for doc in docs:
+        assert not doc["apiVersion"].startswith("kopf.dev/"), doc["kind"]
+        assert "helm.sh/hook" not in doc["metadata"].get("annotations", {}), doc["kind"]
+
+
+def test_replicas_keep_the_cluster_role_and_roll() -> None:
+    """More replicas change the pod count, nothing of the RBAC (no peering rules any more)."""
     docs = render("replicaCount=2")
     deployment = one(docs, "Deployment")
     assert deployment["spec"]["replicas"] == 2
-    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert has_sequence(container(docs)["args"], ["--peering", "connect-offsets"])
-    peering = one(docs, "ClusterKopfPeering")
-    assert peering["apiVersion"] == "kopf.dev/v1"
-    assert peering["metadata"]["name"] == "connect-offsets"
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
-    assert not objects(docs, "KopfPeering")
-    crds = {crd["metadata"]["name"]: crd for crd in objects(docs, "CustomResourceDefinition")}
-    assert set(crds) == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
-    for name, scope in (("clusterkopfpeerings.kopf.dev", "Cluster"), ("kopfpeerings.kopf.dev", "Namespaced")):
-        spec = crds[name]["spec"]
-        assert spec["group"] == "kopf.dev"
-        assert spec["scope"] == scope
-        assert spec["names"]["plural"] == name.split(".")[0]
-        [version] = spec["versions"]
-        assert version["name"] == "v1" and version["served"] and version["storage"]
-        assert "subresources" not in version
-        assert version["schema"]["openAPIV3Schema"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    granted = rule_map(one(docs, "ClusterRole"))
-    assert granted.pop(("kopf.dev", "clusterkopfpeerings")) == PEERING_VERBS
-    assert granted == EXPECTED_CLUSTER_RULES
-
-
-def test_replicas_in_namespaces_use_namespaced_peerings() -> None:
-    docs = render("replicaCount=2", "watchNamespaces={a,b}")
-    assert has_sequence(container(docs)["args"], ["--peering", "connect-offsets"])
-    peerings = objects(docs, "KopfPeering")
-    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["a", "b"]
-    assert {p["metadata"]["name"] for p in peerings} == {"connect-offsets"}
-    assert not objects(docs, "ClusterKopfPeering")
-    records = owner_records_role(docs)
-    for role in objects(docs, "Role"):
-        if role is not records:
-            assert rule_map(role)[("kopf.dev", "kopfpeerings")] == PEERING_VERBS
-    for cluster_role in objects(docs, "ClusterRole"):
-        assert not {group for rule in cluster_role["rules"] for group in rule["apiGroups"]} & {"kopf.dev"}
-
-
-def test_peering_crds_can_be_left_out() -> None:
-    docs = render("replicaCount=2", "peering.createCRDs=false")
-    assert not objects(docs, "CustomResourceDefinition")
-    assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "connect-offsets"
-
-
-def test_single_replica_has_no_peering() -> None:
-    text = render_text()
-    assert "kopf.dev" not in text
-    assert "KopfPeering" not in text
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
+    assert rule_map(one(docs, "ClusterRole")) == EXPECTED_CLUSTER_RULES
 
 
 def test_workers_and_cluster_workers_reach_the_operator() -> None:
@@ -396,9 +490,9 @@ def test_workers_and_cluster_workers_reach_the_operator() -> None:
     assert has_sequence(args, ["--workers", "16"]) and has_sequence(args, ["--cluster-workers", "4"])
 
 
-def test_shards_are_a_stateful_set_with_a_peering_per_shard() -> None:
-    """Issue 35: three shards of two pods each; pod i serves shard i modulo 3 (its pod index), the
-    pods of a shard take over from each other through the shard's own peering object."""
+def test_shards_are_a_stateful_set() -> None:
+    """Issue 35: three shards of two pods each; pod i serves shard i modulo 3 (its pod index). Issue
+    44: the pods of a shard split its clusters through their Leases, one per ConnectCluster."""
     docs = render("sharding.shards=3", "replicaCount=2")
     assert not objects(docs, "Deployment")
     statefulset = one(docs, "StatefulSet")
@@ -408,12 +502,11 @@ def test_shards_are_a_stateful_set_with_a_peering_per_shard() -> None:
     assert service["spec"]["clusterIP"] == "None"
     args = container(docs)["args"]
     assert has_sequence(args, ["--shard-count", "3"]) and has_sequence(args, ["--shard-index", "auto"])
-    assert has_sequence(args, ["--peering", "connect-offsets"])
+    assert "--leader-election" in args and "--peering" not in args
     env = {e["name"]: e for e in container(docs)["env"]}
     pod_index = env["CONNECT_OFFSETS_POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert pod_index == "metadata.labels['apps.kubernetes.io/pod-index']"
-    names = sorted(p["metadata"]["name"] for p in objects(docs, "ClusterKopfPeering"))
-    assert names == ["connect-offsets-shard-0", "connect-offsets-shard-1", "connect-offsets-shard-2"]
+    assert {"POD_NAME", "POD_NAMESPACE"} <= set(env)
 
 
 def test_one_shard_is_the_deployment() -> None:
@@ -484,6 +577,13 @@ def test_credentials_settings_reach_the_env() -> None:
         ("credentials.other=true", "additional properties 'other' not allowed"),
         ("allowedHosts={https://connect.svc}", "allowedHosts"),
         ("allowedHosts={a*b.svc}", "allowedHosts"),
+        ("leaderElection.leaseDuration=0", "leaseDuration"),
+        ("leaderElection.renewDeadline=-1", "renewDeadline"),
+        ("leaderElection.retryPeriod=0", "retryPeriod"),
+        ("leaderElection.leasePrefix=Not_A_Prefix", "leasePrefix"),
+        ("leaderElection.other=1", "additional properties 'other' not allowed"),
+        # kopf peering is gone: a values file still setting it is refused, not silently ignored.
+        ("peering.createCRDs=true", "additional properties 'peering' not allowed"),
     ],
 )
 def test_schema_rejects_bad_values(value: str, message: str) -> None:
@@ -498,7 +598,8 @@ def test_schema_is_draft_07_and_closed() -> None:
     assert schema["additionalProperties"] is False
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) <= set(schema["properties"])
-    for key in ("image", "metrics", "health", "serviceAccount", "peering"):
+    assert "peering" not in schema["properties"]
+    for key in ("image", "metrics", "health", "serviceAccount", "leaderElection"):
         assert schema["properties"][key]["additionalProperties"] is False, key
     assert schema["properties"]["metrics"]["properties"]["serviceMonitor"]["additionalProperties"] is False
 

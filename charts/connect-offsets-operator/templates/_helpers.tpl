@@ -78,17 +78,11 @@ The operator image, tag defaulting to the chart's appVersion.
 {{- end }}
 
 {{/*
-"true" when the operator runs with kopf peering (more than one replica), "" otherwise.
+Prefix of the operator's Lease names (`--lease-prefix`): leaderElection.leasePrefix, else the
+release's full name, so two releases in one namespace never share (or fight over) a Lease.
 */}}
-{{- define "connect-offsets-operator.peering" -}}
-{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
-{{- end }}
-
-{{/*
-Name of kopf's peering object (ClusterKopfPeering or KopfPeering), passed as --peering.
-*/}}
-{{- define "connect-offsets-operator.peeringName" -}}
-connect-offsets
+{{- define "connect-offsets-operator.leasePrefix" -}}
+{{- default (include "connect-offsets-operator.fullname" .) .Values.leaderElection.leasePrefix }}
 {{- end }}
 
 {{/*
@@ -96,8 +90,9 @@ Namespaced rules of the operator: in a ClusterRole when watching all namespaces,
 per watched namespace otherwise. Each rule says why it is needed.
 */}}
 {{- define "connect-offsets-operator.namespacedRules" -}}
-# The operator's own resources: kopf lists and watches them, and patches/updates them to add and
-# remove its finalizer and its annotations (progress, last-handled configuration, and the
+# The operator's own resources: kopf lists and watches them; the operator patches/updates them to
+# add and remove its finalizer (connect-offsets.io/finalizer, and to migrate the per-shard
+# finalizers of older versions) and its annotations (progress, last-handled configuration, and the
 # connector-offsets/restart annotations it removes when done). No create/delete: users own them.
 - apiGroups: ["connect-offsets.io"]
   resources: ["connectclusters", "kafkaconnectors", "kafkamirrormaker2s"]
@@ -136,8 +131,8 @@ per watched namespace otherwise. Each rule says why it is needed.
 kopf's resource scanning: it lists and watches CRDs to notice when its resources are (un)installed.
 */}}
 {{- define "connect-offsets-operator.crdScanningRule" -}}
-# kopf's resource scanning: it lists and watches CRDs to notice its resources being (un)installed
-# and to find the peering CRDs. Read-only; names and schemas of CRDs only.
+# kopf's resource scanning: it lists and watches CRDs to notice its resources being (un)installed.
+# Read-only; names and schemas of CRDs only.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
