@@ -35,8 +35,8 @@ from connect_offsets.controller import (
     awaiting_deletion,
     owner_of,
 )
-from connect_offsets.controller.sharding import needs_finalizer, stale_finalizers
 from connect_offsets.controller.queue import MAX_DELAY_S, due_on_grid
+from connect_offsets.controller.sharding import needs_finalizer, stale_finalizers
 from connect_offsets.reconcile.runner import accounted_view
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS

@@ -15,7 +15,12 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   (``reconcile/status.py``); a replica whose claim was taken over finds the resource changed, and
   ``FencedOff`` ends its pass before any Connect call. ``before_write`` makes that claim before the
   first Connect write of a pass, so a step that writes to Connect before any status write is
-  covered too.
+  covered too, and refuses a Connect write once the watch shows another replica's claim (a
+  replica whose clock ran slow, so that its term still looked valid to it).
+
+What no fence closes: a replica frozen between its last check and the moment its request leaves
+(microseconds), whose clock also failed to count the freeze. Connect accepts no fencing token, so
+a write already on its way cannot be refused by anyone.
 
 Why a context variable: the fence belongs to the running pass (Go code passes a ``context.Context``
 for the same reason), and the writes it guards are in every layer below the controller: Connect,
@@ -57,6 +62,9 @@ class Fence:
     read_holder: str | None = field(default=None)
     #: The resourceVersion the pass's next conditional status write is made against.
     resource_version: str | None = field(default=None)
+    #: Whether the watch cache still shows the resource claimed by this term or the one the
+    #: pass read (no I/O): another replica's claim, once watched, ends the pass.
+    still_claimed: Callable[[], bool] | None = field(default=None)
 
     def check(self, what: str) -> None:
         if not self.valid():
@@ -95,6 +103,8 @@ async def before_write(what: str) -> None:
     if fence is None:
         return
     fence.check(what)
+    if fence.still_claimed is not None and not fence.still_claimed():
+        raise FencedOff(f"not written, another replica claimed the resource: {what}")
     if not fence.claimed and fence.claim is not None:
         await fence.claim()
         fence.claimed = True

@@ -329,6 +329,16 @@ def fenced_pass_on(kube: KubernetesApi, plural: str, body: dict[str, Any]) -> No
         await write_status(kube, plural, body, kept, now_utc())
 
     fence.claim = claim
+    meta = body["metadata"]
+
+    def still_claimed() -> bool:
+        watched = kube.cache.peek(plural, meta["namespace"], meta["name"])
+        if watched is None:
+            return False  # gone: another replica finished its deletion
+        holder = (watched.get("status") or {}).get(CLAIMED_BY)
+        return holder in (None, fence.holder, fence.read_holder)
+
+    fence.still_claimed = still_claimed
 
 
 async def _fenced_patch(

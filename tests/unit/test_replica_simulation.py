@@ -1,0 +1,259 @@
+"""Exactly once across replicas, by enumeration (issue 44): every write boundary of every flow, every
+failure kind, 2-4 writers, both shard generations of a resize, skewed clocks.
+
+The replica holding the cluster's Lease (``a``) is stopped before its N-th write of the flow (its
+gate, ``tests/replica_simulation.py``), for every N the flow has, and then:
+
+* ``take-over``: frozen past the Lease duration; another replica takes the Lease over and finishes
+  the request; ``a`` wakes and its pass goes on from where it stopped;
+* ``pause``: frozen for half the renew deadline: nobody takes over; ``a`` wakes and finishes;
+* ``lease-deleted``: the Lease is deleted there (a person, a restore of etcd) and ``a`` goes on;
+* ``api-silent``: the API server does not answer Lease calls for longer than the renew deadline
+  while ``a`` waits there, then answers again;
+* ``fast-clock``: the other replicas' clocks jump a Lease duration ahead while ``a`` waits there
+  briefly: they take the Lease over while ``a``'s own clock says its term still holds, so only
+  the claim on the resource (``status.claimedBy``, its conditional writes, the watched claim
+  before a Connect write) stops ``a``.
+
+Writers: two or three replicas of one shard, and the two generations of a shard-count change
+2 -> 3 (the old and the new owner of the cluster, with or without replicas of other shards).
+Every replica's wall clock is skewed (hours), which must not matter.
+
+Invariants after everything settled: each of the flow's Connect writes reached the worker exactly
+once (a stop, the offsets change, a resume, a connector deletion), the request ended (annotation
+removed, Succeeded, nothing pending) or the deletion ran its delete logic and the resource is gone,
+and status names the replica that finished as ``claimedBy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from connect_offsets.controller import Shard, owner_of
+from connect_offsets.vocabulary import CONNECTORS
+from tests.replica_simulation import (
+    CM,
+    NAME,
+    TIMINGS,
+    Replica,
+    World,
+    connector_body,
+    document,
+    position,
+    replica_world,
+)
+from tests.simulation import EXPLORED, NS
+
+pytestmark = pytest.mark.unit
+
+KINDS = ("take-over", "pause", "lease-deleted", "api-silent", "fast-clock")
+RESOURCES = [(CONNECTORS, NAME)]
+
+
+def writers() -> dict[str, list[tuple[str, Shard, float]]]:
+    """The replicas of each case: name, shard, wall-clock skew (s); ``a`` holds the Lease first."""
+    local = (NS, "local")
+    old, new = owner_of(local, 2), owner_of(local, 3)
+    return {
+        "two of one shard": [("a", Shard(), -3600.0), ("b", Shard(), 3600.0)],
+        "three of one shard": [("a", Shard(), -3600.0), ("b", Shard(), 3600.0), ("c", Shard(), 7.0)],
+        "resize 2 -> 3": [("a", Shard(old, 2), -3600.0), ("b", Shard(new, 3), 3600.0)],
+        "resize 2 -> 3, four replicas": [
+            ("a", Shard(old, 2), -3600.0),
+            ("b", Shard(new, 3), 3600.0),
+            ("c", Shard((new + 1) % 3, 3), 0.0),
+            ("d", Shard(1 - old, 2), 7.0),
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ReplicaFlow:
+    name: str
+    trigger: Callable[[World], Awaitable[None]]
+    #: The Connect writes the flow makes, each exactly once: (method, path suffix).
+    writes: tuple[tuple[str, str], ...]
+    deletes: bool = False
+
+
+async def _alter(world: World) -> None:
+    await _document(world)
+    world.kube.annotate(CONNECTORS, NS, NAME, connector_offsets="alter", stop_connector="true")
+
+
+async def _reset(world: World) -> None:
+    world.kube.annotate(CONNECTORS, NS, NAME, connector_offsets="reset", stop_connector="true")
+
+
+async def _delete(world: World) -> None:
+    world.kube.delete_resource(CONNECTORS, NAME)
+
+
+async def _document(world: World) -> None:
+    world.faults.user = True
+    try:
+        await world.kube.create_configmap(
+            NS, {"metadata": {"name": CM}, "data": {"offsets.json": document(position(6))}}
+        )
+    finally:
+        world.faults.user = False
+
+
+STOP = ("PUT", f"/connectors/{NAME}/stop")
+RESUME = ("PUT", f"/connectors/{NAME}/resume")
+FLOWS = [
+    ReplicaFlow("alter --stop-connector", _alter, (STOP, ("PATCH", f"/connectors/{NAME}/offsets"), RESUME)),
+    ReplicaFlow("reset --stop-connector", _reset, (STOP, ("DELETE", f"/connectors/{NAME}/offsets"), RESUME)),
+    ReplicaFlow(
+        "delete, offsetsOnDelete: reset",
+        _delete,
+        (STOP, ("DELETE", f"/connectors/{NAME}/offsets"), ("DELETE", f"/connectors/{NAME}")),
+        deletes=True,
+    ),
+]
+
+
+async def begin(world: World, cast: list[tuple[str, Shard, float]], flow: ReplicaFlow) -> Replica:
+    """The replicas started, ``a`` holding the Lease, the connector RUNNING in Connect at 30; the
+    flow asked. Returns ``a``."""
+    spec: dict[str, Any] = {"offsetsOnDelete": "reset"} if flow.deletes else {}
+    world.kube.put_resource(CONNECTORS, connector_body(NAME, **spec))
+    first = world.add(*cast[0])
+    await first.tick()  # sees no Lease: it may have been deleted while someone held it
+    world.clock.now += TIMINGS.duration
+    await first.tick()
+    assert first.keeper.holds((NS, "local"))
+    for name, shard, skew in cast[1:]:
+        world.add(name, shard, skew)
+    await world.settle(RESOURCES)
+    world.connect.connectors[NAME].offsets = position(30)
+    await flow.trigger(world)
+    return first
+
+
+async def run_case(flow: ReplicaFlow, cast: list[tuple[str, Shard, float]], kind: str, at: int) -> tuple[bool, World]:
+    """One case; False when the flow made fewer than ``at`` writes in ``a`` (nothing to explore)."""
+    async with replica_world() as world:
+        a = await begin(world, cast, flow)
+        seen = len(world.connect.requests)
+        if kind == "lease-deleted":
+
+            def delete_lease(count: int, what: str) -> None:
+                if count == at:
+                    world.leases.records.clear()
+
+            a.gate.boundary = delete_lease
+            a.gate.arm(None)
+        else:
+            a.gate.arm(at)
+
+        async def alone() -> None:
+            """``a`` works (the others only look at the Leases) until the flow is done."""
+            for _ in range(30):
+                for plural, name in RESOURCES:
+                    await a.check(plural, name)
+                await world.advance(TIMINGS.retry_period)
+
+        work = asyncio.create_task(alone())
+        while not work.done() and not a.gate.frozen:
+            await asyncio.sleep(0)
+        if kind == "lease-deleted":
+            await work
+            reached = a.gate.count >= at
+        elif not a.gate.frozen:
+            await work
+            return False, world
+        else:
+            reached = True
+            if kind == "take-over":
+                await world.advance(TIMINGS.duration + 2 * TIMINGS.retry_period)
+                assert world.holder() not in (None, a), "another replica took the Lease over"
+                await world.settle(RESOURCES)
+            elif kind == "pause":
+                await world.advance(TIMINGS.renew_deadline / 2)
+                assert world.holder() is a or world.holder() is None
+            elif kind == "fast-clock":
+                frozen_at = world.clock.now
+                for other in world.replicas[1:]:
+                    other.jump += TIMINGS.duration + TIMINGS.retry_period
+                await world.advance(TIMINGS.retry_period)
+                assert any(r.keeper.holds((NS, "local")) for r in world.replicas[1:]), "taken over early"
+                await world.settle(RESOURCES)
+                a.jump -= world.clock.now - frozen_at  # a's clock counted none of it
+                assert a.keeper.holds((NS, "local")), "a's own clock: its term still holds"
+            elif kind == "api-silent":
+                world.leases.down = True
+                await world.advance(TIMINGS.renew_deadline + TIMINGS.retry_period)
+                world.leases.down = False
+                await world.advance(TIMINGS.duration + 2 * TIMINGS.retry_period)
+                await world.settle(RESOURCES)
+            a.wake()
+            await work
+        if not reached:
+            return False, world
+        await world.settle(RESOURCES)
+        check_invariants(world, flow, seen, f"{flow.name}, {kind} at write {at}: {a.gate.hit}")
+        return True, world
+
+
+def check_invariants(world: World, flow: ReplicaFlow, seen: int, case: str) -> None:
+    sent = Counter((r.method, r.path) for r in world.connect.requests[seen:] if r.method != "GET")
+    assert sent == Counter(flow.writes), f"{case}: Connect writes {sorted(sent.items())}"
+    if flow.deletes:
+        assert (CONNECTORS, NS, NAME) not in world.kube.resources, f"{case}: the resource still waits"
+        assert [d for d in world.deletions if d[1] == NAME], f"{case}: no delete logic ran"
+        return
+    body = world.kube.resources[(CONNECTORS, NS, NAME)]
+    annotations = body["metadata"].get("annotations") or {}
+    assert "connect-offsets.io/connector-offsets" not in annotations, f"{case}: the request never ended"
+    status = body["status"]
+    assert status["lastOffsetsOperation"]["result"] == "Succeeded", f"{case}: {status['lastOffsetsOperation']}"
+    assert "pendingOffsetsOperation" not in status, f"{case}: {status['pendingOffsetsOperation']}"
+    holder = world.holder()
+    assert holder is not None and status["claimedBy"].startswith(holder.identity), f"{case}: {status['claimedBy']}"
+    assert world.connect.connectors[NAME].state == "RUNNING", f"{case}: left {world.connect.connectors[NAME].state}"
+
+
+@pytest.mark.parametrize("case", list(writers()))
+@pytest.mark.parametrize("flow", FLOWS, ids=lambda f: f.name)
+async def test_every_write_boundary_every_failure_every_writer_count(
+    flow: ReplicaFlow, case: str, record_property: Callable[[str, object], None]
+) -> None:
+    cast = writers()[case]
+    started = time.monotonic()
+    runs = fenced = 0
+    for kind in KINDS:
+        for at in range(1, 40):
+            explored, world = await run_case(flow, cast, kind, at)
+            if not explored:
+                break
+            runs += 1
+            fenced += sum(r.fenced_off for r in world.replicas)
+    assert runs >= 4 * len(KINDS), f"{flow.name}: only {runs} cases"
+    record_property(
+        EXPLORED,
+        f"replicas, {flow.name}, {case}: {runs} cases x {len(cast)} writers, "
+        f"{fenced} passes fenced off, {time.monotonic() - started:.1f}s",
+    )
+
+
+async def test_a_woken_replica_is_fenced_off_before_its_next_connect_write() -> None:
+    """The scenario of issue 44 in one run: ``a`` frozen right before it stops the connector, ``b``
+    takes over and finishes; woken, ``a``'s pass ends at the fence: one stop, not two."""
+    flow, cast = FLOWS[0], writers()["two of one shard"]
+    for at in range(1, 40):
+        explored, world = await run_case(flow, cast, "take-over", at)
+        assert explored, "the flow stops the connector"
+        a = world.replicas[0]
+        if a.gate.hit is not None and a.gate.hit.endswith(f"/connectors/{NAME}/stop"):
+            break
+    assert a.fenced_off == 1, a.fenced_off
+    stops = [r for r in world.connect.requests if (r.method, r.path) == STOP]
+    assert len(stops) == 1, stops
