@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 Cluster = tuple[str, str]
 
+#: client-go's jitter factor: the wait between two looks is the retry period times up to this.
+JITTER = 1.2
+
 
 class LeaseStore(Protocol):
     """Where Leases are read and written (``clients.leases.LeaseApi``; an in-memory one in tests)."""
@@ -82,7 +85,8 @@ class LeaseTimings:
     def renew_every(self) -> float:
         """A held Lease is renewed once this old: twice per renew deadline, so one failed
         renewal is survived, at a third of client-go's write rate (it renews every retry period,
-        for one Lease; here every cluster has one)."""
+        for one Lease; here every cluster has one). Sooner when the next look, a jittered retry
+        period away, might come after the renew deadline (``LeaseKeeper._keep``)."""
         return max(self.retry_period, self.renew_deadline / 2)
 
 
@@ -161,7 +165,7 @@ class LeaseKeeper:
         try:
             while True:
                 await self.tick()
-                await asyncio.sleep(self.timings.retry_period * random.uniform(1.0, 1.2))
+                await asyncio.sleep(self.timings.retry_period * random.uniform(1.0, JITTER))
         finally:
             await asyncio.shield(self.release_all())
 
@@ -232,8 +236,9 @@ class LeaseKeeper:
             self.on_lost({cluster})
             await self._release(cluster, held)
             return
-        if self.clock() - held.renewed < self.timings.renew_every:
-            return
+        age = self.clock() - held.renewed
+        if age < self.timings.renew_every and age + JITTER * self.timings.retry_period < self.timings.renew_deadline:
+            return  # not due, and the next look (a jittered retry period away at most) is in time
         sent = self.clock()
         write = LeaseWrite(self.identity, self.timings.duration, held.record.transitions, held.acquired, self.wall())
         try:
