@@ -56,8 +56,6 @@ NOT_REASONS = {
     "Warning",
     "BearerToken",  # the kubernetes client's auth setting (clients/annotations_patch.py)
     "ReplicationLag",  # the work queue's metric label of lag measurements (controller/core.py)
-    "KafkaConnectorDeletion",  # and of deletions kopf does not run (controller/core.py)
-    "KafkaMirrorMaker2Deletion",
     # The kubernetes client's model names a response is read into (clients/kubernetes_core.py).
     "V1ConfigMap",
     "V1ConfigMapList",

@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 from confluent_kafka import OFFSET_INVALID, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from connect_offsets import fencing
 from connect_offsets.clients.tenant_io import address_key, tenant_network
 from connect_offsets.errors import TransientError
 
@@ -207,7 +208,7 @@ class ClusterIdCache:
 
 async def delete_topic(config: dict[str, Any], topic: str, *, namespace: str, timeout: float = 30.0) -> bool:
     """Delete a topic. Returns False if it did not exist (nothing to do), True if deleted."""
-
+    await fencing.before_write(f"delete topic {topic}")  # under a Lease: this term only
     settings = _client_settings(config, timeout)
 
     def run() -> bool:

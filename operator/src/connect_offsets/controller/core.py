@@ -29,7 +29,6 @@ takes the finalizer off, all under the same Lease, so it runs once whatever the 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import time
 import zlib
@@ -77,13 +76,16 @@ LAG = "replication-lag"
 #: check: the next comes an interval later. A timer may fire a clock tick early.
 ON_SLOT = 0.01
 
-#: The key kinds of deletions (``sharding.awaiting_deletion``), by the resource's plural.
-DELETIONS = {CONNECTORS: "deletion-kafkaconnectors", MIRRORS: "deletion-kafkamirrormaker2s"}
-_DELETION_OF = {kind: plural for plural, kind in DELETIONS.items()}
+#: The kinds whose resources carry our finalizer: their delete logic runs in their own key's pass.
+FINALIZED = frozenset({CONNECTORS, MIRRORS})
 
 #: A deletion's delete logic is tried this often before the resource is released anyway: an
 #: unreachable Connect cluster must not block a namespace's deletion for ever.
 DELETE_ATTEMPTS = 8
+
+#: Seconds a stopping replica, or one giving a Lease up, waits for its cancelled passes to end
+#: before it releases their Leases (a pass ends at its next await once cancelled).
+DRAIN_TIMEOUT_S = 5.0
 
 #: The shortest wait between two drift checks of one resource, as a share of the drift interval.
 MIN_DRIFT_GAP = 0.2
@@ -94,8 +96,6 @@ KINDS = {
     MIRRORS: "KafkaMirrorMaker2",
     CLUSTERS: "ConnectCluster",
     LAG: "ReplicationLag",
-    DELETIONS[CONNECTORS]: "KafkaConnectorDeletion",
-    DELETIONS[MIRRORS]: "KafkaMirrorMaker2Deletion",
 }
 
 
@@ -189,8 +189,10 @@ class Controller:
         self._connectors: dict[Key, set[str]] = {}
         #: The keys of this shard's resources, by ConnectCluster: what a Lease brings and takes.
         self._by_cluster: dict[tuple[str, str], set[Key]] = {}
-        #: The passes running now, by ConnectCluster: cancelled when its Lease is lost.
+        #: The passes running now, by ConnectCluster (cancelled when its Lease is lost) and by key
+        #: (cancelled when the resource is gone or bound to another cluster).
         self._running: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
+        self._running_keys: dict[Key, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._kind_timers: dict[str, tuple[Histogram, Histogram]] = {}
 
@@ -216,8 +218,6 @@ class Controller:
         self._index(key, cluster)
         if not self._holds(cluster):
             return False  # queued when the Lease is acquired (``_acquired``)
-        if plural in DELETIONS and (awaiting_deletion(body) or needs_finalizer(body)):
-            self.queue.add((DELETIONS[plural], namespace, name))
         view = request_view(body)
         if key not in self._seen and plural == MIRRORS and self.measure_lag is not None:
             self.queue.add((LAG, namespace, name))
@@ -234,10 +234,7 @@ class Controller:
         self._configmaps.pop(key, None)
         self._connectors.pop(key, None)
         self._unindex(key)
-        if key[0] in DELETIONS:
-            deletion = (DELETIONS[key[0]], key[1], key[2])
-            self.queue.remove(deletion)
-            self._deletion_ran.discard(deletion)
+        self._deletion_ran.discard(key)
         if key[0] == MIRRORS:
             self.queue.remove((LAG, key[1], key[2]))
             if self.forget_lag is not None:
@@ -308,10 +305,15 @@ class Controller:
             for key in self._by_cluster.get(cluster, set()):
                 self.queue.remove(key)
                 self._seen.pop(key, None)
-                if key[0] in DELETIONS:
-                    self.queue.remove((DELETIONS[key[0]], key[1], key[2]))
                 if key[0] == MIRRORS:
                     self.queue.remove((LAG, key[1], key[2]))
+
+    async def drain(self, clusters: set[tuple[str, str]]) -> None:
+        """Wait (a bounded while) for the passes on ``clusters`` to end after their cancellation:
+        a Lease is released only then, so the next holder does not meet our last writes."""
+        tasks = {task for cluster in clusters for task in self._running.get(cluster, set())}
+        if tasks:
+            await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT_S)
 
     def _holds(self, cluster: tuple[str, str]) -> bool:
         return self.leases is None or self.leases.holds(cluster)
@@ -320,10 +322,13 @@ class Controller:
         keys = self._by_cluster.setdefault(cluster, set())
         if key in keys:
             return
-        self._unindex(key)  # its cluster label changed
+        self._unindex(key)  # its cluster label changed: a pass under the old cluster's Lease ends
         keys.add(key)
 
     def _unindex(self, key: Key) -> None:
+        task = self._running_keys.pop(key, None)
+        if task is not None:
+            task.cancel()
         for cluster, keys in list(self._by_cluster.items()):
             if key in keys:
                 keys.discard(key)
@@ -341,8 +346,16 @@ class Controller:
             self._tasks.append(loop.create_task(self.leases.run(), name="leases"))
 
     async def stop(self) -> None:
+        """Workers first (their passes cancelled and ended), then the Leases released: the next
+        holder, which starts within a retry period of a release, never meets a write of ours."""
         self.queue.shut_down()
-        for task in self._tasks:
+        leases = [task for task in self._tasks if task.get_name() == "leases"]
+        others = [task for task in self._tasks if task not in leases]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=DRAIN_TIMEOUT_S)
+        for task in leases:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
@@ -355,8 +368,11 @@ class Controller:
             started = time.monotonic()
             try:
                 await self._fenced(key)
-            except fencing.FencedOff as error:  # the Lease went to another replica mid-pass
+            except fencing.FencedOff as error:  # the Lease, or the resource's claim, went to another replica
                 log.warning("pass ended: %s [%s]", error, "/".join(key))
+                if self.owns(key):
+                    # Still ours (a claim our watch had not seen yet): look again, from fresh reads.
+                    self.queue.add_rate_limited(key)
             except Exception:  # one key must never stop a worker; log and back off
                 log.exception("processing %s failed unexpectedly", "/".join(key))
                 self.queue.add_rate_limited(key)
@@ -378,17 +394,22 @@ class Controller:
             task = asyncio.get_running_loop().create_task(self._process(key), name=f"pass-{'/'.join(key)}")
         running = self._running.setdefault(cluster, set())
         running.add(task)
+        self._running_keys[key] = task
         try:
             await task
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # the worker itself is stopping
-            log.warning("pass cancelled, the Lease of %s/%s is lost [%s]", *cluster, "/".join(key))
+            log.warning(
+                "pass cancelled: the Lease of %s/%s is lost, or the resource moved [%s]", *cluster, "/".join(key)
+            )
         finally:
             running.discard(task)
             if not running:
                 self._running.pop(cluster, None)
+            if self._running_keys.get(key) is task:
+                del self._running_keys[key]
 
     def _timers(self, plural: str) -> tuple[Histogram, Histogram]:
         """The queue-wait and work histograms of a kind, looked up once: ``labels()`` on every
@@ -404,11 +425,17 @@ class Controller:
         if plural == LAG:
             await self._measure_lag(key)
             return
-        if plural in _DELETION_OF:
-            await self._finish_deletion(key)
-            return
-        if self.kube.cache.resource_version(plural, namespace, name) is None:
+        body = self.kube.cache.peek(plural, namespace, name)
+        if body is None:
             return  # gone (deleted, or never seen): nothing to check, nothing to schedule
+        if plural in FINALIZED and self.deletions is not None:
+            if awaiting_deletion(body):
+                await self._finish_deletion(key)
+                return
+            if needs_finalizer(body):
+                # Before any write to Connect: a resource deleted without our finalizer on would
+                # go without its delete logic (its connector left running).
+                await self.kube.replace_finalizers(plural, namespace, name, FINALIZER, set(stale_finalizers(body)))
         started = time.monotonic()
         try:
             outcome = await self.reconcilers[plural](namespace, name)
@@ -450,28 +477,20 @@ class Controller:
         self.queue.add_after(key, delay)
 
     async def _finish_deletion(self, key: Key) -> None:
-        """Our finalizer: put it on a live resource (replacing per-shard ones of older versions);
-        on a resource being deleted, run its delete logic once, then take our finalizers off; with
-        back-off while Connect or the API server fails, and after ``DELETE_ATTEMPTS`` the delete
-        logic gives up (an unreachable Connect must not block a namespace's deletion for ever)."""
-        kind, namespace, name = key
-        plural = _DELETION_OF[kind]
+        """A resource being deleted that waits on our finalizer: run its delete logic once, then
+        take our finalizers off; with back-off while Connect or the API server fails, and after
+        ``DELETE_ATTEMPTS`` the delete logic gives up (an unreachable Connect must not block a
+        namespace's deletion for ever). In the resource's own key, so that no pass of it runs
+        beside its delete logic (the queue never hands one key to two workers)."""
+        plural, namespace, name = key
         body = self.kube.cache.get(plural, namespace, name)
         deletions = self.deletions
-        if body is None or deletions is None:
+        if body is None or deletions is None or not awaiting_deletion(body):
             self.queue.forget(key)
             return
         ours = {FINALIZER, *stale_finalizers(body)}
         try:
-            if needs_finalizer(body):
-                await self.kube.replace_finalizers(plural, namespace, name, FINALIZER, set(stale_finalizers(body)))
-                self.queue.forget(key)
-                return
-            if not awaiting_deletion(body):
-                self.queue.forget(key)
-                return
             if key not in self._deletion_ran:
-                body = copy.deepcopy(body)  # its status writes update it, not the cache's
                 fenced_pass_on(self.kube, plural, body)
                 give_up = self.queue.failures(key) >= DELETE_ATTEMPTS - 1
                 result = await deletions.run(plural, namespace, name, body, give_up)
@@ -495,7 +514,7 @@ class Controller:
     def _cluster(self, key: Key) -> tuple[str, str] | None:
         """The ConnectCluster a key is bound to, from its cached body (None: not cached)."""
         plural, namespace, name = key
-        resource = MIRRORS if plural == LAG else _DELETION_OF.get(plural, plural)
+        resource = MIRRORS if plural == LAG else plural
         labels = self.kube.cache.labels(resource, namespace, name)
         if labels is None:
             return None

@@ -30,7 +30,7 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -75,10 +75,11 @@ class LeaseTimings:
     retry_period: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.retry_period < self.renew_deadline < self.duration:
+        if not 0 < JITTER * self.retry_period < self.renew_deadline < self.duration:
             raise ValueError(
-                "Lease timings must be 0 < retry period < renew deadline < lease duration, got "
-                f"{self.retry_period} < {self.renew_deadline} < {self.duration}"
+                f"Lease timings must be 0 < {JITTER} x retry period < renew deadline < lease duration "
+                f"(client-go's rule: a look, jittered, comes before the renew deadline), got retry period "
+                f"{self.retry_period}, renew deadline {self.renew_deadline}, lease duration {self.duration}"
             )
 
     @property
@@ -129,6 +130,9 @@ class LeaseKeeper:
     exists: Callable[[Cluster], bool]
     on_acquired: Callable[[set[Cluster]], None]
     on_lost: Callable[[set[Cluster]], None]
+    #: Waits for the passes ``on_lost`` cancelled to end, before a Lease is released: the next
+    #: holder starts within a retry period of a release, and must not meet our last writes.
+    drain: Callable[[set[Cluster]], Awaitable[None]] | None = None
     timings: LeaseTimings = field(default_factory=LeaseTimings)
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -203,6 +207,8 @@ class LeaseKeeper:
         held, self._held = self._held, {}
         if held:
             self.on_lost(set(held))
+            if self.drain is not None:
+                await self.drain(set(held))
         await asyncio.gather(*(self._release(c, h) for c, h in held.items()), return_exceptions=True)
 
     # --- inside -------------------------------------------------------------------------------
@@ -234,6 +240,8 @@ class LeaseKeeper:
         if cluster not in wanted:
             self._held.pop(cluster)
             self.on_lost({cluster})
+            if self.drain is not None:
+                await self.drain({cluster})
             await self._release(cluster, held)
             return
         age = self.clock() - held.renewed

@@ -207,6 +207,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
                 exists=c.cluster_exists,
                 on_acquired=c.leases_acquired,
                 on_lost=c.leases_lost,
+                drain=c.drain,
                 timings=lease_settings.timings,
             )
         )
