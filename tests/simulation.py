@@ -73,6 +73,10 @@ class Faults:
     writes: list[str] = field(default_factory=list)  # what was written since armed, in order
     hit: str | None = None  # the write the fault hit
     user: bool = False  # a person's write (``Sim.as_user``): not the operator's, never faulted
+    #: Called before each of the operator's writes with the number made since armed: a person's
+    #: action at that write boundary (an edit while the connector stops), made between two writes
+    #: of one pass as easily as between two passes.
+    boundary: Callable[[int], None] | None = None
 
     def arm(self, at: int | None, kind: str = "crash") -> None:
         self.at, self.kind, self.count, self.writes, self.hit = at, kind, 0, [], None
@@ -81,6 +85,8 @@ class Faults:
         """Called before a write: the failure to answer instead of writing, if any."""
         if self.user:
             return None
+        if self.boundary is not None:
+            self.boundary(self.count)
         if self.dead:
             raise Crash(f"the process is dead: no {what}")
         self.count += 1
@@ -331,6 +337,14 @@ class Sim:
         finally:
             self.faults.user = False
 
+    def edit_configmap(self, name: str, key: str, text: str) -> None:
+        """A person replaces ``key`` of ConfigMap ``name`` (kubectl apply), at once: callable from a
+        write boundary (``Faults.boundary``), inside the operator's pass."""
+        obj = self.kube.objects[name]
+        obj.setdefault("data", {})[key] = text
+        self.kube.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.kube.version)
+
     def save(self) -> World:
         return World(
             copy.deepcopy(self.kube.objects),
@@ -356,6 +370,7 @@ class Sim:
         self.kafka.groups = copy.deepcopy(world.committed)
         self.kafka.applied.clear()
         self.faults.arm(None)
+        self.faults.boundary = None
         await self.restart()
 
     async def check(self, plural: str, name: str) -> Outcome:

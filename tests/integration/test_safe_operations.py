@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from connect_offsets.planning import content_hash
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
     annotate,
@@ -486,6 +487,81 @@ def test_apply_on_change_applies_once_per_content(
         assert patch_count(stack, name) == 2
         wait_condition(custom, namespace, name, "OffsetsApplied", reason="Applied")
     finally:
+        connect.delete(f"/connectors/{name}")
+
+
+@pytest.mark.local_stack  # kills the operator at a fault point; counts PATCHes in the worker log
+def test_apply_on_change_edit_while_stopping_is_applied_once_after_the_claimed_content(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    stack: dict[str, Any],
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """Issue 44: applyOnChange with a stop-connector policy; content C1 is claimed (pinned with the
+    intent), and the ConfigMap is edited to C2 while the connector is stopping (the operator killed
+    right after ``PUT /stop``, then the edit, then a fresh operator). Connect receives exactly two
+    PATCHes: C1, then C2; before the fix both applied C2 (the change read the ConfigMap again, and
+    applyOnChange then applied the edit a second time).
+
+    The source file is removed once read, so the connector's offsets move only by PATCH: the
+    backup the second change took holds what the first PATCH left in Connect."""
+    source = source_file(tmp_path / "edited.txt")
+    name, cm, topic = f"edited-{unique}", "edited-offsets", f"edited-{unique}"
+    spec = file_source_spec(source, topic, cm)
+    spec["alterOffsets"]["applyOnChange"] = True
+    spec["offsetsPolicy"] = {"stopConnector": True}
+    create_cluster(custom, namespace, connect_url)
+    create_connector(custom, namespace, name, spec)
+    first, edited = position_doc(source, 8 * LINE), position_doc(source, 5 * LINE)
+    operators: list[OperatorProcess] = []
+    try:
+        plain = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-0.log")
+        plain.start()
+        operators.append(plain)
+        running_with_offsets(custom, connect, namespace, name, 10 * LINE)
+        wait_for("the empty start adopted", lambda: "appliedOffsets" in status_of(custom, namespace, name))
+        plain.stop()
+        source.unlink()
+        put_configmap(core, namespace, cm, {"offsets.json": first})
+        for _ in die_at_each(("after-stop",), stack, namespace, tmp_path, operators):
+            pending = status_of(custom, namespace, name)["pendingOffsetsOperation"]
+            assert (pending["step"], pending["source"]) == ("Stopping", "applyOnChange"), pending
+            assert pending["contentHash"] == content_hash(first)
+            pin = core.read_namespaced_config_map(pending["pinned"], namespace)
+            assert json.loads(pin.data["offsets.json"]) == json.loads(first)
+        put_configmap(core, namespace, cm, {"offsets.json": edited})  # while the connector stops
+        final = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-final.log")
+        final.start()
+        operators.append(final)
+        wait_for(
+            "the edit applied",
+            lambda: (
+                (applied := status_of(custom, namespace, name).get("appliedOffsets") or {}).get("contentHash")
+                == content_hash(edited)
+                and applied.get("result") == "Succeeded"
+                and "pendingOffsetsOperation" not in status_of(custom, namespace, name)
+            ),
+            timeout=120,
+        )
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=60)
+        time.sleep(6)  # more than one drift interval (5 s): nothing is applied a third time
+        changes = [r for r in offsets_requests(connect_log(stack), {name}) if r.method == "PATCH"]
+        assert [(r.method, r.status // 100) for r in changes] == [("PATCH", 2), ("PATCH", 2)], changes
+        # In order: the second change's backup holds what the first PATCH left (C1), and Connect
+        # holds C2 in the end.
+        backups = core.list_namespaced_config_map(namespace, label_selector=f"connect-offsets.io/backup-of={name}")
+        by_time = sorted(backups.items, key=lambda c: c.metadata.annotations["connect-offsets.io/time"])
+        held = [json.loads(c.data["offsets.json"])["offsets"][0]["offset"]["position"] for c in by_time]
+        assert held == [10 * LINE, 8 * LINE], held
+        assert connect_offsets(connect, name)[0]["offset"]["position"] == 5 * LINE
+        print(f"\nPATCH /connectors/{name}/offsets in Connect's request log: {len(changes)} (C1 = 24, then C2 = 15)")
+    finally:
+        for op in operators:
+            op.stop()
         connect.delete(f"/connectors/{name}")
 
 

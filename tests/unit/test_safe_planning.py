@@ -14,7 +14,9 @@ test pins one branch with the exact actions (kinds, order, fields) and condition
   paused connector -> ``begin_offsets_change`` (the exact pending record) + ``stop``, held STOPPED;
   then ``status.pendingOffsetsOperation`` drives Stopping (wait, stop again) -> Changing (the change
   action carrying ``pending``) -> Resuming (back to spec.state) -> ``finish_offsets_change`` with the
-  removals; cancellation while Stopping; a refusal while Changing; pending plus a config update;
+  removals; cancellation while Stopping; a refusal while Changing; pending plus a config update; an
+  alter's document pinned with the intent and applied from the pin, never from the ConfigMap as
+  edited since (a missing or unfitting pin fails the change and resumes);
 * request ids: handled ids -> ``OffsetsRequestIgnored``/``AlreadyHandled`` and nothing else; dry runs
   recorded apart (``<id>/dry-run``); the id is part of the fingerprint;
 * applyOnChange: new content -> begin (source ``applyOnChange``, content hash); same content ->
@@ -204,6 +206,7 @@ def pending(
     result: str | None = None,
     reason: str = "",
     message: str = "",
+    pinned: str | None = None,
 ) -> dict[str, Any]:
     """status.pendingOffsetsOperation as the executor writes it (camelCase)."""
     record: dict[str, Any] = {"operation": operation, "step": step, "source": source, "started": iso(NOW)}
@@ -214,6 +217,7 @@ def pending(
         "restoreFrom": restore_from,
         "backup": backup,
         "result": result,
+        "pinned": pinned,
     }
     record.update({k: v for k, v in optional.items() if v is not None})
     if reason:
@@ -507,6 +511,9 @@ def test_begin_records_intent_then_stops(operation: str, trigger: str, state: st
                 restore_from=BACKUP if operation == "restore" else None,
                 started=iso(NOW),
             ),
+            # An alter's document, as read now: pinned with the intent (issue 44).
+            configmap=ALTER_CM if operation == "alter" else None,
+            offsets_json=compact(doc(6)) if operation == "alter" else None,
         ),
         Action("stop"),
     ]
@@ -654,6 +661,56 @@ def test_pending_alter_changes_once_stopped(step: str) -> None:
         "OffsetsOperationInProgress", "True", "Changing", "alter: backing up and changing"
     )
     assert plan.requeue_after == SETTLE_DELAY_S
+
+
+PIN = f"{NAME}-pinned-1a2b3c4d-20240501t115900z-77aa"
+
+
+@pytest.mark.parametrize("source", ["annotation", "applyOnChange"])
+@pytest.mark.parametrize("step", ["Stopping", "Changing"])
+def test_pending_alter_applies_its_pinned_document_not_the_configmap_now(step: str, source: str) -> None:
+    """Issue 44: the document was pinned when the request began; the ConfigMap edited since is not
+    what this change applies (an edit is a request of its own)."""
+    record = pending("alter", step, source=source, pinned=PIN, content=content_hash(doc(6)))
+    if source == "annotation":
+        resource = staged(step=step, pinned=PIN, content=content_hash(doc(6)))
+    else:
+        resource = make(apply_on_change=True, status={"pendingOffsetsOperation": record})
+    observed = dataclasses.replace(
+        seen(resource, "STOPPED", configmap=cm(doc(8))), pinned_copy=cm(doc(6), name=PIN, rv="40")
+    )
+    plan = plan_connector(resource, observed)
+    assert plan.actions == [
+        Action("alter_offsets", configmap=ALTER_CM, offsets_json=compact(doc(6)), pending=pending_model(resource))
+    ]
+
+
+@pytest.mark.parametrize("pin", [None, OffsetsConfigMap(PIN, False), cm(None, name=PIN, rv="40", other="{}")])
+def test_pending_alter_whose_pin_is_gone_fails_and_resumes_without_reading_the_configmap(
+    pin: OffsetsConfigMap | None,
+) -> None:
+    resource = staged(pinned=PIN)
+    observed = dataclasses.replace(seen(resource, "STOPPED", configmap=cm(doc(8))), pinned_copy=pin)
+    plan = plan_connector(resource, observed)
+    update, resume = plan.actions
+    assert update.kind == "update_pending" and update.pending is not None and resume == Action("resume")
+    assert (update.pending.step, update.pending.result, update.pending.reason) == (
+        "Resuming",
+        "Failed",
+        "PinnedCopyMissing",
+    )
+    assert "is not read again from its source" in update.pending.message
+    assert not [a for a in plan.actions if a.kind in CHANGE_KINDS]
+
+
+def test_pending_alter_whose_pin_no_longer_fits_the_connector_is_refused() -> None:
+    resource = staged(pinned=PIN)
+    observed = dataclasses.replace(
+        seen(resource, "STOPPED", configmap=cm(doc(8))), pinned_copy=cm(doc(6, "/data/other.txt"), name=PIN)
+    )
+    (update, _) = plan_connector(resource, observed).actions
+    assert update.pending is not None and update.pending.reason == "InvalidOffsets"
+    assert update.pending.message.startswith(f"alter refused: the document pinned in ConfigMap {PIN} when this")
 
 
 def test_pending_reset_changes_once_stopped() -> None:
@@ -975,6 +1032,8 @@ def test_apply_on_change_begins_for_new_content(state: str, observed_state: str,
                 content_hash=content_hash(doc(9)),
                 started=iso(NOW),
             ),
+            configmap=ALTER_CM,
+            offsets_json=compact(doc(9)),
         )
     ]
     if stops:

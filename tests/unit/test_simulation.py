@@ -46,7 +46,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from connect_offsets.clients.kafka_groups import Checkpoint
 from connect_offsets.models.crds import KafkaConnectorResource
-from connect_offsets.planning import mirror_configmap_key, request_key, target_for_connector
+from connect_offsets.planning import content_hash, mirror_configmap_key, request_key, target_for_connector
 from connect_offsets.vocabulary import (
     ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
@@ -538,7 +538,7 @@ FLOWS = [
 # --- the invariants ---------------------------------------------------------------------------------
 
 
-def _last_operation(sim: Sim, flow: Flow, status: dict[str, Any]) -> dict[str, Any] | None:
+def _last_operation(sim: Sim, flow: Flow | EditFlow, status: dict[str, Any]) -> dict[str, Any] | None:
     if flow.plural == MIRRORS:
         entry = next((e for e in status.get("connectors") or [] if e.get("name") == flow.connector), {})
         record = entry.get("lastOffsetsOperation")
@@ -547,7 +547,7 @@ def _last_operation(sim: Sim, flow: Flow, status: dict[str, Any]) -> dict[str, A
     return record if isinstance(record, dict) else None
 
 
-def _terminal_records(sim: Sim, flow: Flow, before: dict[str, Any]) -> list[dict[str, Any]]:
+def _terminal_records(sim: Sim, flow: Flow | EditFlow, before: dict[str, Any]) -> list[dict[str, Any]]:
     """The lastOffsetsOperation records written since ``before`` (the status when the user asked),
     in order, replaying the status patches; a record written again unchanged counts once."""
     status = dict(before)
@@ -719,6 +719,240 @@ async def test_every_write_of_the_flow_survives_every_fault(
             EXPLORED,
             f"{flow.name}: {total} writes x {len(FAULT_KINDS)} fault kinds = {explored.runs} runs, "
             f"{explored.writes} writes in all, {time.monotonic() - started:.1f}s",
+        )
+    )
+
+
+# --- an edit of the ConfigMap while the connector stops (issue 44) ----------------------------------
+
+
+@dataclass(frozen=True)
+class EditFlow:
+    """A staged alter from the ConfigMap, and a person's edit of that ConfigMap at a write boundary
+    of it: the alter applies what it claimed (``first``); the edit (``edited``) is a request of its
+    own, applied once afterwards when applyOnChange is on, never otherwise."""
+
+    name: str
+    setup: Callable[[Sim], Awaitable[None]]
+    trigger: Callable[[Sim], Awaitable[None]]
+    first: list[dict[str, Any]]
+    edited: list[dict[str, Any]]
+    apply_on_change: bool
+    plural: str = CONNECTORS
+    resource: str = NAME
+    connector: str = NAME
+    configmap: str = CM
+    key: str = "offsets.json"
+    #: The faults tried at every write: all kinds for the two plain cases; a crash (the operator
+    #: restarts from what persisted) for the variants, which differ from them only in planning.
+    kinds: tuple[str, ...] = FAULT_KINDS
+
+
+async def _annotated_alter_with_apply_on_change(sim: Sim) -> None:
+    """The plugin's ``alter --from-file`` on a resource with applyOnChange: the document written to
+    the ConfigMap and the request annotated before the operator looks."""
+    await put_document(sim, position(6))
+    annotate(sim, CONNECTORS, NAME, connector_offsets="alter")
+
+
+async def _mm2_apply_on_change(sim: Sim) -> None:
+    """A running mirror created with applyOnChange, its document applied once (Connect at 40)."""
+    await bystanders(sim)
+    body = mm2_body("running")
+    body["spec"]["mirrors"][0]["sourceConnector"]["alterOffsets"]["applyOnChange"] = True
+    sim.kube.put_resource(MIRRORS, body)
+    await sim.settle([(MIRRORS, MM2)])
+    sim.connect.connectors[SOURCE].offsets = mirrored(40)
+    await put_document(sim, mirrored(40), MM2_CM, mirror_configmap_key(SOURCE))
+    await sim.settle([(MIRRORS, MM2)])
+    sim.kube.events.clear()
+
+
+async def _mm2_edit(sim: Sim) -> None:
+    await put_document(sim, mirrored(7), MM2_CM, mirror_configmap_key(SOURCE))
+
+
+async def _stop_policy_apply_on_change(sim: Sim) -> None:
+    await _apply_on_change(sim)
+    body = resource(sim, CONNECTORS, NAME)
+    body["spec"]["offsetsPolicy"] = {"stopConnector": True}
+    sim.kube.put_resource(CONNECTORS, body)
+    await sim.settle([(CONNECTORS, NAME)])
+    sim.kube.events.clear()
+
+
+EDIT_FLOWS = [
+    EditFlow(
+        "staged-alter",
+        _running,
+        _request(CONNECTORS, NAME, connector_offsets="alter", stop_connector="true"),
+        position(6),
+        position(8),
+        apply_on_change=False,
+    ),
+    EditFlow("apply-on-change", _apply_on_change, _edit_document, position(6), position(8), apply_on_change=True),
+    EditFlow(
+        "alter-with-apply-on-change",
+        _stop_policy_apply_on_change,
+        _annotated_alter_with_apply_on_change,
+        position(6),
+        position(8),
+        apply_on_change=True,
+        kinds=("crash",),
+    ),
+    EditFlow(
+        "mm2-apply-on-change",
+        _mm2_apply_on_change,
+        _mm2_edit,
+        mirrored(7),
+        mirrored(9),
+        apply_on_change=True,
+        plural=MIRRORS,
+        resource=MM2,
+        connector=SOURCE,
+        configmap=MM2_CM,
+        key=mirror_configmap_key(SOURCE),
+        kinds=("crash",),
+    ),
+]
+
+
+def _entry(sim: Sim, flow: EditFlow) -> dict[str, Any]:
+    """The flow's connector's part of the status (a KafkaMirrorMaker2 keeps one per connector)."""
+    if flow.plural == MIRRORS:
+        return mirrors_status_entry(sim, flow.resource, flow.connector)
+    return dict(resource(sim, flow.plural, flow.resource).get("status") or {})
+
+
+def _patches(sim: Sim, flow: EditFlow) -> list[list[dict[str, Any]]]:
+    """The documents Connect applied to the flow's connector, PATCH by PATCH, in order."""
+    return [
+        list(json.loads(a.body)["offsets"])
+        for a in sim.connect.applied
+        if a.connector == flow.connector and a.method == "PATCH"
+    ]
+
+
+def _edit_at(sim: Sim, flow: EditFlow, at: int) -> dict[str, int]:
+    """Edit the ConfigMap right before the operator's write ``at`` + 1 (after ``at`` writes), once.
+    Returned as the run goes: ``claimed``, whether by then the request was claimed (its pending
+    record persisted, or already finished), which decides what it must apply; ``first``, the writes
+    until the first change finished (what follows is applyOnChange's apply of the edit, a flow of
+    its own above)."""
+    seen: dict[str, int] = {}
+
+    def boundary(count: int) -> None:
+        if count == at and "claimed" not in seen:
+            seen["claimed"] = "pendingOffsetsOperation" in _entry(sim, flow) or bool(_patches(sim, flow))
+            sim.edit_configmap(flow.configmap, flow.key, document(flow.edited))
+        if "first" not in seen and _patches(sim, flow) and "pendingOffsetsOperation" not in _entry(sim, flow):
+            seen["first"] = count  # the claimed content applied and its change finished
+
+    sim.faults.boundary = boundary
+    return seen
+
+
+def _stopping_window(steps: list[str | None]) -> range:
+    """The write boundaries of the first claim's Stopping step, and the one right before it (the
+    pin written, the intent not yet: the edit races the pass that read the ConfigMap)."""
+    stopping = [k for k, step in enumerate(steps) if step == "Stopping"]
+    assert stopping, f"no Stopping step seen: {steps}"
+    last = stopping[0]
+    while last + 1 < len(steps) and steps[last + 1] == "Stopping":
+        last += 1
+    return range(max(stopping[0] - 1, 0), last + 1)
+
+
+def check_edited(sim: Sim, flow: EditFlow, before: dict[str, Any], claimed: bool, what: str) -> None:
+    """The request applied what it claimed, once; the edit was applied once afterwards
+    (applyOnChange) or not at all; nothing pending, nothing else touched."""
+    body = resource(sim, flow.plural, flow.resource)
+    patches = _patches(sim, flow)
+    if flow.apply_on_change:
+        allowed = [[flow.first, flow.edited]] if claimed else [[flow.first, flow.edited], [flow.edited]]
+    else:
+        allowed = [[flow.first]] if claimed else [[flow.first], [flow.edited]]
+    assert patches in allowed, f"{what}: PATCHes {patches}, claimed before the edit: {claimed}"
+    assert sim.connect.connectors[flow.connector].offsets == patches[-1], f"{what}: offsets in Connect"
+    records = [(r["operation"], r["result"]) for r in _terminal_records(sim, flow, before)]
+    assert records == [("alter", "Succeeded")] * len(patches), f"{what}: terminal records {records}"
+    events = [e.reason for e in sim.kube.events if e.reason in OUTCOME_EVENTS]
+    # At most one outcome Event each (one posted after a status write a crash followed is lost).
+    assert set(events) <= {"OffsetsOperationSucceeded"} and len(events) <= len(patches), f"{what}: Events {events}"
+    entry = _entry(sim, flow)
+    assert "pendingOffsetsOperation" not in entry and "offsetsProgress" not in entry, f"{what}: {entry}"
+    if flow.apply_on_change:
+        applied = entry.get("appliedOffsets") or {}
+        wanted = content_hash(document(flow.edited))
+        assert (applied.get("contentHash"), applied.get("result")) == (wanted, "Succeeded"), f"{what}: {applied}"
+    assert ANNOTATION_OFFSETS not in body["metadata"].get("annotations", {}), f"{what}: request still annotated"
+    assert sim.connect.connectors[flow.connector].state == "RUNNING", f"{what}: state"
+
+
+async def _run_edited(sim: Sim, world: World, flow: EditFlow, edit: int, at: int | None, kind: str) -> int:
+    """One run: the request, the edit after write ``edit``, a fault at write ``at``; checked. Returns
+    the writes until the claimed content's change finished."""
+    await sim.load(world)
+    outside = _outside(sim)
+    before = dict(resource(sim, flow.plural, flow.resource).get("status") or {})
+    sim.faults.arm(at, kind)
+    seen = _edit_at(sim, flow, edit)
+    await flow.trigger(sim)
+    await sim.settle([(flow.plural, flow.resource)])
+    if "claimed" not in seen:  # the flow ended first: the edit comes after it
+        sim.faults.boundary = None
+        seen["claimed"] = 1
+        sim.edit_configmap(flow.configmap, flow.key, document(flow.edited))
+        await sim.settle([(flow.plural, flow.resource)])
+    check_edited(
+        sim,
+        flow,
+        before,
+        bool(seen["claimed"]),
+        f"{flow.name}, edit after write {edit}, {kind} at write {at} ({sim.faults.hit})",
+    )
+    assert _outside(sim) == outside, f"{flow.name}: something outside the resource changed"
+    return seen.get("first", sim.faults.count)
+
+
+EDIT_RUNS = [(flow, kind) for flow in EDIT_FLOWS for kind in flow.kinds]
+
+
+@pytest.mark.parametrize(("flow", "kind"), EDIT_RUNS, ids=[f"{flow.name}-{kind}" for flow, kind in EDIT_RUNS])
+async def test_an_edit_while_the_connector_stops_is_applied_after_the_claimed_content(
+    flow: EditFlow, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Issue 44: a ConfigMap edited in the middle of an alter. The edit comes at every write
+    boundary of the Stopping step (and the one before the claim); for each, a fault of the kind at
+    every write until the claimed change finished (applyOnChange's apply of the edit after it is
+    the ``apply-on-change`` flow above). Connect receives the claimed content once, then
+    (applyOnChange) the edited content once; never the same content twice, never the edit in place
+    of the claim."""
+    started = time.monotonic()
+    async with simulation() as sim:
+        await flow.setup(sim)
+        await sim.settle([(flow.plural, flow.resource)])
+        world = sim.save()
+        steps: list[str | None] = []
+        await sim.load(world)
+        sim.faults.boundary = lambda count: steps.append(
+            (_entry(sim, flow).get("pendingOffsetsOperation") or {}).get("step")
+        )
+        await flow.trigger(sim)
+        await sim.settle([(flow.plural, flow.resource)])
+        window = _stopping_window(steps)
+        runs = 0
+        for edit in window:
+            first = await _run_edited(sim, world, flow, edit, None, "crash")  # without a fault
+            for at in range(1, first + 1):
+                await _run_edited(sim, world, flow, edit, at, kind)
+                assert sim.faults.hit is not None, f"{flow.name}: {kind} at {at} hit nothing"
+                runs += 1
+    request.node.user_properties.append(
+        (
+            EXPLORED,
+            f"edited {flow.name}: edits at {len(window)} write boundaries x {kind} at every write = {runs} runs, "
+            f"{time.monotonic() - started:.1f}s",
         )
     )
 

@@ -8,7 +8,9 @@ reads the source once, at its first attempt, and keeps that document in a Config
 (``pin_offsets``; its name in ``status.offsetsProgress.pinned``, and in
 ``status.pendingOffsetsOperation.pinned`` once a staged change began): every retry applies that
 copy, never a newer position. Initial offsets from elsewhere are pinned the same way, in
-``status.initialOffsets`` (``pin_initial_offsets``), before the connector is created.
+``status.initialOffsets`` (``pin_initial_offsets``), before the connector is created. A staged
+alter from its own ConfigMap pins that document when it begins (``pinned_document``, issue 44): an
+edit made while the connector stops is a request of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from connect_offsets.vocabulary import (
     ANNOTATION_ALTER_FROM_CONNECTOR,
     ANNOTATION_OFFSETS_READERS,
     ANNOTATION_SEEK_TO,
+    MIRROR_CLASSES,
 )
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "offsets_readers",
     "pin_action",
     "pinned_copy",
+    "pinned_document",
     "source_refusal",
     "typed_problems",
 ]
@@ -183,6 +187,33 @@ def copy_document(target: ConnectorTarget, observed: Observed, *, dry_run: bool)
     except OffsetsValidationError as error:
         return PlannedRefusal(
             "InvalidOffsets", f"the offsets of {source.description} do not fit this connector:\n{error}"
+        )
+
+
+def pinned_document(target: ConnectorTarget, observed: Observed, pinned: str) -> str | PlannedRefusal:
+    """The document a staged alter pinned when it began (its pending record names the pin): a copy's
+    source as read then, or its ConfigMap's document as it was then (issue 44), checked for this
+    connector again. Never read again from the source: an edit of the ConfigMap made since is a
+    request of its own, applied (applyOnChange) or asked for after this one."""
+    text = configmap_text(observed.pinned_copy, pinned, target.configmap_key)
+    if isinstance(text, PlannedRefusal):
+        return PlannedRefusal(
+            "PinnedCopyMissing",
+            f"the document pinned when this request began is unreadable ({text.message}); it is not read again "
+            "from its source (which may have changed since): ask again with a new request",
+        )
+    is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
+    try:  # checked as when it was read (a MirrorSourceConnector's replayFrom is in stored terms by now)
+        return validated_compact_json(
+            text,
+            target.class_name,
+            target_config(target),
+            is_sink=is_sink,
+            translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
+        )
+    except OffsetsValidationError as error:
+        return PlannedRefusal(
+            "InvalidOffsets", f"the document pinned in ConfigMap {pinned} when this request began is invalid:\n{error}"
         )
 
 

@@ -19,7 +19,7 @@ from connect_offsets.offsets import (
     restore_compact_json,
     validated_compact_json,
 )
-from connect_offsets.planning.copies import copy_document, pin_action, pinned_copy, typed_problems
+from connect_offsets.planning.copies import copy_document, pin_action, pinned_copy, pinned_document, typed_problems
 from connect_offsets.planning.plan import (
     KAFKA_RETRY_S,
     RESTART_VALUES,
@@ -212,11 +212,12 @@ def _requested_offsets(
 ) -> str | PlannedRefusal | None:
     """The validated document an alter or restore sends (None for reset), or why there is none."""
     key = target.configmap_key
+    if operation == "alter" and target.pending is not None and target.pending.pinned:
+        # A staged change applies what it pinned when it began (a copy's source, or its ConfigMap's
+        # document), whatever the source or the ConfigMap holds now.
+        return pinned_document(target, observed, target.pending.pinned)
     if operation == "alter" and target.copies():
         return copy_document(target, observed, dry_run=target.annotations.get(ANNOTATION_DRY_RUN) == "true")
-    if operation == "alter" and target.pending is not None and target.pending.pinned:
-        # A staged change applies what was pinned when it began, whatever the ConfigMap holds now.
-        return _pinned_document(target, observed, target.pending.pinned)
     if operation == "alter" and target.seek_to() is not None:
         return _seek_document(target, observed, target.seek_to() or "")
     if operation == "alter":
@@ -250,32 +251,6 @@ def _reads_configmap(target: ConnectorTarget) -> bool:
     """Whether an alter's document is read from ``spec.alterOffsets.fromConfigMap`` (not a copy,
     which pins its own source, nor a seek, which asks Kafka): the document a staged change pins."""
     return not target.copies() and target.seek_to() is None and target.dry_run_source() is None
-
-
-def _pinned_document(target: ConnectorTarget, observed: Observed, pinned: str) -> str | PlannedRefusal:
-    """A staged alter's document as its ConfigMap held it when the request began (pinned then):
-    an edit made since is a request of its own, never what this one applies (issue 44)."""
-    text = configmap_text(observed.pinned_copy, pinned, target.configmap_key)
-    source = target.alter_configmap or "the alter ConfigMap"
-    if isinstance(text, PlannedRefusal):
-        return PlannedRefusal(
-            "PinnedCopyMissing",
-            f"the document pinned when this request began is unreadable ({text.message}); ConfigMap {source} is "
-            "not read again (it may have been edited since): ask again with a new request",
-        )
-    is_sink = observed.status.type == "sink" if observed.status and observed.status.type else None
-    try:
-        return validated_compact_json(
-            text,
-            target.class_name,
-            target_config(target),
-            is_sink=is_sink,
-            translate_replay=target.class_name == MIRROR_CLASSES["MirrorSourceConnector"],
-        )
-    except OffsetsValidationError as error:
-        return PlannedRefusal(
-            "InvalidOffsets", f"the document of ConfigMap {source} pinned in ConfigMap {pinned} is invalid:\n{error}"
-        )
 
 
 def _applied_content(target: ConnectorTarget, observed: Observed, operation: str) -> str | None:

@@ -101,7 +101,9 @@ class ConnectorTarget:
 
     def copies(self) -> bool:
         """Whether this target's alter applies a copy: a staged one pinned its source (the pending
-        record says which copy); otherwise the request's annotations say so."""
+        record says which copy; since issue 44 a staged alter from its ConfigMap pins that document
+        too, and either is read from its pin alike, ``copies.pinned_document``);
+        otherwise the request's annotations say so."""
         if self.pending is not None:
             return self.pending.pinned is not None
         return self.copy_from() is not None

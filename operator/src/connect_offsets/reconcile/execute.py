@@ -20,7 +20,7 @@ from connect_offsets.reconcile.offsets_changes import (
     report_refusal,
     staged_change,
 )
-from connect_offsets.reconcile.pins import pin_copy, pin_initial
+from connect_offsets.reconcile.pins import pin_copy, pin_document, pin_initial
 
 
 async def execute(p: Pass, plan: Plan) -> None:
@@ -45,15 +45,18 @@ async def execute(p: Pass, plan: Plan) -> None:
         elif action.kind == "dry_run_offsets":
             await dry_run(p, plan, action)
         elif action.kind == "begin_offsets_change":
-            assert action.pending is not None
+            # The document an alter applies is pinned first, and the intent names the pin.
+            pending = await pin_document(p, plan, action)
+            if pending is None:
+                return  # the pin was refused: the request failed, the connector is not stopped
             # The intent is in status before the connector is touched: a restarted operator
             # finds it and finishes the change (or resumes the connector), never forgets it.
-            await p.sink.pending(action.pending)
+            await p.sink.pending(pending)
             fault_point("after-intent")
             p.event(
                 "Normal",
                 "OffsetsChangeStarted",
-                f"{p.target.name}: stopping the connector for {action.pending.operation}",
+                f"{p.target.name}: stopping the connector for {pending.operation}",
             )
         elif action.kind == "update_pending":
             assert action.pending is not None

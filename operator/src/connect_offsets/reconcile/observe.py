@@ -41,8 +41,15 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     operation = pending.operation if pending is not None else target.annotations.get(ANNOTATION_OFFSETS)
     # An alter dry run that names its own document (dry-run-from) reads that one, not the alter ConfigMap.
     dry_run_source = target.dry_run_source()
+    # A staged alter that pinned its document when it began (a copy, or its ConfigMap's document)
+    # reads the pin in place of the ConfigMap: an edit made since is not its business (issue 44).
+    pinned_source = pending.pinned if pending is not None and pending.operation == "alter" else None
     alter_source: str | None = None
-    if target.alter_configmap and ((operation == "alter" and dry_run_source is None) or target.apply_on_change):
+    if (
+        target.alter_configmap
+        and pinned_source is None
+        and ((operation == "alter" and dry_run_source is None) or target.apply_on_change)
+    ):
         alter_source = target.alter_configmap
     # What Connect holds and the documents to apply do not depend on each other: read both at once
     # (one round trip less on an alter's path, issue 35).
@@ -51,11 +58,15 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         p.read_resource_soon()  # the request is confirmed before offsets change (Pass.confirm_request)
     connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation))
     documents: tuple[OffsetsConfigMap | None, OffsetsConfigMap | None] = (None, None)
-    if dry_run_source is None and alter_source is None:
+    applied = pinned_source or alter_source
+    if dry_run_source is None and applied is None:
         read = await connector
     else:
-        read, documents = await _together(connector, _change_documents(p, dry_run_source, alter_source))
+        read, documents = await _together(connector, _change_documents(p, dry_run_source, applied))
     dry_run, configmap = documents
+    pinned_document: OffsetsConfigMap | None = None
+    if pinned_source is not None:
+        configmap, pinned_document = None, configmap
     config, status = read.config, read.status
     initial: OffsetsConfigMap | None = None
     initial_status = target.initial_status
@@ -72,6 +83,8 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     if operation == "restore" and config is not None:
         restore = await restore_source(p, pinned_restore(target) or target.annotations.get(ANNOTATION_RESTORE_FROM))
     copy_source, pinned = await _copy(p, operation, config is not None)
+    if pinned_source is not None:
+        pinned = pinned_document
     observed = Observed(
         now=p.now,
         cluster_error=None,
@@ -91,11 +104,12 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
 
 async def _copy(p: Pass, operation: str | None, exists: bool) -> tuple[SourceOffsets | None, OffsetsConfigMap | None]:
     """What a copy reads: an alter-from-connector request's pinned copy, or its source before it is
-    pinned (and for its dry run); the source of initial offsets from elsewhere before they are pinned."""
+    pinned (and for its dry run); the source of initial offsets from elsewhere before they are pinned.
+    (A staged alter's pin is read with the connector, in ``observe``.)"""
     target = p.target
     if p.sources is None or not target.accepts_copies:
         return None, None
-    if operation == "alter" and exists and target.copies():
+    if operation == "alter" and exists and target.copies() and target.pending is None:
         pinned = pinned_copy(target)
         if pinned is not None:
             return None, await _offsets_configmap(p, pinned)

@@ -1,6 +1,8 @@
 """Pinned copies: offsets read from elsewhere (another connector, a group translated through
 MirrorMaker 2 checkpoints), kept in a ConfigMap of the resource at a request's first attempt, so
-that every retry applies the same document while the source keeps moving.
+that every retry applies the same document while the source keeps moving. A staged alter from its
+own ConfigMap pins that document the same way when it begins (``pin_document``): an edit of the
+ConfigMap while the connector stops is a request of its own, never what the running one applies.
 
 Why ConfigMaps and not status: a copy is as large as the source's offsets (a sink of thousands of
 partitions), and the offsets ConfigMap store already keeps documents of any size (plain, gzip,
@@ -20,13 +22,19 @@ from typing import Any, Literal
 
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, label_value
 from connect_offsets.clients.offsets_configmaps import NOT_A_SHARD, OffsetsConfigMapStore
-from connect_offsets.models.crds import InitialOffsetsStatus, KafkaConnectorStatus, OffsetsProgressStatus
+from connect_offsets.models.crds import (
+    AppliedOffsetsStatus,
+    InitialOffsetsStatus,
+    KafkaConnectorStatus,
+    OffsetsProgressStatus,
+    PendingOffsetsOperation,
+)
 from connect_offsets.planning import Action, Plan
 from connect_offsets.reconcile.context import OffsetsRequestInvalid, Pass, managed_labels
 from connect_offsets.reconcile.status import owner_reference
 from connect_offsets.vocabulary import API_GROUP, OFFSETS_KEY, PINNED_FOR_LABEL, iso, name_stem, short_hash
 
-__all__ = ["PIN_KIND_LABEL", "PinKind", "pin_copy", "pin_initial", "read_pin", "write_pin"]
+__all__ = ["PIN_KIND_LABEL", "PinKind", "pin_copy", "pin_document", "pin_initial", "read_pin", "write_pin"]
 
 #: What a pin was made for: an alter's copy, initial offsets, a group failover.
 PinKind = Literal["alter", "initial", "failover"]
@@ -125,6 +133,52 @@ async def pin_copy(p: Pass, plan: Plan, action: Action) -> None:
     if left is not None:
         p.cleanup_failed(f"{p.target.name}: {left}")
     p.event("Normal", "OffsetsPinned", f"{p.target.name}: read {source} once; this request applies that copy ({name})")
+
+
+async def pin_document(p: Pass, plan: Plan, action: Action) -> PendingOffsetsOperation | None:
+    """``begin_offsets_change``: the intent to record, naming the pin of the document it applies.
+
+    An alter from its ConfigMap (``action.offsets_json``, validated as read in this pass) is kept in
+    a new pin before the intent is written: the intent is the request's claim, and from then on
+    every step and retry applies the pinned bytes, so an edit made while the connector stops is
+    applied afterwards as a request of its own (applyOnChange), never by this one. A crash between
+    the pin and the intent leaves an unused pin (pruned by the next) and no claim: the next pass
+    reads the ConfigMap again. Anything else begins as planned. None: the API server refused the
+    pin; the request failed and nothing was touched (the caller must not stop the connector).
+    """
+    pending = action.pending
+    assert pending is not None
+    if action.offsets_json is None:
+        return pending
+    source = f"ConfigMap {action.configmap}" if action.configmap else "the alter ConfigMap"
+    try:
+        name, left = await write_pin(
+            p.kube,
+            p.store,
+            p.body,
+            "alter",
+            p.target.name,
+            action.offsets_json,
+            source=source,
+            now=p.now,
+            key=p.target.configmap_key,
+        )
+    except OffsetsRequestInvalid as error:
+        text = f"{pending.operation} refused: {error}"
+        p.sink.conditions = [c for c in p.sink.conditions if c.type != "OffsetsOperationInProgress"]
+        p.sink.failed(plan, pending.operation, error.reason, text, p.now)
+        if pending.source == "applyOnChange" and pending.content_hash and p.target.alter_configmap:
+            # Like refused content: tried again when the content changes, not on every pass.
+            failed = AppliedOffsetsStatus(
+                config_map=p.target.alter_configmap, content_hash=pending.content_hash, time=iso(p.now), result="Failed"
+            )
+            p.sink.report(KafkaConnectorStatus(applied_offsets=failed))
+        p.sink.handled(p.target, plan.request_id)
+        p.event("Warning", "OffsetsOperationFailed", f"{p.target.name}: {text}")
+        return None
+    if left is not None:
+        p.cleanup_failed(f"{p.target.name}: {left}")
+    return pending.model_copy(update={"pinned": name})
 
 
 async def pin_initial(p: Pass, action: Action) -> None:
