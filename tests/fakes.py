@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the two things the operator talks to, shared by the unit tests.
+"""In-memory stand-ins for what the operator talks to, shared by the unit tests.
 
 * ``FakeKube`` — the ``KubernetesApi`` methods the reconcile layer and the offsets ConfigMap store
   call: ConfigMaps (with the API server's rules that matter: 1 MiB of values, merge-patch
@@ -8,9 +8,15 @@
 * ``FakeConnect`` — a Kafka Connect worker's REST API as an ``httpx`` handler, mounted with respx:
   connectors with a config, a state and offsets, the checks Connect makes (offsets change only when
   STOPPED), and canned failures for chosen requests.
+* ``FakeLeases`` — the API server's ``coordination.k8s.io`` Leases as ``LeaseKeeper`` reads and
+  writes them (``clients.leases.LeaseApi``): resourceVersions, 409 and 404, a server that does
+  not answer, lost answers; one ``LeaseServer`` behind the connections of several replicas. With
+  ``FakeClock``, the monotonic clock a replica judges its Leases by, moved only by the test,
+  and ``lease_keeper_for``, a controller working under them.
 
-Both may share a ``journal`` list: each appends what it was asked to change, so a test can assert
-the order across the two (a backup ConfigMap written before the PATCH that changes offsets).
+``FakeKube`` and ``FakeConnect`` may share a ``journal`` list: each appends what it was asked to
+change, so a test can assert the order across the two (a backup ConfigMap written before the PATCH
+that changes offsets).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -31,11 +38,15 @@ from connect_offsets.clients.credentials import CREDENTIALS_LABEL, Destination, 
 from connect_offsets.clients.kubernetes import (
     ConfigMapData,
     ConfigMapMeta,
+    KubernetesError,
     KubernetesRejected,
     KubernetesUnavailable,
 )
+from connect_offsets.clients.leases import LeaseConflict, LeaseRecord, LeaseWrite
 from connect_offsets.clients.offsets_configmaps import CONFIGMAP_MAX_BYTES, SHARD_LABEL
 from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.controller import Controller
+from connect_offsets.controller.leases import LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.vocabulary import MAX_QUOTED_TEXT
 
 
@@ -421,7 +432,7 @@ class FakeConnect:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = unquote(request.url.raw_path.decode().split("?")[0])
-        body = json.loads(request.content) if request.content else None
+        body: Any = json.loads(request.content) if request.content else None
         self.requests.append(Sent(request.method, path, body))
         if request.method != "GET":
             self.journal.append(f"connect: {request.method} {path}")
@@ -449,12 +460,12 @@ class FakeConnect:
                 return httpx.Response(200, json=sorted(self.connectors))
             # KIP-465: every connector with the parts asked for, as a real worker answers it.
             answer: dict[str, Any] = {}
-            for name, connector in sorted(self.connectors.items()):
+            for name, listed in sorted(self.connectors.items()):
                 entry: dict[str, Any] = {}
                 if "status" in expand:
-                    entry["status"] = self._status(name, connector)
+                    entry["status"] = self._status(name, listed)
                 if "info" in expand:
-                    entry["info"] = {"name": name, "config": dict(connector.config), "tasks": [], "type": "source"}
+                    entry["info"] = {"name": name, "config": dict(listed.config), "tasks": [], "type": "source"}
                 answer[name] = entry
             return httpx.Response(200, json=answer)
         if path.startswith("/connector-plugins/"):
@@ -518,3 +529,193 @@ class FakeConnect:
             kept = [o for o in connector.offsets if o["partition"] != entry["partition"]]
             connector.offsets = kept + ([copy.deepcopy(entry)] if entry["offset"] is not None else [])
         return httpx.Response(200, json={"message": "The offsets for this connector have been altered successfully"})
+
+
+# --------------------------------------------------------------------------------------------------
+# Leases, and the clock a replica judges them by
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeClock:
+    """A monotonic clock only the test moves: ``clock()`` reads it, ``clock.now += s`` moves it."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(frozen=True)
+class LeaseFault:
+    """One Lease call's failure: ``written`` when the call took effect and only its answer was lost."""
+
+    error: KubernetesError
+    written: bool = False
+
+
+@dataclass
+class LeaseServer:
+    """What the API server keeps of the Leases: each one's record, and what was last written into it."""
+
+    records: dict[str, LeaseRecord] = field(default_factory=dict)
+    written: dict[str, LeaseWrite] = field(default_factory=dict)
+    version: int = 0
+
+
+class FakeLeases:
+    """One replica's connection to an in-memory API server's Leases (``clients.leases.LeaseApi``).
+
+    As the API server does: every write gets a new resourceVersion; a create of an existing name
+    is 409; a replace or delete against a stale resourceVersion is 409, of a missing Lease 404.
+    ``down`` makes every call fail (the API server does not answer); ``failing`` makes the calls
+    it names fail with 503 every time; ``fail`` queues one failure of the next such call (before
+    it takes effect, or after: a lost answer). ``replica()`` is another replica's connection to the
+    same server, with failures of its own. ``records`` is the server's: clearing it deletes every
+    Lease behind the keepers' backs.
+    """
+
+    prefix = "connect-offsets"
+
+    def __init__(self, server: LeaseServer | None = None) -> None:
+        self.server = server if server is not None else LeaseServer()
+        self.down = False
+        self.failing: set[str] = set()
+        self.faults: dict[str, list[LeaseFault]] = {}
+        self.calls: list[str] = []
+
+    @property
+    def records(self) -> dict[str, LeaseRecord]:
+        return self.server.records
+
+    @property
+    def writes(self) -> int:
+        """Writes the API server took (resourceVersions handed out), the test's own included."""
+        return self.server.version
+
+    def replica(self) -> FakeLeases:
+        return FakeLeases(self.server)
+
+    def fail(self, call: str, error: KubernetesError, *, written: bool = False) -> None:
+        self.faults.setdefault(call, []).append(LeaseFault(error, written))
+
+    # --- what the keeper calls ---
+
+    async def list(self) -> dict[str, LeaseRecord]:
+        fault = self._enter("list")
+        self._leave(fault)
+        return dict(self.records)
+
+    async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
+        fault = self._enter("create")
+        if name in self.records:
+            raise LeaseConflict(f"create Lease {name}: 409 AlreadyExists", 409)
+        record = self.put(name, cluster, write)
+        self._leave(fault)
+        return record
+
+    async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
+        fault = self._enter("replace")
+        self._match(record, "update")
+        written = self.put(record.name, record.cluster, write)
+        self._leave(fault)
+        return written
+
+    async def delete(self, record: LeaseRecord) -> None:
+        fault = self._enter("delete")
+        self._match(record, "delete")
+        del self.records[record.name]
+        self.server.written.pop(record.name, None)
+        self._leave(fault)
+
+    # --- the API server itself (seeding, writes behind the keepers' backs, reading) ---
+
+    def put(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
+        """Store ``write`` under a new resourceVersion, whatever was there."""
+        self.server.version += 1
+        record = LeaseRecord(
+            name=name,
+            holder=write.holder,
+            duration_s=float(max(1, round(write.duration_s))),  # leaseDurationSeconds is an integer
+            transitions=write.transitions,
+            resource_version=str(self.server.version),
+            cluster=cluster,
+        )
+        self.records[name] = record
+        self.server.written[name] = write
+        return record
+
+    def overwrite(self, cluster: tuple[str, str], holder: str, transitions: int | None = None) -> LeaseRecord:
+        """Another writer (a replica, a person) rewrites the Lease; by default a new term."""
+        record = self.record(cluster)
+        assert record is not None
+        now = datetime.now(UTC)
+        count = record.transitions + 1 if transitions is None else transitions
+        return self.put(record.name, record.cluster, LeaseWrite(holder, LeaseTimings().duration, count, now, now))
+
+    def seed_released(self, cluster: tuple[str, str], transitions: int = 0) -> LeaseRecord:
+        """A Lease as a replica leaves it on release: no holder."""
+        now = datetime.now(UTC)
+        return self.put(lease_name(self.prefix, cluster), "/".join(cluster), LeaseWrite("", 1, transitions, now, now))
+
+    def remove(self, cluster: tuple[str, str]) -> None:
+        """``kubectl delete lease``."""
+        name = lease_name(self.prefix, cluster)
+        del self.records[name]
+        self.server.written.pop(name, None)
+
+    def record(self, cluster: tuple[str, str]) -> LeaseRecord | None:
+        return self.records.get(lease_name(self.prefix, cluster))
+
+    def written(self, cluster: tuple[str, str]) -> LeaseWrite:
+        name = lease_name(self.prefix, cluster)
+        assert name in self.records, f"no Lease {name}"
+        return self.server.written[name]
+
+    def holder(self, cluster: tuple[str, str]) -> str | None:
+        record = self.record(cluster)
+        return None if record is None else record.holder
+
+    def _match(self, record: LeaseRecord, verb: str) -> None:
+        current = self.records.get(record.name)
+        if current is None:
+            raise LeaseConflict(f"{verb} Lease {record.name}: 404 NotFound", 404)
+        if current.resource_version != record.resource_version:
+            raise LeaseConflict(f"{verb} Lease {record.name}: 409 Conflict", 409)
+
+    def _enter(self, call: str) -> LeaseFault | None:
+        self.calls.append(call)
+        if self.down:
+            raise KubernetesUnavailable(f"{call} Lease: ReadTimeoutError (the API server does not answer)")
+        if call in self.failing:
+            raise KubernetesUnavailable(f"{call} Lease: 503 Service Unavailable", 503)
+        queued = self.faults.get(call)
+        fault = queued.pop(0) if queued else None
+        if fault is not None and not fault.written:
+            raise fault.error
+        return fault
+
+    @staticmethod
+    def _leave(fault: LeaseFault | None) -> None:
+        if fault is not None:  # it was written; the caller never hears so
+            raise fault.error
+
+
+def lease_keeper_for(
+    controller: Controller, store: FakeLeases, identity: str, *, clock: FakeClock, timings: LeaseTimings
+) -> LeaseKeeper:
+    """``controller`` works under ``store``'s Leases from now on: a real ``LeaseKeeper`` on
+    ``clock``, wired as ``handlers/startup.py`` wires it (every callback the controller's)."""
+    return controller.use_leases(
+        lambda c: LeaseKeeper(
+            store,
+            identity,
+            wanted=c.wanted_clusters,
+            exists=c.cluster_exists,
+            on_acquired=c.leases_acquired,
+            on_lost=c.leases_lost,
+            drain=c.drain,
+            timings=timings,
+            clock=clock,
+        )
+    )

@@ -35,7 +35,6 @@ import respx
 
 from connect_offsets import fencing
 from connect_offsets.clients.kubernetes import KubernetesError, KubernetesUnavailable
-from connect_offsets.clients.leases import LeaseConflict, LeaseRecord, LeaseWrite
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import FINALIZER, LeaseKeeper, LeaseTimings, Shard, awaiting_deletion, cluster_of
 from connect_offsets.controller.sharding import needs_finalizer, stale_finalizers
@@ -46,7 +45,7 @@ from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.reconcile.status import fenced_pass_on
 from connect_offsets.vocabulary import CLUSTERS, CONNECTORS
-from tests.fakes import FakeKube
+from tests.fakes import FakeClock, FakeKube, FakeLeases
 from tests.simulation import NS, URL, Faults, SimConnect, SimKafka, SimKube
 
 T = TypeVar("T")
@@ -69,63 +68,6 @@ def acting_as(replica: Replica | None) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
-
-
-@dataclass
-class Clock:
-    """The simulation's time: every replica's monotonic clock (their rates agree)."""
-
-    now: float = 0.0
-
-
-class MemoryLeases:
-    """Leases as the API server keeps them: a resourceVersion per write, 409 on a stale one,
-    404 on a missing one; ``down`` makes every call fail (the API server not answering)."""
-
-    prefix = "connect-offsets"
-
-    def __init__(self) -> None:
-        self.records: dict[str, LeaseRecord] = {}
-        self.version = 0
-        self.down = False
-        self.writes = 0
-
-    def _check(self, what: str) -> None:
-        if self.down:
-            raise KubernetesUnavailable(f"{what}: ReadTimeoutError (the API server does not answer)")
-
-    def _record(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        self.version += 1
-        self.writes += 1
-        return LeaseRecord(name, write.holder, write.duration_s, write.transitions, str(self.version), cluster)
-
-    async def list(self) -> dict[str, LeaseRecord]:
-        self._check("list Leases")
-        return dict(self.records)
-
-    async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        self._check(f"create Lease {name}")
-        if name in self.records:
-            raise LeaseConflict(f"create Lease {name}: 409 AlreadyExists", 409)
-        record = self.records[name] = self._record(name, cluster, write)
-        return record
-
-    async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
-        self._check(f"update Lease {record.name}")
-        current = self.records.get(record.name)
-        if current is None:
-            raise LeaseConflict(f"update Lease {record.name}: 404 NotFound", 404)
-        if current.resource_version != record.resource_version:
-            raise LeaseConflict(f"update Lease {record.name}: 409 Conflict", 409)
-        written = self.records[record.name] = self._record(record.name, record.cluster, write)
-        return written
-
-    async def delete(self, record: LeaseRecord) -> None:
-        self._check(f"delete Lease {record.name}")
-        current = self.records.get(record.name)
-        if current is None or current.resource_version != record.resource_version:
-            raise LeaseConflict(f"delete Lease {record.name}: 409 Conflict", 409)
-        del self.records[record.name]
 
 
 @dataclass
@@ -367,8 +309,8 @@ class World:
         self.kube = SharedKube(self.faults, self.replicas)
         self.connect = SimConnect(self.faults)
         self.kafka = SharedKafka(self.faults)
-        self.leases = MemoryLeases()
-        self.clock = Clock()
+        self.leases = FakeLeases()
+        self.clock = FakeClock()  # every replica's monotonic clock (their rates agree; see Replica.jump)
         #: (replica, resource, what its delete logic reported), per run of a delete logic.
         self.deletions: list[tuple[str, str, str]] = []
         self.kube.put_resource(
@@ -478,9 +420,7 @@ __all__ = [
     "CM",
     "NAME",
     "TIMINGS",
-    "Clock",
     "Gate",
-    "MemoryLeases",
     "Replica",
     "SharedKube",
     "World",

@@ -31,19 +31,19 @@ from typing import Any, cast
 import pytest
 
 from connect_offsets import fencing
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesUnavailable
-from connect_offsets.clients.leases import LeaseConflict, LeaseRecord, LeaseWrite
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import Controller, LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
+from tests.fakes import FakeClock, FakeLeases, lease_keeper_for
 from tests.polling import until
 
 pytestmark = pytest.mark.unit
 
 Cluster = tuple[str, str]
 
-PREFIX = "connect-offsets"
+PREFIX = FakeLeases.prefix
 CLUSTER: Cluster = ("team-a", "local")
 OTHER: Cluster = ("team-b", "analytics")
 #: client-go's defaults: another replica waits 15 s, a holder works 10 s without a renewal.
@@ -59,170 +59,21 @@ def name_of(cluster: Cluster) -> str:
     return lease_name(PREFIX, cluster)
 
 
-# --- the API server ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One call's failure: ``written`` when the call took effect and only its answer was lost."""
-
-    error: KubernetesError
-    written: bool = False
+# --- the API server (tests/fakes.py's FakeLeases) ------------------------------------------------
 
 
 def timeout(call: str) -> KubernetesUnavailable:
     return KubernetesUnavailable(f"{call} Lease: ReadTimeoutError (no answer within 5 s)")
 
 
-@dataclass
-class Etcd:
-    """What the API server keeps: each Lease's record and what was last written into it."""
-
-    leases: dict[str, tuple[LeaseRecord, LeaseWrite]] = field(default_factory=dict)
-    version: int = 0
-
-
-class LeaseStore:
-    """One replica's connection to an in-memory API server's Leases (``clients.leases.LeaseApi``).
-
-    As the API server does: every write gets a new resourceVersion; a create of an existing name
-    is 409; a replace or delete against a stale resourceVersion is 409, of a missing Lease 404.
-    ``down`` makes those calls fail with 503 every time; ``fail`` queues one failure of the next
-    such call (before it takes effect, or after: a lost answer). ``replica()`` is another
-    replica's connection to the same server, with failures of its own.
-    """
-
-    prefix = PREFIX
-
-    def __init__(self, etcd: Etcd | None = None) -> None:
-        self.etcd = etcd if etcd is not None else Etcd()
-        self.down: set[str] = set()
-        self.faults: dict[str, list[Fault]] = {}
-        self.calls: list[str] = []
-
-    def replica(self) -> LeaseStore:
-        return LeaseStore(self.etcd)
-
-    def fail(self, call: str, error: KubernetesError, *, written: bool = False) -> None:
-        self.faults.setdefault(call, []).append(Fault(error, written))
-
-    # --- what the keeper calls ---
-
-    async def list(self) -> dict[str, LeaseRecord]:
-        fault = self._enter("list")
-        self._leave(fault)
-        return {name: record for name, (record, _) in self.etcd.leases.items()}
-
-    async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        fault = self._enter("create")
-        if name in self.etcd.leases:
-            raise LeaseConflict(f"create Lease {name}: 409 AlreadyExists", 409)
-        record = self.put(name, cluster, write)
-        self._leave(fault)
-        return record
-
-    async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
-        fault = self._enter("replace")
-        current = self.etcd.leases.get(record.name)
-        if current is None:
-            raise LeaseConflict(f"update Lease {record.name}: 404 NotFound", 404)
-        if current[0].resource_version != record.resource_version:
-            raise LeaseConflict(f"update Lease {record.name}: 409 Conflict", 409)
-        written = self.put(record.name, record.cluster, write)
-        self._leave(fault)
-        return written
-
-    async def delete(self, record: LeaseRecord) -> None:
-        fault = self._enter("delete")
-        current = self.etcd.leases.get(record.name)
-        if current is None:
-            raise LeaseConflict(f"delete Lease {record.name}: 404 NotFound", 404)
-        if current[0].resource_version != record.resource_version:
-            raise LeaseConflict(f"delete Lease {record.name}: 409 Conflict", 409)
-        del self.etcd.leases[record.name]
-        self._leave(fault)
-
-    # --- the API server itself (seeding, writes behind the keepers' backs, reading) ---
-
-    def put(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        """Store ``write`` under a new resourceVersion, whatever was there."""
-        self.etcd.version += 1
-        record = LeaseRecord(
-            name=name,
-            holder=write.holder,
-            duration_s=float(max(1, round(write.duration_s))),  # leaseDurationSeconds is an integer
-            transitions=write.transitions,
-            resource_version=str(self.etcd.version),
-            cluster=cluster,
-        )
-        self.etcd.leases[name] = (record, write)
-        return record
-
-    def overwrite(self, cluster: Cluster, holder: str, transitions: int | None = None) -> LeaseRecord:
-        """Another writer (a replica, a person) rewrites the Lease; by default a new term."""
-        record = self.record(cluster)
-        assert record is not None
-        now = datetime.now(UTC)
-        count = record.transitions + 1 if transitions is None else transitions
-        return self.put(record.name, record.cluster, LeaseWrite(holder, DURATION, count, now, now))
-
-    def seed_released(self, cluster: Cluster, transitions: int = 0) -> LeaseRecord:
-        """A Lease as a replica leaves it on release: no holder."""
-        now = datetime.now(UTC)
-        write = LeaseWrite("", 1, transitions, now, now)
-        return self.put(name_of(cluster), "/".join(cluster), write)
-
-    def remove(self, cluster: Cluster) -> None:
-        """``kubectl delete lease``."""
-        del self.etcd.leases[name_of(cluster)]
-
-    def record(self, cluster: Cluster) -> LeaseRecord | None:
-        stored = self.etcd.leases.get(name_of(cluster))
-        return None if stored is None else stored[0]
-
-    def written(self, cluster: Cluster) -> LeaseWrite:
-        stored = self.etcd.leases.get(name_of(cluster))
-        assert stored is not None
-        return stored[1]
-
-    def holder(self, cluster: Cluster) -> str | None:
-        record = self.record(cluster)
-        return None if record is None else record.holder
-
-    def _enter(self, call: str) -> Fault | None:
-        self.calls.append(call)
-        if call in self.down:
-            raise KubernetesUnavailable(f"{call} Lease: 503 Service Unavailable", 503)
-        queued = self.faults.get(call)
-        fault = queued.pop(0) if queued else None
-        if fault is not None and not fault.written:
-            raise fault.error
-        return fault
-
-    @staticmethod
-    def _leave(fault: Fault | None) -> None:
-        if fault is not None:  # it was written; the caller never hears so
-            raise fault.error
-
-
 # --- replicas ---------------------------------------------------------------------------------------
-
-
-class Clock:
-    """A replica's monotonic clock: only the test moves it."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Wall:
     """A replica's wall clock: ``WALL_ZERO`` when it started, off by ``skew``, then moving with its
     monotonic clock."""
 
-    def __init__(self, clock: Clock, skew: timedelta) -> None:
+    def __init__(self, clock: FakeClock, skew: timedelta) -> None:
         self.clock = clock
         self.start = clock.now
         self.skew = skew
@@ -236,8 +87,8 @@ class Replica:
     """A LeaseKeeper with its store connection, clocks, and what it wants and was told."""
 
     identity: str
-    store: LeaseStore
-    clock: Clock
+    store: FakeLeases
+    clock: FakeClock
     wall: Wall
     wants: set[Cluster]
     referenced: set[Cluster]
@@ -276,14 +127,14 @@ class Replica:
 
 
 def replica(
-    store: LeaseStore,
+    store: FakeLeases,
     identity: str,
     *,
     start: float,
     skew: timedelta = timedelta(0),
     wants: Iterable[Cluster] = (CLUSTER,),
 ) -> Replica:
-    clock = Clock(start)
+    clock = FakeClock(start)
     wanted = set(wants)
     return Replica(identity, store, clock, Wall(clock, skew), wanted, set(wanted))
 
@@ -308,7 +159,7 @@ async def test_one_holder_and_a_take_over_only_after_a_whole_duration_on_the_tak
     clocks disagree. The holder's renewTime here is six hours behind (a reader trusting it would
     take over at once, while the holder still works) or ahead (one would wait six hours); the
     keeper never reads it, so neither changes when the take-over comes."""
-    store = LeaseStore()
+    store = FakeLeases()
     a = replica(store, "a", start=1_000.0, skew=skew)
     b = replica(store.replica(), "b", start=7_777_777.0)
     await a.tick()
@@ -351,14 +202,14 @@ async def test_a_holder_that_cannot_renew_stops_at_its_renew_deadline_before_a_t
     Why: the other replica may take over one lease duration after it saw that renewal; the renew
     deadline is shorter, so the holder has stopped before anyone can have started. Reported once:
     the controller cancels the passes once, and a failing re-acquisition is no new loss."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=50.0)
     b = replica(store.replica(), "b", start=90_000.0)
     await a.tick()
     await b.tick()  # b sees a's first record now
     fence = a.fence()
-    a.store.down = failing
+    a.store.failing = failing
 
     await together([a, b], DEADLINE - 0.5)
     assert a.holds() and fence.valid() and a.lost == []
@@ -374,7 +225,7 @@ async def test_a_holder_that_cannot_renew_stops_at_its_renew_deadline_before_a_t
     await together([a, b], 0.5)  # a lease duration after b saw a's last renewal
     assert b.holds() and b.acquired == [{CLUSTER}]
 
-    a.store.down = set()  # a hears from the API server again: b's now, no second loss, no grab
+    a.store.failing = set()  # a hears from the API server again: b's now, no second loss, no grab
     await together([a, b], 30.0)
     assert a.lost == [{CLUSTER}] and a.acquired == [{CLUSTER}]
     assert store.holder(CLUSTER) == "b" and b.holds()
@@ -388,9 +239,9 @@ async def test_a_holder_whose_looks_come_as_late_as_the_jitter_allows_renews_in_
     its deadline, and lost the Lease (and cancelled its passes, and began a new term) whenever two
     looks fell so, with a healthy API server."""
     timings = LeaseTimings(duration=15.0, renew_deadline=10.0, retry_period=4.5)
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
-    clock = Clock(0.0)
+    clock = FakeClock(0.0)
     lost: list[set[Cluster]] = []
     keeper = LeaseKeeper(
         store,
@@ -423,7 +274,7 @@ async def test_a_frozen_holder_s_fence_is_invalid_on_waking_and_never_valid_agai
     write once more); at that look it finds the Lease gone to the other and reports it lost. When
     the other releases it and the first holds it again, that is a new term: the old fence stays
     invalid, only passes begun in the new term write."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=300.0)
     b = replica(store.replica(), "b", start=12.0)
@@ -453,7 +304,7 @@ async def test_a_holder_frozen_past_its_deadline_only_re_acquires_in_a_new_term(
     the holder reports the Lease lost and takes it again at once (the record still names it), in a
     new term. The fence from before the freeze stays invalid: the pass it guarded was cancelled
     with the loss, and a pass of the old term must not write in the new one."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -470,7 +321,7 @@ async def test_a_fence_never_comes_back_even_when_a_re_created_lease_restarts_it
     """The Lease is deleted under its holder and, a lease duration later, created again by the same
     replica: ``leaseTransitions`` starts over at 0, so the new term's holder reads ``a/0`` as the
     old one did. The old fence stays invalid all the same (the keeper counts its acquisitions)."""
-    store = LeaseStore()
+    store = FakeLeases()
     a = replica(store, "a", start=0.0)
     await a.tick()
     await a.after(DURATION)
@@ -493,7 +344,7 @@ async def test_an_absent_lease_is_created_only_after_a_whole_lease_duration() ->
     """No Lease for a wanted cluster: it is created (term 0) only once the replica has seen it
     absent for a whole lease duration. Why: a Lease may have been deleted while a frozen replica
     still believes it holds it; that replica stops at its renew deadline, within the wait."""
-    store = LeaseStore()
+    store = FakeLeases()
     a = replica(store, "a", start=0.0)
     await a.tick()
     await a.after(DURATION - 0.5)
@@ -509,7 +360,7 @@ async def test_a_lease_deleted_under_a_frozen_holder_is_recreated_a_duration_aft
     """b holds the Lease and freezes; someone deletes the Lease. a had watched b's record for a
     while, but the wait starts over when the record disappears: a creates it one lease duration
     after it first saw it absent, not after it first saw b's record."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     b = replica(store.replica(), "b", start=0.0)
     a = replica(store, "a", start=500.0)
@@ -528,7 +379,7 @@ async def test_a_lease_deleted_under_a_frozen_holder_is_recreated_a_duration_aft
 async def test_a_released_lease_is_taken_at_once() -> None:
     """A Lease without a holder was released on purpose (a shutdown, a cluster given up): nobody
     works under it, so it is taken at the first look, in the next term."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER, transitions=4)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -540,7 +391,7 @@ async def test_a_released_lease_is_taken_at_once() -> None:
 async def test_two_replicas_reaching_for_a_released_lease_at_once_get_one_holder() -> None:
     """Both saw the Lease released in the same list; both write against that record's version, and
     the API server takes only the first: the second gets 409 and holds nothing."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     b = replica(store.replica(), "b", start=0.0)
@@ -557,7 +408,7 @@ async def test_a_cluster_no_longer_wanted_is_released_and_the_next_owner_takes_i
     """a no longer wants the cluster (a shard count change moved it), but it still exists: a
     clears the holder at its next look and reports the cluster lost. b, which wants it and saw a's
     record change a moment ago, takes it at its next look, without waiting a lease duration."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     b = replica(store.replica(), "b", start=40.0)
@@ -574,7 +425,7 @@ async def test_a_cluster_no_longer_wanted_is_released_and_the_next_owner_takes_i
 
 async def test_a_cluster_nothing_refers_to_any_more_has_its_lease_deleted() -> None:
     """The cluster's resources are gone: its Lease is deleted rather than left behind, released."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -587,7 +438,7 @@ async def test_a_cluster_nothing_refers_to_any_more_has_its_lease_deleted() -> N
 async def test_a_stopping_replica_releases_every_lease_and_reports_them_lost() -> None:
     """Shutdown (``run`` cancelled: SIGTERM): every held Lease is released, so the next owner takes
     it at its next look instead of a lease duration later, and ``on_lost`` stops the passes."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     store.seed_released(OTHER)
     a = replica(store, "a", start=0.0, wants=[CLUSTER, OTHER])
@@ -612,7 +463,7 @@ async def test_a_renewal_whose_answer_was_lost_is_adopted_from_the_next_list() -
     holder's record is one version behind. The next list shows the newer record, still the
     holder's, in the same term: it is adopted, the next renewal is written against it (no 409),
     and the Lease, the term and the running pass's fence are kept."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -633,7 +484,7 @@ async def test_a_renewal_whose_answer_was_lost_is_adopted_from_the_next_list() -
 
 async def test_a_failed_renewal_is_retried_and_the_lease_kept() -> None:
     """One renewal fails outright (503): the next look retries it, well before the deadline."""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -651,7 +502,7 @@ async def test_a_lease_rewritten_or_deleted_behind_its_holder_is_lost_at_its_nex
     at its next look a reports it lost, holds nothing, and the fence of its passes is invalid.
     (Until that look its fence still answers: a write behind the holder's back is not a take-over
     the protocol allows, only the renew deadline bounds it.)"""
-    store = LeaseStore()
+    store = FakeLeases()
     store.seed_released(CLUSTER)
     a = replica(store, "a", start=0.0)
     await a.tick()
@@ -707,8 +558,8 @@ async def test_the_controller_works_on_a_cluster_only_under_its_lease() -> None:
     works on the cluster), the keys leave the queue (the drift timer of a finished pass too), and
     changes to the resources no longer queue them. When the Lease comes back, in a new term, the
     keys are queued again and their passes run under the new term's fence."""
-    store = LeaseStore()
-    clock = Clock(0.0)
+    store = FakeLeases()
+    clock = FakeClock(0.0)
     fences: dict[str, list[fencing.Fence | None]] = {STUCK: [], QUICK: []}
     cancelled: list[str] = []
 
@@ -730,18 +581,7 @@ async def test_the_controller_works_on_a_cluster_only_under_its_lease() -> None:
     made = Controller(
         cast(KubernetesApi, kube), {CONNECTORS: reconcile}, drift_interval=DRIFT, workers=2, cluster_workers=2
     )
-    keeper = made.use_leases(
-        lambda c: LeaseKeeper(
-            store,
-            "replica-0",
-            wanted=c.wanted_clusters,
-            exists=c.cluster_exists,
-            on_acquired=c.leases_acquired,
-            on_lost=c.leases_lost,
-            timings=SLOW,
-            clock=clock,
-        )
-    )
+    keeper = lease_keeper_for(made, store, "replica-0", clock=clock, timings=SLOW)
     stuck, quick = (CONNECTORS, NS, STUCK), (CONNECTORS, NS, QUICK)
     made.observe(*stuck, resource(STUCK, 1))
     made.observe(*quick, resource(QUICK, 1))
