@@ -360,7 +360,8 @@ class World:
                 for plural, name in resources:
                     await replica.check(plural, name)
             await self.advance(TIMINGS.retry_period)
-            quiet = quiet + 1 if self.faults.total == before else 0
+            held = self.holder() is not None  # a Lease to be made again first (after a deletion)
+            quiet = quiet + 1 if self.faults.total == before and held else 0
             if quiet == 3:
                 return rounds
         raise AssertionError(f"still writing after {max_rounds} rounds: {self.faults.writes[-12:]}")

@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from connect_offsets.controller import Shard, owner_of
 from connect_offsets.vocabulary import CONNECTORS
@@ -257,3 +260,186 @@ async def test_a_woken_replica_is_fenced_off_before_its_next_connect_write() -> 
     assert a.fenced_off == 1, a.fenced_off
     stops = [r for r in world.connect.requests if (r.method, r.path) == STOP]
     assert len(stops) == 1, stops
+
+
+# --- interleavings ------------------------------------------------------------------------------------
+
+
+class ReplicaInterleavings(RuleBasedStateMachine):
+    """Three replicas (two of one shard, one of the next shard count), the clock, freezes at any
+    write, Leases deleted, a silent API server, clocks jumping ahead, and requests, in any order,
+    against one RUNNING KafkaConnector.
+
+    Invariants: never more stops, resumes or offsets changes than requests asked; after ``settle``
+    (every replica woken, time moving on) every request has ended, once each.
+    """
+
+    runs = 0
+    steps = 0
+    fenced = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.context = replica_world()
+        self.world = self.loop.run_until_complete(self.context.__aenter__())
+        self.requests = 0
+        self.tasks: dict[int, asyncio.Task[str]] = {}
+        ReplicaInterleavings.runs += 1
+
+    def run(self, coroutine: Awaitable[Any]) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def teardown(self) -> None:
+        ReplicaInterleavings.fenced += sum(r.fenced_off for r in self.world.replicas)
+        for task in self.tasks.values():
+            task.cancel()
+        self.loop.run_until_complete(self.context.__aexit__(None, None, None))
+        self.loop.close()
+
+    @initialize()
+    def start(self) -> None:
+        local = (NS, "local")
+        cast = [("a", Shard(), -3600.0), ("b", Shard(), 3600.0), ("c", Shard(owner_of(local, 3), 3), 7.0)]
+        self.run(begin(self.world, cast, ReplicaFlow("none", _document, ())))
+
+    def replica(self, index: int) -> Replica:
+        return self.world.replicas[index % len(self.world.replicas)]
+
+    async def _until_frozen_or_done(self, index: int) -> None:
+        """Run the loop until the replica's pass is done or frozen at its gate (a task the pass
+        started, a clean-up after its answer, may be the one frozen: then the pass is done)."""
+        task = self.tasks.get(index)
+        replica = self.replica(index)
+        if task is None:
+            for _ in range(100):
+                await asyncio.sleep(0)
+            return
+        while not task.done() and not replica.gate.frozen:
+            await asyncio.sleep(0)
+        if task.done():
+            del self.tasks[index]
+            task.result()
+
+    def pending(self) -> bool:
+        body = self.world.kube.resources[(CONNECTORS, NS, NAME)]
+        return "connect-offsets.io/connector-offsets" in (body["metadata"].get("annotations") or {})
+
+    @precondition(lambda self: not self.pending())
+    @rule(operation=st.sampled_from(["alter", "reset"]))
+    def ask(self, operation: str) -> None:
+        self.world.kube.annotate(CONNECTORS, NS, NAME, connector_offsets=operation, stop_connector="true")
+        self.requests += 1
+
+    @rule(index=st.integers(0, 2))
+    def check(self, index: int) -> None:
+        if index % 3 in self.tasks:
+            return  # frozen mid-pass
+        self.tasks[index % 3] = self.loop.create_task(self.replica(index).check(CONNECTORS, NAME))
+        self.run(self._until_frozen_or_done(index % 3))
+
+    @rule(index=st.integers(0, 2), at=st.integers(1, 6))
+    def freeze(self, index: int, at: int) -> None:
+        """The replica stops before its at-th write from now (a GC pause, SIGSTOP)."""
+        gate = self.replica(index).gate
+        if not gate.frozen:
+            gate.at = gate.count + at
+
+    @rule(index=st.integers(0, 2))
+    def wake(self, index: int) -> None:
+        replica = self.replica(index)
+        if replica.gate.frozen:
+            replica.gate.at = None
+            replica.wake()
+            self.run(self._until_frozen_or_done(index % 3))
+
+    @rule(at=st.integers(1, 8), seconds=st.sampled_from([4.0, 17.0, 30.0]), others=st.integers(0, 3))
+    def stall(self, at: int, seconds: float, others: int) -> None:
+        """The holder stops before its at-th write of a pass; time passes, the others work; it
+        wakes (the issue's frozen leader, at any point of any pass)."""
+        holder = self.world.holder()
+        if holder is None:
+            return
+        index = self.world.replicas.index(holder)
+        if index in self.tasks:
+            return
+        holder.gate.at = holder.gate.count + at
+        self.check(index)
+        if not holder.gate.frozen:
+            holder.gate.at = None
+            return
+        self.advance(seconds)
+        for _ in range(others):
+            for other in range(len(self.world.replicas)):
+                if other != index:
+                    self.check(other)
+        self.wake(index)
+
+    @rule(seconds=st.sampled_from([1.0, 2.0, 5.0, 11.0, 17.0]))
+    def advance(self, seconds: float) -> None:
+        self.run(self.world.advance(seconds))
+
+    @rule()
+    def delete_leases(self) -> None:
+        self.world.leases.records.clear()
+
+    @rule(seconds=st.sampled_from([3.0, 12.0]))
+    def api_silent(self, seconds: float) -> None:
+        self.world.leases.down = True
+        self.run(self.world.advance(seconds))
+        self.world.leases.down = False
+
+    @rule(index=st.integers(0, 2), seconds=st.sampled_from([5.0, 17.0]))
+    def clock_jumps(self, index: int, seconds: float) -> None:
+        self.replica(index).jump += seconds
+
+    @rule()
+    def settle(self) -> None:
+        """Everyone woken, time moving on: every request ends, each write once per request."""
+        for replica in self.world.replicas:
+            replica.gate.at = None  # a freeze armed but not reached yet would stop the settling
+        for index in list(self.tasks):
+            self.wake(index)
+        for index in list(self.tasks):
+            self.run(self._until_frozen_or_done(index))
+        self.run(self.world.settle(RESOURCES))
+        assert not self.pending(), "a request never ended"
+        status = self.world.kube.resources[(CONNECTORS, NS, NAME)].get("status") or {}
+        assert "pendingOffsetsOperation" not in status, status
+        sent = self.sent()
+        assert sent[STOP] == sent[RESUME] == self.requests, (sorted(sent.items()), self.requests)
+        assert self.world.connect.connectors[NAME].state == "RUNNING"
+
+    def sent(self) -> Counter[tuple[str, str]]:
+        return Counter((r.method, r.path) for r in self.world.connect.requests if r.method != "GET")
+
+    @invariant()
+    def count_steps(self) -> None:
+        ReplicaInterleavings.steps += 1
+
+    @invariant()
+    def never_more_writes_than_requests(self) -> None:
+        if not hasattr(self, "world"):
+            return
+        sent = self.sent()
+        changes = sent[("PATCH", f"/connectors/{NAME}/offsets")] + sent[("DELETE", f"/connectors/{NAME}/offsets")]
+        assert max(sent[STOP], sent[RESUME], changes) <= self.requests, (sorted(sent.items()), self.requests)
+
+
+def test_replica_interleavings(request: pytest.FixtureRequest) -> None:
+    started = time.monotonic()
+    ReplicaInterleavings.runs = ReplicaInterleavings.steps = ReplicaInterleavings.fenced = 0
+    test = ReplicaInterleavings.TestCase
+    test.settings = settings(
+        max_examples=300, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    test().runTest()
+    request.node.user_properties.append(
+        (
+            EXPLORED,
+            f"replica interleavings: {ReplicaInterleavings.runs} runs, {ReplicaInterleavings.steps} steps, "
+            f"{ReplicaInterleavings.fenced} passes fenced off, {time.monotonic() - started:.1f}s",
+        )
+    )
+    assert ReplicaInterleavings.runs >= 300
+    assert ReplicaInterleavings.fenced > 0  # the machine reached what it is for
