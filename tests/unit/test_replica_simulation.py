@@ -443,3 +443,27 @@ def test_replica_interleavings(request: pytest.FixtureRequest) -> None:
     )
     assert ReplicaInterleavings.runs >= 300
     assert ReplicaInterleavings.fenced > 0  # the machine reached what it is for
+
+
+async def test_a_replica_whose_clock_ran_slow_does_not_take_a_claim_back() -> None:
+    """``b``'s clock ran fast, so it took the Lease over and claimed the resource while ``a``'s own
+    clock still says its term holds. ``a`` then reads ``b``'s claim: before replacing another
+    replica's claim it asks the API server, which names ``b``, and its pass ends there; ``b``'s
+    request goes on alone, each write once (without that question ``a`` took the claim back and
+    did a step of ``b``'s request)."""
+    flow = FLOWS[1]
+    async with replica_world() as world:
+        a = await begin(world, writers()["two of one shard"], flow)
+        b = world.replicas[1]
+        seen = len(world.connect.requests)
+        b.jump += TIMINGS.duration + TIMINGS.retry_period
+        await b.tick()
+        local = (NS, "local")
+        assert a.keeper.holds(local) and b.keeper.holds(local), "both believe they hold it"
+        assert (await b.check(CONNECTORS, NAME)).startswith("checked")  # b claims and stops
+        claimed = world.kube.resources[(CONNECTORS, NS, NAME)]["status"]["claimedBy"]
+        assert claimed.startswith(b.identity)
+        assert await a.check(CONNECTORS, NAME) == "fenced off"
+        assert world.kube.resources[(CONNECTORS, NS, NAME)]["status"]["claimedBy"] == claimed
+        await world.settle(RESOURCES)
+        check_invariants(world, flow, seen, "a slow clock")

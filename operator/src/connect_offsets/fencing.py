@@ -16,7 +16,9 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   ``FencedOff`` ends its pass before any Connect call. ``before_write`` makes that claim before the
   first Connect write of a pass, so a step that writes to Connect before any status write is
   covered too, and refuses a Connect write once the watch shows another replica's claim (a
-  replica whose clock ran slow, so that its term still looked valid to it).
+  replica whose clock ran slow, so that its term still looked valid to it); and a claim replaces
+  another replica's only after the API server's Lease confirms this term (``confirm``), so such a
+  replica cannot take a resource back from the new holder either.
 
 What no fence closes: a replica frozen between its last check and the moment its request leaves
 (microseconds), whose clock also failed to count the freeze. Connect accepts no fencing token, so
@@ -65,6 +67,10 @@ class Fence:
     #: Whether the watch cache still shows the resource claimed by this term or the one the
     #: pass read (no I/O): another replica's claim, once watched, ends the pass.
     still_claimed: Callable[[], bool] | None = field(default=None)
+    #: Whether the API server's Lease still names this term (one LIST): asked before a claim
+    #: replaces another replica's, so that a replica whose clock ran slow does not take back a
+    #: resource the new holder claimed.
+    confirm: Callable[[], Awaitable[bool]] | None = field(default=None)
 
     def check(self, what: str) -> None:
         if not self.valid():

@@ -428,16 +428,15 @@ class Controller:
         body = self.kube.cache.peek(plural, namespace, name)
         if body is None:
             return  # gone (deleted, or never seen): nothing to check, nothing to schedule
-        if plural in FINALIZED and self.deletions is not None:
-            if awaiting_deletion(body):
-                await self._finish_deletion(key)
-                return
-            if needs_finalizer(body):
+        if plural in FINALIZED and self.deletions is not None and awaiting_deletion(body):
+            await self._finish_deletion(key)
+            return
+        started = time.monotonic()
+        try:
+            if plural in FINALIZED and self.deletions is not None and needs_finalizer(body):
                 # Before any write to Connect: a resource deleted without our finalizer on would
                 # go without its delete logic (its connector left running).
                 await self.kube.replace_finalizers(plural, namespace, name, FINALIZER, set(stale_finalizers(body)))
-        started = time.monotonic()
-        try:
             outcome = await self.reconcilers[plural](namespace, name)
         except KubernetesError as error:
             outcome = Outcome(transient_error=str(error))

@@ -157,7 +157,17 @@ class LeaseKeeper:
             now = self._held.get(cluster)
             return now is not None and now.epoch == epoch and self.clock() - now.renewed < self.timings.renew_deadline
 
-        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid)
+        async def confirm() -> bool:
+            now = self._held.get(cluster)
+            if now is None or now.epoch != epoch:
+                return False
+            try:
+                record = (await self.store.list()).get(now.record.name)
+            except KubernetesError:
+                return False
+            return record is not None and (record.holder, record.transitions) == (self.identity, now.record.transitions)
+
+        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid, confirm=confirm)
 
     def held(self) -> set[Cluster]:
         return set(self._held)

@@ -358,6 +358,11 @@ async def _fenced_patch(
     namespace, name = meta["namespace"], meta["name"]
     version = fence.resource_version or meta.get("resourceVersion")
     patch = merge_patch(_canonical(old), _canonical(new))
+    taken_from = old.get(CLAIMED_BY)
+    if taken_from not in (None, fence.holder) and fence.confirm is not None and not await fence.confirm():
+        raise fencing.FencedOff(
+            f"{plural} {namespace}/{name}: not claimed from {taken_from!r}, the Lease is no longer {fence.holder!r}"
+        )
     for _ in range(FENCED_ATTEMPTS):
         try:
             written = await kube.patch_status(plural, namespace, name, patch, resource_version=version)
