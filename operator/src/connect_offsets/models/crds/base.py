@@ -173,6 +173,11 @@ NAMESPACE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 CONDITIONS = "Ready and the other conditions of this resource; `kubectl wait --for=condition=Ready` works."
 OBSERVED_GENERATION = "The metadata.generation the operator last acted on."
+CLAIMED_BY = (
+    "The operator replica acting on this resource, as IDENTITY/TERM of the Lease of its ConnectCluster: "
+    "written with the first change of a Lease term and checked by every later status write, so a replica "
+    "that lost the Lease cannot go on (docs/operator-guide.md#high-availability-and-shards)."
+)
 
 
 class Condition(StatusModel):

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from connect_offsets.models.crds.base import (
+    CLAIMED_BY,
     CONDITIONS,
     NAMESPACE_NAME,
     OBSERVED_GENERATION,
@@ -368,14 +369,7 @@ class KafkaConnectorStatus(StatusModel):
             "another (the Cluster column of kubectl get)."
         ),
     )
-    claimed_by: str | None = Field(
-        None,
-        description=(
-            "The operator replica acting on this resource, as IDENTITY/TERM of the Lease of its ConnectCluster: "
-            "written with the first change of a Lease term and checked by every later status write, so a replica "
-            "that lost the Lease cannot go on (docs/operator-guide.md#high-availability-and-shards)."
-        ),
-    )
+    claimed_by: str | None = Field(None, description=CLAIMED_BY)
     connector_status: dict[str, Any] | None = Field(
         None, description=CONNECTOR_STATUS, json_schema_extra=PRESERVE_UNKNOWN
     )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from connect_offsets.models.crds.base import (
+    CLAIMED_BY,
     CONDITIONS,
     OBSERVED_GENERATION,
     PRESERVE_UNKNOWN,
@@ -348,14 +349,7 @@ class KafkaMirrorMaker2Status(StatusModel):
             "another (the Cluster column of kubectl get)."
         ),
     )
-    claimed_by: str | None = Field(
-        None,
-        description=(
-            "The operator replica acting on this resource, as IDENTITY/TERM of the Lease of its ConnectCluster: "
-            "written with the first change of a Lease term and checked by every later status write, so a replica "
-            "that lost the Lease cannot go on (docs/operator-guide.md#high-availability-and-shards)."
-        ),
-    )
+    claimed_by: str | None = Field(None, description=CLAIMED_BY)
     connectors: list[MirrorConnectorStatus] = Field(default_factory=list, description="Each mirror connector.")
     connectors_ready: str | None = Field(
         None,
