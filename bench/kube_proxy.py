@@ -77,6 +77,7 @@ class KubeProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
+        self._paused = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kube-proxy", daemon=True)
 
     @classmethod
@@ -100,6 +101,18 @@ class KubeProxy:
         )
         path.chmod(0o600)
         return path
+
+    def pause(self) -> None:
+        """The API server stops answering this client: requests and watch events wait here
+        (tests/integration/test_replicas.py: a replica cut off from the API server)."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+
+    async def _while_paused(self) -> None:
+        while self._paused.is_set():
+            await asyncio.sleep(0.05)
 
     def snapshot(self) -> Counter[str]:
         with self._lock:
@@ -139,6 +152,7 @@ class KubeProxy:
                 self.timeline.append((time.monotonic(), kind))
             headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
             body = await request.read()
+            await self._while_paused()
             # The kubernetes client sends POST bodies without a Content-Type (the API server reads
             # them as JSON); aiohttp would add application/octet-stream, which it refuses (415).
             skip = () if "Content-Type" in request.headers else ("Content-Type",)
@@ -156,6 +170,7 @@ class KubeProxy:
                 await response.prepare(request)
                 try:
                     async for chunk in upstream.content.iter_any():
+                        await self._while_paused()
                         await response.write(chunk)
                     await response.write_eof()
                 except (ConnectionResetError, aiohttp.ClientError):

@@ -366,3 +366,59 @@ def test_deleted_leases_stop_their_holder_and_nothing_is_written_twice(
         [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
     )
     assert "lost the Lease" in first.log() + second.log()
+
+
+def test_a_replica_the_api_server_stops_answering_stops_at_its_renew_deadline(
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    coordination: Any,
+    namespace: str,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+    replicas: list[OperatorProcess],
+) -> None:
+    """The holder's API server stops answering (a network partition, an overloaded API server:
+    here a proxy in front of it that holds every request and watch event) right after four alters
+    with stop-connector were asked, while Connect still answers it. It stops writing at its renew
+    deadline; the standby takes over after a Lease duration and finishes them; when the answers
+    come back, the held writes are refused (the claim changed): every stop, PATCH and resume reached
+    Connect once."""
+    from bench.kube_proxy import KubeProxy
+
+    names = [f"pz{i}-{unique}" for i in range(4)]
+    proxy = KubeProxy.for_kubeconfig(stack["kubeconfig"])
+    proxy.start()
+    try:
+        cut_off = replica(stack, namespace, tmp_path, "cut")
+        cut_off.kubeconfig = str(proxy.write_kubeconfig(tmp_path / "proxied-kubeconfig"))
+        standby = replica(stack, namespace, tmp_path, "standby")
+        replicas.extend([cut_off, standby])
+        cut_off.start()
+        running_connectors(custom, core, namespace, connect_url, tmp_path, names, cluster="shared")
+        assert set(holders(coordination, namespace).values()) == {"cut"}
+        standby.start()
+        log = connect_log(stack)
+        seen = len(request_lines(log))
+        for name in names:
+            annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
+        assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+        proxy.pause()
+        for name in names:
+            wait_annotation_removed(custom, namespace, name, timeout=90)
+        assert set(holders(coordination, namespace).values()) == {"standby"}
+        proxy.resume()
+        assert wait_for("the cut-off replica lost its Lease", lambda: "lost the Lease" in cut_off.log(), timeout=20)
+        time.sleep(3)  # what its held requests would still do, they do within this
+        once_each(
+            writes(log, seen, set(names)),
+            [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
+        )
+        for name in names:
+            assert get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+    finally:
+        proxy.resume()
+        for process in replicas:
+            process.stop()
+        proxy.stop()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -82,7 +83,12 @@ class LeaseApi:
     """The operator's Leases in one namespace."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str, prefix: str) -> None:
-        self._api = client.CoordinationV1Api(api_client)
+        # A client of its own without urllib3's retries: the default retries a read timeout three
+        # times, and a tick of the Lease keeper then hung 20 s on an API server that stopped
+        # answering (test_replicas), past the renew deadline it is there to keep.
+        configuration = copy.copy(api_client.configuration)
+        configuration.retries = 0
+        self._api = client.CoordinationV1Api(client.ApiClient(configuration))
         self.namespace = namespace
         self.prefix = prefix
 
@@ -90,7 +96,11 @@ class LeaseApi:
         kwargs["_request_timeout"] = REQUEST_TIMEOUT_S
         try:
             call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
-            return await asyncio.get_running_loop().run_in_executor(_LEASE_POOL, call)
+            future = asyncio.get_running_loop().run_in_executor(_LEASE_POOL, call)
+            # Bounded here too: with both threads stuck on a silent API server, a call would queue.
+            return await asyncio.wait_for(future, REQUEST_TIMEOUT_S + 1)
+        except TimeoutError as error:
+            raise KubernetesUnavailable(f"{what}: no answer in {REQUEST_TIMEOUT_S + 1:.0f} s") from error
         except ApiException as error:
             message = f"{what}: {error.status} {error.reason}"
             if error.status in (404, 409):
