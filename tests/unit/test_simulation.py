@@ -25,6 +25,12 @@ until nothing more is written. Then, for every N and kind:
 again after each failure or crash): the reset applied exactly once, the final backup holding the
 offsets from before with no owner reference, at most one outcome Event, the connector gone.
 
+``test_an_edit_while_the_connector_stops_is_applied_after_the_claimed_content`` (issue 44) edits
+the alter ConfigMap at every write boundary of a staged alter's Stopping step (annotated,
+applyOnChange, an annotated alter with applyOnChange, a KafkaMirrorMaker2 with applyOnChange), with a
+fault at every write until that change finished: Connect receives the claimed content once, then the
+edit once with applyOnChange (never without); the PATCHes are counted in the fake worker.
+
 ``test_interleavings`` adds a hypothesis state machine that interleaves user actions (annotate,
 edit the ConfigMap, edit the spec, withdraw the request, delete the resource), Connect faults and
 crashes; the number of runs and steps explored is printed (``-s`` shows it in the output).
