@@ -136,6 +136,12 @@ def test_no_client_is_built_outside_tools_kafka() -> None:
     ("line", "cause"),
     [
         (REFUSED, "connection refused"),
+        # librdkafka folds repeats of a line into a count (the clean-clone CI met it under load).
+        (
+            "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: "
+            "Connection refused (after 0ms in state CONNECT, 1 identical error(s) suppressed)",
+            "connection refused",
+        ),
         (
             "[thrd:nohost:9092/bootstrap]: nohost:9092/bootstrap: Failed to resolve 'nohost:9092': Name or service "
             "not known (after 1ms in state CONNECT)",

@@ -43,7 +43,8 @@ LOG: Final = logging.getLogger(__name__)
 _UNREACHABLE_CODES: Final = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
 #: Codes that mean "unreachable" only when librdkafka logged a connection failure.
 _TIMEOUT_CODES: Final = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT})
-_AFTER = re.compile(r"\s*\(after \d+ms in state [A-Z_]+\)\s*$")
+#: librdkafka's suffix of a failure line; the count appears when it folded repeats of the same line.
+_AFTER = re.compile(r"\s*\(after \d+ms in state [A-Z_]+(?:, \d+ identical error\(s\) suppressed)?\)\s*$")
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
 _BROKER = re.compile(r"^\S+/(?:bootstrap|\d+):\s*")
 _CONNECT = re.compile(r"^Connect to \S+ failed:\s*(.+)$")
