@@ -65,11 +65,19 @@ of them on two cores would be measured, not the operator, as in the one-worker 2
 count runs only one interval, the burst and the repairs both follow its window (repair target:
 that interval + 2 s).
 
-Phases, each with a fresh operator (``connect-offsets-operator -n A [-n B ...] --metrics-port P``,
-its kubeconfig pointing at the counting proxy): for each resource count, 30 s then 5 s. Each phase
-waits until every resource is Ready (ConnectorStopped), then until the operator's CPU has settled
-(below 10 % or level over two consecutive intervals), then one more drift interval, and measures
-for WINDOW seconds.
+Phases, each with a fresh operator (``connect-offsets-operator -n A [-n B ...] --leader-election
+--lease-namespace A --metrics-port P``, its kubeconfig pointing at the counting proxy): for each
+resource count, 30 s then 5 s. Each phase waits until every resource is Ready (ConnectorStopped),
+then until the operator's CPU has settled (below 10 % or level over two consecutive intervals),
+then one more drift interval, and measures for WINDOW seconds.
+
+Leases (issue 44): the operator runs with ``--leader-election``, as the chart always runs it, one
+replica holding every ConnectCluster's Lease (in the first namespace, default timings); its Lease
+requests (a LIST per tick, 2.0-2.4 s, and a renewal of each held Lease every third tick) are
+counted apart from the other API calls: issue 20's target is about the work on resources, and the
+Leases' cost is a function of the clusters (bench/bench_leases.py). A fresh operator waits one
+lease duration (15 s) before it creates an absent Lease, so Ready comes that much later than
+without. ``BENCH_LEADER_ELECTION=off`` runs the operator without Leases, as before issue 44.
 
 Run: ``make bench BENCH=steady_state`` or ``.venv/bin/python bench/bench_steady_state.py [window_s] [mode]``;
 mode ``full`` (default: 1,000 then 5,000), ``1000``, ``5000``, ``20000`` (four workers of 5,000;
@@ -79,6 +87,7 @@ printed only, bench/README.md is not written) or ``multi-small`` (the 20,000 mod
 resources: 2 namespaces of 200, one worker each, 30 s only; printed only).
 
 ``BENCH_PYSPY=/path/to/py-spy`` also profiles each phase's window (``profile_window``).
+``BENCH_LEADER_ELECTION=off``: the operator without ``--leader-election`` (default on).
 
 Mode ``progress`` (issue 33; ``progress-small``: 200 resources, printed only): 5,000 resources whose
 ConnectClusters have ``spec.kafka`` (the stack's cluster A), at a 30 s drift interval, two phases with
@@ -122,6 +131,7 @@ from tests.integration.support import (  # noqa: E402
     free_port,
 )
 
+from bench.bench_leases import MEAN_TICK, expected_renewal_gap  # noqa: E402
 from bench.kube_proxy import KubeProxy  # noqa: E402
 from bench.report import cpu_seconds, machine, write_section  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
@@ -170,6 +180,8 @@ def intervals_for(workers: int) -> tuple[float, ...]:
 PROGRESS_PHASES = ("on", "off") if PROGRESS_MODE else ("on",)
 PROGRESS_METRIC = "connect_offsets_progress_kafka_requests_total"
 BURST, REPAIRS = 100, 5
+#: The operator under Leases (``--leader-election``), as the chart runs it; "off" as before issue 44.
+LEADER_ELECTION = os.environ.get("BENCH_LEADER_ELECTION", "on") != "off"
 ANNOTATION = f"{GROUP}/connector-offsets"
 CHECKS_METRIC = "connect_offsets_resource_checks_total"
 #: Targets of issue 20 (API, REST) and of issue 35 (the work queue): CPU and peak RSS at 5,000 at a
@@ -309,12 +321,13 @@ class Resources:
             else:
                 create_cluster(self.custom, namespace, url, kafka={"bootstrapServers": self.kafka})
             names = [f"st-{self.unique}-{letter}{i:04d}" for i in range(size)]
-            in_parallel(
-                lambda i, ns=namespace, names=names: self.custom.create_namespaced_custom_object(
+
+            def create(i: int, ns: str = namespace, names: list[str] = names) -> None:
+                self.custom.create_namespaced_custom_object(
                     GROUP, VERSION, ns, "kafkaconnectors", self.body(ns, names[i])
-                ),
-                range(size),
-            )
+                )
+
+            in_parallel(create, range(size))
             self.namespaces[namespace] = names
         return time.monotonic() - started
 
@@ -338,12 +351,14 @@ class Resources:
             try:
                 items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors")
                 names = [i["metadata"]["name"] for i in items["items"] if i["metadata"].get("finalizers")]
-                in_parallel(
-                    lambda i, names=names, namespace=namespace: self.custom.patch_namespaced_custom_object(
-                        GROUP, VERSION, namespace, "kafkaconnectors", names[i], {"metadata": {"finalizers": None}}
-                    ),
-                    range(len(names)),
-                )
+
+                def release(i: int, names: list[str] = names, namespace: str = namespace) -> None:
+                    patch = {"metadata": {"finalizers": None}}
+                    self.custom.patch_namespaced_custom_object(
+                        GROUP, VERSION, namespace, "kafkaconnectors", names[i], patch
+                    )
+
+                in_parallel(release, range(len(names)))
                 delete_namespace(self.core, self.custom, namespace)
             except client.ApiException as error:
                 print(f"cleanup of {namespace}: {error.status} {error.reason}")
@@ -435,9 +450,9 @@ class NamespaceWatch:
         from kubernetes import watch
 
         while not self._stop.is_set():
-            stream = watch.Watch()
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                for event in stream.stream(
+                for event in stream.stream(  # type: ignore[no-untyped-call]
                     self.custom.list_namespaced_custom_object,
                     GROUP,
                     VERSION,
@@ -451,7 +466,7 @@ class NamespaceWatch:
                     self.rv = body["metadata"]["resourceVersion"]
                     self.on_event(arrived, body)
                     if self._stop.is_set():
-                        stream.stop()
+                        stream.stop()  # type: ignore[no-untyped-call]
             except Exception as error:  # an expired resource version ends the measurement as not done
                 print(f"watch of {self.namespace} ended: {error}", flush=True)
                 return
@@ -598,8 +613,17 @@ def run_phase(
         kubeconfig,
         namespaces[0],
         work / f"operator-{count}-{interval:.0f}-progress-{progress}.log",
-        extra_env={"CONNECT_OFFSETS_DRIFT_INTERVAL": f"{interval:g}", "CONNECT_OFFSETS_PROGRESS": progress},
-        extra_args=[*(a for ns in namespaces[1:] for a in ("-n", ns)), "--metrics-port", str(port)],
+        extra_env={
+            "CONNECT_OFFSETS_DRIFT_INTERVAL": f"{interval:g}",
+            "CONNECT_OFFSETS_PROGRESS": progress,
+            "POD_NAME": f"steady-{count}-{interval:g}",
+        },
+        extra_args=[
+            *(a for ns in namespaces[1:] for a in ("-n", ns)),
+            *(("--leader-election", "--lease-namespace", namespaces[0]) if LEADER_ELECTION else ()),
+            "--metrics-port",
+            str(port),
+        ],
     )
     log_at_start, api_at_start = workers.log_offsets(), proxy.snapshot()
     started = time.monotonic()
@@ -674,7 +698,7 @@ def main() -> int:
     info = stack_info()
     install_crds(info)
     configuration = client.Configuration()
-    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)
+    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = BURST
     api = client.ApiClient(configuration)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -759,7 +783,8 @@ def main() -> int:
 
 PROGRESS_HEADER = (
     "| Progress | Resources | Drift interval | Clusters | Kafka requests per cluster per interval "
-    "| REST per cluster per interval | API calls/min (no watches) | CPU | Peak RSS (MiB) | Steady RSS (MiB) | Writes |"
+    "| REST per cluster per interval | API calls/min (no watches, no Leases) | CPU | Peak RSS (MiB) | Steady RSS (MiB) "
+    "| Writes |"
 )
 
 
@@ -772,7 +797,7 @@ def report_progress(results: list[dict[str, Any]]) -> None:
         per_cluster = (rest_total - topics) / 60 * r["interval"] / r["clusters"]
         intervals = r["window"] / r["interval"]
         kafka = "not exported" if r["kafka"] is None else f"{r['kafka'] / intervals / r['clusters']:.2f}"
-        api_other = sum(v for k, v in r["api"].items() if not k.startswith("watch "))
+        api_other = sum(v for k, v in r["api"].items() if not k.startswith("watch ") and not is_lease(k))
         rows.append(
             f"| {r['progress']} | {r['count']:,} | {r['interval']:g} s | {r['clusters']} | {kafka} | {per_cluster:.2f} "
             f"| {api_other:,.1f} | {r['cpu']:.1f} % | {r['peak']:.0f} | {r['steady']:.0f} | {r['writes']} |"
@@ -816,24 +841,47 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
+def is_lease(kind: str) -> bool:
+    """A Lease request among the proxy's counts (``list leases``, ``update leases``, ...)."""
+    return kind.endswith(" leases")
+
+
+def lease_line(r: dict[str, Any]) -> str:
+    """The phase's Lease requests per minute beside what the timings predict: a LIST per tick
+    (2.0-2.4 s), a renewal of each held Lease every third tick (bench/bench_leases.py)."""
+    calls = {k.split()[0]: v for k, v in r["api"].items() if is_lease(k)}
+    if not calls:
+        return "Leases: none (no `--leader-election`)"
+    _, gap, _ = expected_renewal_gap()
+    return (
+        f"Leases {sum(calls.values()):,.1f}/min apart from that ("
+        + ", ".join(f"{verb} {n:,.1f}" for verb, n in sorted(calls.items()))
+        + f"; expected: list {60 / MEAN_TICK:.1f}, update {r['clusters']} clusters x 60 / {gap:.1f} s = "
+        f"{r['clusters'] * 60 / gap:.1f})"
+    )
+
+
 def report(results: list[dict[str, Any]], setups: list[dict[str, Any]]) -> None:
     rows, verdicts, details, extras = [], [], [], []
     for r in results:
         label = f"{r['count']:,} at {r['interval']:g} s"
         watches = sum(v for k, v in r["api"].items() if k.startswith("watch "))
-        api_other = sum(v for k, v in r["api"].items() if not k.startswith("watch "))
+        api_other = sum(v for k, v in r["api"].items() if not k.startswith("watch ") and not is_lease(k))
+        leases = sum(v for k, v in r["api"].items() if is_lease(k))
         rest_total = sum(r["rest"].values())
         topics = sum(v for k, v in r["rest"].items() if k.endswith("/topics"))
         per_cluster = (rest_total - topics) / 60 * r["interval"] / r["clusters"]
         checks = "not available" if r["checks"] is None else f"{r['checks']:.2f}"
         rows.append(
-            f"| {r['count']:,} | {r['interval']:g} s | {r['clusters']} | {api_other:,.1f} "
+            f"| {r['count']:,} | {r['interval']:g} s | {r['clusters']} | {api_other:,.1f} | {leases:,.1f} "
             f"| {watches:,.1f} ({r['watches_since_start']} since start) "
             f"| {rest_total:,.1f} | {per_cluster:,.2f} | {topics:,.1f} | {r['cpu']:.1f} % | {r['peak']:.0f} "
             f"| {r['steady']:.0f} | {checks} | {r['writes']} | {r['ready']:.0f} / {r['settled']:.0f} |"
         )
         line = [
-            f"API {api_other:,.1f}/min ≤ {API_TARGET:g}: {verdict(api_other <= API_TARGET)}",
+            f"API {api_other:,.1f}/min apart from watches and Leases ≤ {API_TARGET:g}: "
+            + verdict(api_other <= API_TARGET),
+            lease_line(r),
             f"REST {per_cluster:,.2f} per cluster per interval "
             f"({per_cluster * r['clusters'] / r.get('workers', 1):,.2f} per worker, {r.get('workers', 1)} "
             f"worker{'s' if r.get('workers', 1) > 1 else ''}) ≤ {REST_TARGET:g}: "
@@ -926,6 +974,12 @@ def report(results: list[dict[str, Any]], setups: list[dict[str, Any]]) -> None:
         f"({sizes} resources), all naming that worker"
     )
     section = "steady_state_20000" if MODE == "20000" else "steady_state"
+    leases = (
+        "`--leader-election` (the chart's default since issue 44: the Leases of the ConnectClusters in the "
+        "first namespace, default timings)"
+        if LEADER_ELECTION
+        else "without `--leader-election` (`BENCH_LEADER_ELECTION=off`)"
+    )
     body = f"""
 ## Steady state: idle KafkaConnectors, {" and ".join(f"{c:,}" for c in COUNTS)} (issues 10, 20 and 35)
 
@@ -933,26 +987,28 @@ def report(results: list[dict[str, Any]], setups: list[dict[str, Any]]) -> None:
 (other engineers' tests share the machine).
 
 STOPPED FileStreamSource connectors on {connect}; one operator per
-phase, nothing changing, measured over {WINDOW:.0f} s after it settled. API: the operator's requests
-through a counting proxy, watch requests apart (a watch stays open: "since start" counts those
-the operator opened from its start to the window's end). REST: the operator's lines in the workers' request
-logs, summed over the workers; "per cluster per interval" leaves `/topics` refreshes out. Checks: increments of
-`{CHECKS_METRIC}{{kind="KafkaConnector"}}` / (resources x drift intervals in the window).
+phase, {leases}, nothing changing, measured over {WINDOW:.0f} s after it settled. API: the operator's
+requests through a counting proxy, watch requests and Lease requests apart (a watch stays open: "since
+start" counts those the operator opened from its start to the window's end). REST: the operator's lines
+in the workers' request logs, summed over the workers; "per cluster per interval" leaves `/topics`
+refreshes out. Checks: increments of `{CHECKS_METRIC}{{kind="KafkaConnector"}}` / (resources x drift
+intervals in the window).
 Writes: the operator's PUT/POST/DELETE to Connect from its start to the window's end (0: seeding
 matched its config).
 Ready / settled: seconds from the operator's start until every resource was Ready, and until its CPU settled.
 
-| Resources | Drift interval | Clusters | API calls/min (no watches) | Watch requests/min \
+| Resources | Drift interval | Clusters | API calls/min (no watches, no Leases) | Lease calls/min \
+| Watch requests/min \
 | REST calls/min | REST per cluster per interval | Topics refreshes/min | CPU | Peak RSS (MiB) \
 | Steady RSS (MiB) | Checks | Writes | Ready / settled (s) |
-|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
-Targets (issue 20: API ≤ {API_TARGET:g}/min apart from watches; REST ≤ {REST_TARGET:g} per cluster per
-drift interval + topics refreshes; every resource checked each interval. Issue 35: CPU ≤ {CPU_TARGET:g} % and
-peak RSS ≤ {RSS_TARGET:g} MiB at {AT:,} at 30 s; peak RSS ≤ {RSS_TARGET_20000:g} MiB and checks
-{CHECKS_TARGET_20000:.2f} at 20,000; the numbers of the operator before the work queue, a kopf daemon per
-resource, beside them):
+Targets (issue 20: API ≤ {API_TARGET:g}/min apart from watches (and, since issue 44, Leases); REST ≤
+{REST_TARGET:g} per cluster per drift interval + topics refreshes; every resource checked each interval.
+Issue 35: CPU ≤ {CPU_TARGET:g} % and peak RSS ≤ {RSS_TARGET:g} MiB at {AT:,} at 30 s; peak RSS ≤
+{RSS_TARGET_20000:g} MiB and checks {CHECKS_TARGET_20000:.2f} at 20,000; the numbers of the operator before the
+work queue, a kopf daemon per resource, beside them):
 
 {chr(10).join(verdicts)}
 

@@ -27,7 +27,11 @@ def machine() -> str:
     except OSError:
         pass
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # BENCH_COMMIT: the commit measured when it is not the working tree's (a clean export of it on
+    # PYTHONPATH, while others' uncommitted changes are in the tree), e.g. "92874a7 (operator/src)".
+    commit = os.environ.get("BENCH_COMMIT") or (
+        subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    )
     return (
         f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, Python {platform.python_version()}, "
         f"commit {commit or 'unknown'}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
