@@ -606,6 +606,11 @@ class FakeLeases:
         self._leave(fault)
         return dict(self.records)
 
+    async def get(self, name: str) -> LeaseRecord | None:
+        fault = self._enter("get")
+        self._leave(fault)
+        return self.records.get(name)
+
     async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
         fault = self._enter("create")
         if name in self.records:

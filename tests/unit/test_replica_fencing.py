@@ -24,6 +24,8 @@ term it is", each passing while the attack worked. Here each asserts the fix ins
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -32,10 +34,20 @@ from typing import Any, cast
 import pytest
 
 from connect_offsets import fencing
+from connect_offsets.clients import kafka as kafka_client
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesUnavailable
 from connect_offsets.clients.leases import LeaseRecord, LeaseWrite
 from connect_offsets.clients.resource_cache import ResourceCache
-from connect_offsets.controller import FINALIZER, Controller, Deletions, LeaseKeeper, LeaseTimings, Shard, owner_of
+from connect_offsets.controller import (
+    FINALIZER,
+    Controller,
+    Deletions,
+    LeaseKeeper,
+    LeaseTimings,
+    Shard,
+    lease_name,
+    owner_of,
+)
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
 from tests.fakes import FakeClock, FakeLeases, lease_keeper_for
@@ -553,3 +565,142 @@ async def test_a_lease_given_up_or_released_goes_only_after_the_passes_under_it_
         assert journal[:2] == ["pass started", "pass cancelled"] and journal.index("pass ended") < len(journal) - 1
     finally:
         await made.stop()
+
+
+async def test_a_deletion_counts_its_own_attempts_not_the_resource_s_failed_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Second attacker pass: the delete logic runs in the resource's own key, whose back-off the
+    resource's failed passes had raised; counted there, the first deletion attempt after a few
+    minutes of Connect outage was told to give up (a reset left undone, the finalizer off). It has
+    its own count: the first attempt never gives up."""
+    monkeypatch.setattr("connect_offsets.controller.queue.BASE_DELAY_S", 0.001)
+    passes: list[int] = []
+    attempts: list[bool] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        passes.append(1)
+        return Outcome(transient_error="Connect unreachable: ConnectTimeout")
+
+    async def run(plural: str, namespace: str, name: str, body: dict[str, Any], give_up: bool) -> str:
+        attempts.append(give_up)
+        return "gave up" if give_up else "done"
+
+    async def release(plural: str, namespace: str, name: str, finalizers: set[str]) -> None:
+        return None
+
+    made = Controller(
+        watch_only(),
+        {CONNECTORS: reconcile},
+        drift_interval=DRIFT,
+        workers=1,
+        deletions=Deletions(run=run, release=release),
+    )
+    made.start()
+    try:
+        made.observe(CONNECTORS, NS, NAME, connector(1, finalizers=[FINALIZER]))
+        assert await until(lambda: len(passes) >= 7)  # ~3 min of outage at the real 2..60 s back-off
+        made.observe(CONNECTORS, NS, NAME, connector(2, finalizers=[FINALIZER], deleting=True))
+        assert await until(lambda: attempts)
+    finally:
+        await made.stop()
+    assert attempts[0] is False, f"the first attempt after {len(passes)} failed passes gave up"
+
+
+async def test_a_kafka_write_in_a_thread_lands_before_the_lease_is_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Second attacker pass: a Kafka admin write runs in a thread that cancelling its pass does
+    not stop (librdkafka holds DeleteTopics until the controller is known). The cancelled pass now
+    ends only once the thread did, and the Lease is released after that, never before: the next
+    holder's work (re-creating the offset-syncs topic) cannot be undone by our late write."""
+    journal: list[str] = []
+    entered, gate = threading.Event(), threading.Event()
+
+    class Future:
+        def result(self, timeout: float | None = None) -> None:
+            entered.set()
+            gate.wait(10)  # librdkafka holds the request until the controller is known
+            journal.append("DeleteTopics landed on the broker")
+
+    class Admin:
+        def delete_topics(self, topics: list[str], **_: Any) -> dict[str, Future]:
+            return {t: Future() for t in topics}
+
+    monkeypatch.setattr(kafka_client, "_admin", lambda settings: Admin())
+
+    async def reconcile_a(namespace: str, name: str) -> Outcome:
+        journal.append("a: pass, delete offset-syncs")
+        await kafka_client.delete_topic({"bootstrap.servers": "k:9092"}, "mm2-offset-syncs.b.internal", namespace=NS)
+        journal.append("a: delete answered")
+        return Outcome()
+
+    async def reconcile_b(namespace: str, name: str) -> Outcome:
+        journal.append("b: pass (redoes the reset, resumes the mirror: offset-syncs re-created)")
+        return Outcome()
+
+    store, clock = JournaledLeases(journal), FakeClock()
+    store.seed_released((NS, "local"))
+    a = Controller(watch_only(), {CONNECTORS: reconcile_a}, drift_interval=DRIFT, workers=2)
+    lease_keeper_for(a, store, "a", clock=clock, timings=SLOW)
+    b = Controller(watch_only(), {CONNECTORS: reconcile_b}, drift_interval=DRIFT, workers=2)
+    kb = lease_keeper_for(b, store.replica(), "b", clock=clock, timings=SLOW)
+    a.observe(CONNECTORS, NS, NAME, connector(1))
+    b.observe(CONNECTORS, NS, NAME, connector(1))
+    a.start()
+    try:
+        assert await until(lambda: entered.is_set())
+    finally:
+        stopping = asyncio.ensure_future(a.stop())
+        await asyncio.sleep(0.2)
+        gate.set()  # Kafka answers while the replica stops
+        await stopping  # SIGTERM: workers first, then the Lease released
+    await kb.tick()  # b's next look: the released Lease is b's at once
+    b.start()
+    try:
+        assert await until(lambda: any(x.startswith("b: pass") for x in journal))
+    finally:
+        await b.stop()
+    landed = journal.index("DeleteTopics landed on the broker")
+    assert landed < journal.index("Lease released"), journal
+    assert landed < journal.index("b: pass (redoes the reset, resumes the mirror: offset-syncs re-created)"), journal
+
+
+async def test_a_slow_renewal_does_not_hold_back_the_next_look() -> None:
+    """Second attacker pass: one Lease call answered late but in bound (up to 6 s) held the whole
+    tick, and a Lease not due in that tick passed its renew deadline before the next look (lost,
+    its passes cancelled, with every call succeeding). Each renewal now runs in a task of its own
+    and a tick waits for them at most a retry period (real time, short timings)."""
+    timings = LeaseTimings(duration=3.0, renew_deadline=1.0, retry_period=0.2)
+    store = FakeLeases()
+    a, b = (NS, "a"), (NS, "b")
+    store.seed_released(a)
+    store.seed_released(b)
+    lost: list[set[tuple[str, str]]] = []
+    answer = asyncio.Event()
+    slow_name = lease_name(store.prefix, b)
+    plain_replace = store.replace
+
+    async def replace(record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
+        if record.name == slow_name and record.holder == write.holder == "r1" and not answer.is_set():
+            await answer.wait()  # b's renewal: the API server answers late
+        return await plain_replace(record, write)
+
+    store.replace = replace  # type: ignore[method-assign]
+    keeper = LeaseKeeper(
+        store,
+        "r1",
+        wanted=lambda: {a, b},
+        exists=lambda c: True,
+        on_acquired=lambda c: None,
+        on_lost=lost.append,
+        timings=timings,
+    )
+    await keeper.tick()
+    assert keeper.holds(a) and keeper.holds(b)
+    started = time.monotonic()
+    while time.monotonic() - started < 2.5 * timings.renew_deadline:  # b's renewal hangs meanwhile
+        await keeper.tick()
+        await asyncio.sleep(timings.retry_period)
+    assert keeper.holds(a), "a, renewed on time in its own task, is still held"
+    assert {a} not in lost
+    answer.set()
+    await keeper.release_all()

@@ -62,6 +62,9 @@ class Fence:
     claimed: bool = False
     #: The ``claimedBy`` the pass read: a conditional write succeeds while it is still this (or ours).
     read_holder: str | None = field(default=None)
+    #: The ConnectCluster (namespace, name) whose Lease this is: a resource bound to another one
+    #: since (its label changed) is not this pass's to write for any more.
+    cluster: tuple[str, str] | None = field(default=None)
     #: The resourceVersion the pass's next conditional status write is made against.
     resource_version: str | None = field(default=None)
     #: Whether the watch cache still shows the resource claimed by this term or the one the

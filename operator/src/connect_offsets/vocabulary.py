@@ -56,6 +56,7 @@ __all__ = [
     "WATCH_LABEL",
     "MirrorHoldReason",
     "bytes_hash",
+    "cluster_of",
     "dry_run_key",
     "iso",
     "java_string",
@@ -278,3 +279,12 @@ def label_value(name: str) -> str:
     digest = short_hash(name, 12)
     # A label value must start and end with an alphanumeric character.
     return f"{name[: LABEL_VALUE_MAX - 13].rstrip('-._')}-{digest}"
+
+
+def cluster_of(plural: str, namespace: str, name: str, labels: Mapping[str, str]) -> tuple[str, str]:
+    """The ConnectCluster (namespace, name) a resource is bound to; a ConnectCluster is its own.
+    A resource without the cluster label is bound to ``(namespace, "")``: it lands in one shard,
+    which reports that the label is missing."""
+    if plural == CLUSTERS:
+        return namespace, name
+    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, labels.get(CLUSTER_LABEL, "")

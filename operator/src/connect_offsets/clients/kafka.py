@@ -213,6 +213,7 @@ async def delete_topic(config: dict[str, Any], topic: str, *, namespace: str, ti
 
     def run() -> bool:
         admin = _admin(settings)
+        fencing.check(f"delete topic {topic}")  # again: the thread may have waited for a slot
         futures = admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
         try:
             futures[topic].result(timeout=timeout + 5)

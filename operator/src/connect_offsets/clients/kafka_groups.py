@@ -290,6 +290,7 @@ class KafkaGroups:
 
         def run() -> None:
             admin = admin_client(settings)
+            fencing.check(f"commit offsets of group {group}")  # again: the thread may have waited
             futures = admin.alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=self.timeout
             )

@@ -41,6 +41,7 @@ LEASE_LABEL = f"{API_GROUP}/lease-of"
 CLUSTER_ANNOTATION = f"{API_GROUP}/connect-cluster"
 
 _LEASE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="leases")
+_CONFIRM_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lease-reads")
 #: Seconds a Lease call may take: an answer later than this is no answer (the renew deadline decides).
 REQUEST_TIMEOUT_S = 5.0
 
@@ -92,11 +93,13 @@ class LeaseApi:
         self.namespace = namespace
         self.prefix = prefix
 
-    async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(
+        self, what: str, func: Callable[..., T], *args: Any, pool: ThreadPoolExecutor = _LEASE_POOL, **kwargs: Any
+    ) -> T:
         kwargs["_request_timeout"] = REQUEST_TIMEOUT_S
         try:
             call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
-            future = asyncio.get_running_loop().run_in_executor(_LEASE_POOL, call)
+            future = asyncio.get_running_loop().run_in_executor(pool, call)
             # Bounded here too: with both threads stuck on a silent API server, a call would queue.
             return await asyncio.wait_for(future, REQUEST_TIMEOUT_S + 1)
         except TimeoutError as error:
@@ -121,6 +124,24 @@ class LeaseApi:
         )
         records = [_record(item) for item in answer.items or []]
         return {record.name: record for record in records}
+
+    async def get(self, name: str) -> LeaseRecord | None:
+        """One Lease (None: absent), through threads of its own: a new holder confirms its term
+        once per resource it takes over (thousands after a take-over), and those reads must not
+        queue in front of the renewals."""
+        try:
+            answer: Any = await self._call(
+                f"get Lease {self.namespace}/{name}",
+                self._api.read_namespaced_lease,
+                name,
+                self.namespace,
+                pool=_CONFIRM_POOL,
+            )
+        except LeaseConflict as error:
+            if error.status == 404:
+                return None
+            raise
+        return _record(answer)
 
     async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
         body = self._body(name, cluster, write, resource_version=None)

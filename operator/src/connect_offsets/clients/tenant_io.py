@@ -26,6 +26,7 @@ mirrors made every other tenant's requests wait minutes. So:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -166,8 +167,18 @@ class TenantNetwork:
                 raise known
             context = contextvars.copy_context()
             loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self._pool, functools.partial(context.run, _released, call))
             try:
-                result = await loop.run_in_executor(self._pool, functools.partial(context.run, _released, call))
+                result = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                # The thread goes on, and a write it sent lands whenever Kafka answers: a pass
+                # cancelled (its Lease lost) ends only once it did, however often it is cancelled
+                # meanwhile, so that the Lease is released after our last write, not before it
+                # (issue 44; ``Controller.drain`` lets the Lease expire if that takes too long).
+                while not future.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait([future])
+                raise
             except TransientError as error:
                 self._fail(namespace, address, error, remember)
                 raise

@@ -182,6 +182,9 @@ class Controller:
         self.leases: LeaseKeeper | None = None
         #: Deletions whose delete logic ran: a failed release does not run it again.
         self._deletion_ran: set[Key] = set()
+        #: Failed attempts at each deletion's delete logic: its own count, not the key's back-off
+        #: (which the resource's failed passes before its deletion raised, and which gave up at once).
+        self._deletion_failures: dict[Key, int] = {}
         cap = cluster_workers if cluster_workers is not None else max(1, self.workers // 2)
         self.queue = WorkQueue(cluster_of=self._cluster, cluster_cap=cap)
         self._seen: dict[Key, tuple[Any, ...] | None] = {}
@@ -235,6 +238,7 @@ class Controller:
         self._connectors.pop(key, None)
         self._unindex(key)
         self._deletion_ran.discard(key)
+        self._deletion_failures.pop(key, None)
         if key[0] == MIRRORS:
             self.queue.remove((LAG, key[1], key[2]))
             if self.forget_lag is not None:
@@ -308,12 +312,16 @@ class Controller:
                 if key[0] == MIRRORS:
                     self.queue.remove((LAG, key[1], key[2]))
 
-    async def drain(self, clusters: set[tuple[str, str]]) -> None:
+    async def drain(self, clusters: set[tuple[str, str]]) -> bool:
         """Wait (a bounded while) for the passes on ``clusters`` to end after their cancellation:
-        a Lease is released only then, so the next holder does not meet our last writes."""
+        a Lease is released only then, so the next holder does not meet our last writes. False:
+        one still runs (a Kafka write in a thread that Kafka has not answered): the Lease is left
+        to expire instead."""
         tasks = {task for cluster in clusters for task in self._running.get(cluster, set())}
-        if tasks:
-            await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT_S)
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT_S)
+        return not pending
 
     def _holds(self, cluster: tuple[str, str]) -> bool:
         return self.leases is None or self.leases.holds(cluster)
@@ -491,7 +499,7 @@ class Controller:
         try:
             if key not in self._deletion_ran:
                 fenced_pass_on(self.kube, plural, body)
-                give_up = self.queue.failures(key) >= DELETE_ATTEMPTS - 1
+                give_up = self._deletion_failures.get(key, 0) >= DELETE_ATTEMPTS - 1
                 result = await deletions.run(plural, namespace, name, body, give_up)
                 self._deletion_ran.add(key)
                 log.info("%s [%s %s/%s]", result, KINDS[plural], namespace, name)
@@ -501,6 +509,7 @@ class Controller:
         except (ConnectOffsetsError, KubernetesError) as error:
             if isinstance(error, fencing.FencedOff):
                 raise
+            self._deletion_failures[key] = self._deletion_failures.get(key, 0) + 1
             delay = self.queue.add_rate_limited(key)
             log.warning(
                 "deletion failed, retrying in %.0fs: %s [%s %s/%s]", delay, error, KINDS[plural], namespace, name

@@ -56,6 +56,8 @@ class LeaseStore(Protocol):
 
     async def list(self) -> dict[str, LeaseRecord]: ...
 
+    async def get(self, name: str) -> LeaseRecord | None: ...
+
     async def create(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord: ...
 
     async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord: ...
@@ -132,13 +134,20 @@ class LeaseKeeper:
     on_lost: Callable[[set[Cluster]], None]
     #: Waits for the passes ``on_lost`` cancelled to end, before a Lease is released: the next
     #: holder starts within a retry period of a release, and must not meet our last writes.
-    drain: Callable[[set[Cluster]], Awaitable[None]] | None = None
+    drain: Callable[[set[Cluster]], Awaitable[bool]] | None = None
     timings: LeaseTimings = field(default_factory=LeaseTimings)
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], datetime] = lambda: datetime.now(UTC)
     _held: dict[Cluster, _Held] = field(default_factory=dict)
     _seen: dict[str, _Seen] = field(default_factory=dict)
     _epochs: int = 0
+    #: When each cluster's term was last confirmed on the API server (epoch, monotonic time).
+    _confirmed: dict[Cluster, tuple[int, float]] = field(default_factory=dict)
+    #: The acquisition in flight of each wanted Lease, and those acquired not yet told.
+    _acquiring: dict[Cluster, asyncio.Task[None]] = field(default_factory=dict)
+    _gained: set[Cluster] = field(default_factory=set)
+    #: The renewal (or release) in flight of each held Lease.
+    _keeping: dict[Cluster, asyncio.Task[None]] = field(default_factory=dict)
 
     # --- what the controller asks -------------------------------------------------------------
 
@@ -161,13 +170,24 @@ class LeaseKeeper:
             now = self._held.get(cluster)
             if now is None or now.epoch != epoch:
                 return False
+            confirmed = self._confirmed.get(cluster)
+            if (
+                confirmed is not None
+                and confirmed[0] == epoch
+                and self.clock() - confirmed[1] < self.timings.retry_period
+            ):
+                return True  # one read serves the claims of a retry period (a take-over claims many)
+            asked = self.clock()
             try:
-                record = (await self.store.list()).get(now.record.name)
+                record = await self.store.get(now.record.name)
             except KubernetesError:
                 return False
-            return record is not None and (record.holder, record.transitions) == (self.identity, now.record.transitions)
+            ours = record is not None and (record.holder, record.transitions) == (self.identity, now.record.transitions)
+            if ours:
+                self._confirmed[cluster] = (epoch, asked)
+            return ours
 
-        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid, confirm=confirm)
+        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid, confirm=confirm, cluster=cluster)
 
     def held(self) -> set[Cluster]:
         return set(self._held)
@@ -203,22 +223,48 @@ class LeaseKeeper:
                 elif record.resource_version != held.record.resource_version:
                     held.record = record  # a renewal of ours whose answer was lost
         self._drop(lost)
-        await asyncio.gather(*(self._keep(c, wanted) for c in list(self._held)))
+        self._keep_all(wanted)
         if records is not None:
-            candidates = sorted(wanted - set(self._held))
-            gained = await asyncio.gather(*(self._try_acquire(c, records, now) for c in candidates))
-            acquired = {c for c, ok in zip(candidates, gained, strict=True) if ok}
-            if acquired:
-                self.on_acquired(acquired)
+            for cluster in sorted(wanted - set(self._held)):
+                running = self._acquiring.get(cluster)
+                if running is None or running.done():
+                    self._acquiring[cluster] = asyncio.create_task(self._acquire(cluster, records, now))
+        # Each renewal, release and acquisition is a task of its own, waited for a retry period at
+        # most: one slow answer (up to the call's bound, 6 s) must not hold the next look back, or
+        # Leases that were not due yet pass their renew deadline meanwhile.
+        busy = [task for task in (*self._keeping.values(), *self._acquiring.values()) if not task.done()]
+        if busy:
+            await asyncio.wait(busy, timeout=self.timings.retry_period)
+        self._acquiring = {c: t for c, t in self._acquiring.items() if not t.done()}
+        self._keeping = {c: t for c, t in self._keeping.items() if not t.done() or c in self._held}
+        acquired, self._gained = self._gained, set()
+        if acquired:
+            self.on_acquired(acquired)
+
+    async def _acquire(self, cluster: Cluster, records: dict[str, LeaseRecord], now: float) -> None:
+        if await self._try_acquire(cluster, records, now):
+            self._gained.add(cluster)  # told at the end of this look, or the next one
+
+    def _keep_all(self, wanted: set[Cluster]) -> None:
+        """Start the renewal (or the release) of every held Lease not already under way."""
+        for cluster in list(self._held):
+            running = self._keeping.get(cluster)
+            if running is None or running.done():
+                self._keeping[cluster] = asyncio.create_task(self._keep(cluster, wanted), name=f"keep-{cluster[1]}")
 
     async def release_all(self) -> None:
         """Stopping: release every held Lease so another replica takes over at once, not after
         the Lease expires (client-go's ``ReleaseOnCancel``)."""
+        keeping = [task for task in (*self._keeping.values(), *self._acquiring.values()) if not task.done()]
+        for task in keeping:
+            task.cancel()
+        await asyncio.gather(*keeping, return_exceptions=True)
         held, self._held = self._held, {}
         if held:
             self.on_lost(set(held))
-            if self.drain is not None:
-                await self.drain(set(held))
+            if self.drain is not None and not await self.drain(set(held)):
+                log.warning("a pass still writes: the Leases expire instead of being released")
+                return
         await asyncio.gather(*(self._release(c, h) for c, h in held.items()), return_exceptions=True)
 
     # --- inside -------------------------------------------------------------------------------
@@ -250,13 +296,16 @@ class LeaseKeeper:
         if cluster not in wanted:
             self._held.pop(cluster)
             self.on_lost({cluster})
-            if self.drain is not None:
-                await self.drain({cluster})
+            if self.drain is not None and not await self.drain({cluster}):
+                return  # a pass still writes: the Lease expires instead of being released
             await self._release(cluster, held)
             return
         age = self.clock() - held.renewed
-        if age < self.timings.renew_every and age + JITTER * self.timings.retry_period < self.timings.renew_deadline:
-            return  # not due, and the next look (a jittered retry period away at most) is in time
+        if (
+            age < self.timings.renew_every
+            and age + (1 + JITTER) * self.timings.retry_period < self.timings.renew_deadline
+        ):
+            return  # not due, and the next look is in time (a tick waits a retry period at most, then a jittered one)
         sent = self.clock()
         write = LeaseWrite(self.identity, self.timings.duration, held.record.transitions, held.acquired, self.wall())
         try:

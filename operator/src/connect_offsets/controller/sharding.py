@@ -24,22 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connect_offsets.vocabulary import API_GROUP, CLUSTER_LABEL, CLUSTER_NAMESPACE_LABEL, CLUSTERS
+from connect_offsets.vocabulary import API_GROUP, cluster_of
 
 __all__ = ["FINALIZER", "Shard", "awaiting_deletion", "cluster_of", "needs_finalizer", "stale_finalizers"]
 
 #: The one finalizer of every KafkaConnector and KafkaMirrorMaker2 (the name an unsharded operator
 #: has always used, so those need no migration).
 FINALIZER = f"{API_GROUP}/finalizer"
-
-
-def cluster_of(plural: str, namespace: str, name: str, labels: Mapping[str, str]) -> tuple[str, str]:
-    """The ConnectCluster (namespace, name) a resource is bound to; a ConnectCluster is its own.
-    A resource without the cluster label is bound to ``(namespace, "")``: it lands in one shard,
-    which reports that the label is missing."""
-    if plural == CLUSTERS:
-        return namespace, name
-    return labels.get(CLUSTER_NAMESPACE_LABEL) or namespace, labels.get(CLUSTER_LABEL, "")
 
 
 @dataclass(frozen=True)

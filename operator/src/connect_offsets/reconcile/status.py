@@ -42,6 +42,7 @@ from connect_offsets.vocabulary import (
     CLUSTERS,
     CONNECTORS,
     MIRRORS,
+    cluster_of,
     iso,
 )
 
@@ -335,6 +336,9 @@ def fenced_pass_on(kube: KubernetesApi, plural: str, body: dict[str, Any]) -> No
         watched = kube.cache.peek(plural, meta["namespace"], meta["name"])
         if watched is None:
             return False  # gone: another replica finished its deletion
+        labels = (watched.get("metadata") or {}).get("labels") or {}
+        if fence.cluster is not None and cluster_of(plural, meta["namespace"], meta["name"], labels) != fence.cluster:
+            return False  # bound to another ConnectCluster since: its Lease's holder works on it
         holder = (watched.get("status") or {}).get(CLAIMED_BY)
         return holder in (None, fence.holder, fence.read_holder)
 
