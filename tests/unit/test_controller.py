@@ -541,3 +541,25 @@ async def test_a_deletion_runs_its_delete_logic_once_then_releases(monkeypatch: 
     finally:
         await made.stop()
         await other.stop()
+
+
+async def test_a_key_left_without_a_check_is_queued_again_within_a_drift_interval() -> None:
+    """The resync (client-go's): a key of a held cluster that is neither queued, waiting for its
+    timer nor being processed comes back within a drift interval, however it was lost (issue 44's
+    benchmarks lost some when a Lease lapsed and came back, or the API server restarted)."""
+    checks: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        checks.append(name)
+        return Outcome()
+
+    kube = Kube()
+    made = Controller(cast(KubernetesApi, kube), {CONNECTORS: reconcile}, drift_interval=0.2, workers=1)
+    made.observe(CONNECTORS, NS, NAME, body(1))
+    made.queue.remove(key(NS, NAME))  # lost, by whatever path
+    assert not made.queue.has(key(NS, NAME))
+    made.start()
+    try:
+        assert await until(lambda: checks == [NAME], timeout=2.0)
+    finally:
+        await made.stop()

@@ -406,7 +406,8 @@ async def test_fenced_off_requeues_the_key_while_the_lease_is_still_held(
     brought the key back (a status-only event does not change what the resource asks for): the
     reset request stayed pending for ever. Now the key comes back after its back-off while this
     replica still holds the Lease, and the pass that follows ends the request; with the term
-    ended (the Lease gone) it is dropped as before, for the next holder to check."""
+    ended but the Lease not dropped yet, the key is kept (never lost) until the keeper's next look
+    decides: here it takes a new term, and the pass runs under it."""
     monkeypatch.setattr("connect_offsets.controller.queue.BASE_DELAY_S", BACK_OFF)
     store, clock = FakeLeases(), FakeClock()
     store.seed_released((NS, "local"))
@@ -436,9 +437,14 @@ async def test_fenced_off_requeues_the_key_while_the_lease_is_still_held(
             assert keeper.holds((NS, "local"))
         else:
             await asyncio.sleep(10 * BACK_OFF)
-            assert len(fences) == 1
-            assert not made.queue.has((CONNECTORS, NS, NAME)) and made.queue.scheduled() == 0
-            assert made.queue.failures((CONNECTORS, NS, NAME)) == 0  # not retried: the next holder's
+            assert len(fences) == 1  # no pass under a term that ended
+            # Kept (never lost) until the keeper decides: its next look drops the Lease, and the
+            # key goes with it, for the next holder to check.
+            assert made.queue.has((CONNECTORS, NS, NAME))
+            await keeper.tick()  # drops the term; the Lease still names r1, so it takes a new one
+            assert await until(lambda: len(fences) == 2)
+            first, again = fences
+            assert first is not None and again is not None and again.valid() and again.holder != first.holder
     finally:
         await made.stop()
 
