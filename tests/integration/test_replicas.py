@@ -151,6 +151,27 @@ def pending(custom: Any, namespace: str, names: list[str]) -> bool:
     return any((get_connector(custom, namespace, n).get("status") or {}).get("pendingOffsetsOperation") for n in names)
 
 
+def alters_under_way(custom: Any, namespace: str, names: list[str], stack: dict[str, Any]) -> tuple[Path, int]:
+    """Four alters with stop-connector asked, and the first claim seen: (the worker's log, its
+    request lines before them)."""
+    log = connect_log(stack)
+    seen = len(request_lines(log))
+    for name in names:
+        annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
+    assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+    return log, seen
+
+
+def each_alter_once(custom: Any, namespace: str, names: list[str], log: Path, seen: int) -> None:
+    """Every alter succeeded, and its stop, PATCH and resume reached Connect once."""
+    once_each(
+        writes(log, seen, set(names)),
+        [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
+    )
+    for name in names:
+        assert get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+
+
 def test_each_cluster_is_worked_by_one_replica_and_a_killed_ones_are_taken_over(
     stack: dict[str, Any],
     custom: Any,
@@ -248,11 +269,7 @@ def test_a_frozen_replica_woken_after_the_take_over_writes_nothing(
     running_connectors(custom, core, namespace, connect_url, tmp_path, names, cluster="shared")
     assert set(holders(coordination, namespace).values()) == {"active"}
     standby.start()
-    log = connect_log(stack)
-    seen = len(request_lines(log))
-    for name in names:
-        annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
-    assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+    log, seen = alters_under_way(custom, namespace, names, stack)
     assert active.process is not None
     os.kill(active.process.pid, signal.SIGSTOP)
     frozen = time.monotonic()
@@ -263,13 +280,8 @@ def test_a_frozen_replica_woken_after_the_take_over_writes_nothing(
     os.kill(active.process.pid, signal.SIGCONT)
     assert wait_for("the woken replica lost its Lease", lambda: "lost the Lease" in active.log(), timeout=20)
     time.sleep(3)  # what a woken replica would still send, it sends within this
-    once_each(
-        writes(log, seen, set(names)),
-        [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
-    )
+    each_alter_once(custom, namespace, names, log, seen)
     for name in names:
-        last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
-        assert last["result"] == "Succeeded", last
         assert get_connector(custom, namespace, name)["status"]["claimedBy"].startswith("standby_")
     print(f"\nfrozen replica: the standby finished all {len(names)} alters {took:.1f}s after the SIGSTOP")
 
@@ -353,18 +365,11 @@ def test_deleted_leases_stop_their_holder_and_nothing_is_written_twice(
     first.start()
     second.start()
     running_connectors(custom, core, namespace, connect_url, tmp_path, names, cluster="shared")
-    log = connect_log(stack)
-    seen = len(request_lines(log))
-    for name in names:
-        annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
-    assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+    log, seen = alters_under_way(custom, namespace, names, stack)
     coordination.delete_collection_namespaced_lease(namespace)
     for name in names:
         wait_annotation_removed(custom, namespace, name, timeout=90)
-    once_each(
-        writes(log, seen, set(names)),
-        [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
-    )
+    each_alter_once(custom, namespace, names, log, seen)
     # The holder notices at its next look (a retry period): the alters may have ended before it.
     assert wait_for("the holder lost its Lease", lambda: "lost the Lease" in first.log() + second.log(), timeout=20)
 
@@ -400,11 +405,7 @@ def test_a_replica_the_api_server_stops_answering_stops_at_its_renew_deadline(
         running_connectors(custom, core, namespace, connect_url, tmp_path, names, cluster="shared")
         assert set(holders(coordination, namespace).values()) == {"cut"}
         standby.start()
-        log = connect_log(stack)
-        seen = len(request_lines(log))
-        for name in names:
-            annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
-        assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+        log, seen = alters_under_way(custom, namespace, names, stack)
         proxy.pause()
         for name in names:
             wait_annotation_removed(custom, namespace, name, timeout=90)
@@ -412,12 +413,7 @@ def test_a_replica_the_api_server_stops_answering_stops_at_its_renew_deadline(
         proxy.resume()
         assert wait_for("the cut-off replica lost its Lease", lambda: "lost the Lease" in cut_off.log(), timeout=20)
         time.sleep(3)  # what its held requests would still do, they do within this
-        once_each(
-            writes(log, seen, set(names)),
-            [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
-        )
-        for name in names:
-            assert get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
+        each_alter_once(custom, namespace, names, log, seen)
     finally:
         proxy.resume()
         for process in replicas:
