@@ -140,7 +140,10 @@ class LeaseWatch:
     counts: Counter[str] = field(default_factory=Counter)
     #: Lease name -> monotonic arrival times of its MODIFIED events.
     modified: dict[str, list[float]] = field(default_factory=dict)
+    #: The last error that ended the watch, and how often it was started again after one (the
+    #: events between are not counted).
     error: str | None = None
+    restarts: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -172,9 +175,15 @@ class LeaseWatch:
                             self.modified.setdefault(str(lease.metadata.name), []).append(arrived)
                     if self._stop.is_set():
                         stream.stop()  # type: ignore[no-untyped-call]
-            except Exception as error:  # an expired resource version: the counts stop here, said so
-                self.error = f"{type(error).__name__}: {error}"
-                return
+            except Exception as error:  # the API server restarted, or the version expired: watch on
+                self.error = f"{type(error).__name__}: {error}"  # from now, and say events were missed
+                self.restarts += 1
+                time.sleep(1)
+                try:
+                    answer = self.coordination.list_namespaced_lease(self.namespace, limit=1)
+                    self._rv = str(answer.metadata.resource_version)
+                except Exception:  # still down: the next attempt lists again
+                    continue
 
     def snapshot(self) -> tuple[Counter[str], dict[str, list[float]]]:
         with self._lock:
@@ -294,6 +303,7 @@ def main() -> int:
             modified=inside / elapsed,
             events=dict(events),
             watch_error=watcher.error,
+            watch_restarts=watcher.restarts,
             gaps=renewal_gaps(modified, window_start, window_end),
             transitions=sum(r.transitions for r in after_rows.values())
             - sum(r.transitions for r in before_rows.values()),
@@ -367,7 +377,11 @@ def report(result: dict[str, Any]) -> None:
         )
         or "—"
     )
-    watch_note = f" (the watch ended early: {result['watch_error']})" if result.get("watch_error") else ""
+    watch_note = (
+        f" (the watch was interrupted {result['watch_restarts']} times, events missed: {result['watch_error']})"
+        if result.get("watch_error")
+        else ""
+    )
     body = f"""
 ## Lease cost: {clusters:,} ConnectClusters, two replicas (issue 44)
 

@@ -718,6 +718,7 @@ def main() -> int:
         stray = [r.label for r in replicas.values() if r.op.process is not None]
         print(f"clean-up: namespaces left {left or 'none'}; replicas running {stray or 'none'}", flush=True)
     result["duration"] = time.monotonic() - began
+    result["watch_restarts"] = watch.restarts
     result["peaks"] = {label: r.peak for label, r in replicas.items()}
     report(result, owned, layout)
     return 0
@@ -820,6 +821,11 @@ def report(result: dict[str, Any], owned: dict[int, int], layout: Layout) -> Non
     )
     shortest_gap, mean_gap, _ = expected_renewal_gap()
     writes_rate = steady.lease_writes / steady.seconds
+    watch_note = (
+        f" (the watch was interrupted {result['watch_restarts']} times during the run, events missed)"
+        if result.get("watch_restarts")
+        else ""
+    )
     sharing = "; ".join(
         f"shard {shard}: "
         + ", ".join(
@@ -870,8 +876,9 @@ the take-over); steady RSS: the largest VmRSS sampled.
   {total:.2f} checks per resource per interval; Leases that changed hands in the window
   {steady.moved()}: {verdict(one_holder)}.
 - Lease writes stored in the steady window (MODIFIED events of a watch on the Leases' namespace):
-  {writes_rate:.1f}/s for {clusters} Leases; expected {clusters} / {mean_gap:.1f} s = {clusters / mean_gap:.1f}/s,
-  at most {clusters} / {TIMINGS.renew_every:g} s = {clusters / TIMINGS.renew_every:.0f}/s (bench_leases' section).
+  {writes_rate:.1f}/s for {clusters} Leases{watch_note}; expected {clusters} / {mean_gap:.1f} s =
+  {clusters / mean_gap:.1f}/s, at most {clusters} / {TIMINGS.renew_every:g} s =
+  {clusters / TIMINGS.renew_every:.0f}/s (bench_leases' section).
 - Fail-over: {killed.label} (`{killed.pod}`, {failover["victims"]} of shard 0's Leases; its sibling held
   {failover["survivor_held_before"]}) SIGKILLed at 0 s. Its last renewals were {span(before_kill)} before the
   kill. {survivor.label} took over {len(takeovers)} of its {failover["victims"]} Leases at {span(from_kill)} after
