@@ -382,6 +382,12 @@ class Controller:
         """Workers first (their passes cancelled and ended), then the Leases released: the next
         holder, which starts within a retry period of a release, never meets a write of ours."""
         self.queue.shut_down()
+        # Passes under way may finish first (a bounded while): one cancelled between its Connect
+        # write and the status write that records it is repeated by the next holder (a resume sent
+        # twice in a 2 -> 3 shard change on the real stack, old pods stopping mid-pass).
+        running = {task for tasks in self._running.values() for task in tasks}
+        if running:
+            await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
         leases = [task for task in self._tasks if task.get_name() == "leases"]
         others = [task for task in self._tasks if task not in leases]
         for task in others:
