@@ -249,6 +249,7 @@ async def write_status(
     update: StatusModel | None = None,
     *,
     transient: bool = False,
+    claim: bool = False,
 ) -> None:
     """Write status only if it differs from what the resource already has.
 
@@ -256,6 +257,10 @@ async def write_status(
     field set to None is removed. Conditions and observedGeneration are always written here.
     ``transient``: the pass failed for a reason a retry can fix, so a standing refusal is kept
     (:func:`standing_refusal`).
+    ``claim``: write even if only ``claimedBy`` changes - the claim before a pass's first Connect
+    write. Otherwise a claim alone is not worth a write: a new Lease term re-checks every resource
+    of its clusters, and writing a claim into each idle one cost one status write per resource
+    (20,000 in a minute at a take-over, bench/README.md); the first write that matters carries it.
     """
     model = STATUS_MODELS[plural]
     if update is not None and type(update) is not model:
@@ -277,6 +282,11 @@ async def write_status(
     new[generation_key] = generation
     fence = fencing.current() if plural in CLAIMED else None
     if fence is not None:
+        unclaimed = {k: v for k, v in new.items() if k != CLAIMED_BY}
+        if CLAIMED_BY in old:
+            unclaimed[CLAIMED_BY] = old[CLAIMED_BY]
+        if not claim and _canonical(unclaimed) == _canonical(old):
+            return
         new[CLAIMED_BY] = fence.holder
     if _canonical(new) == _canonical(old):
         return
@@ -327,7 +337,7 @@ def fenced_pass_on(kube: KubernetesApi, plural: str, body: dict[str, Any]) -> No
             ConditionSpec(c.type, c.status, c.reason, c.message)
             for c in (Condition.model_validate(c) for c in (body.get("status") or {}).get("conditions", []))
         ]
-        await write_status(kube, plural, body, kept, now_utc())
+        await write_status(kube, plural, body, kept, now_utc(), claim=True)
 
     fence.claim = claim
     meta = body["metadata"]
