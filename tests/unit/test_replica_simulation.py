@@ -469,3 +469,62 @@ async def test_a_replica_whose_clock_ran_slow_does_not_take_a_claim_back() -> No
         assert world.kube.resources[(CONNECTORS, NS, NAME)]["status"]["claimedBy"] == claimed
         await world.settle(RESOURCES)
         check_invariants(world, flow, seen, "a slow clock")
+
+
+async def _idle_take_over_by_a_fast_clock(world: World, flow: ReplicaFlow) -> tuple[Replica, Replica]:
+    """``a`` settles the idle resource (its claim on it); ``b``'s clock runs fast, so ``b`` takes
+    the Lease over while ``a``'s own clock says its term holds, and re-checks the idle resource,
+    writing nothing (a claim alone is never written): the resource still names ``a``'s term."""
+    a = await begin(world, writers()["two of one shard"], ReplicaFlow("idle", _document, (), deletes=flow.deletes))
+    b = world.replicas[1]
+    await world.settle(RESOURCES)
+    assert world.kube.resources[(CONNECTORS, NS, NAME)]["status"]["claimedBy"].startswith(a.identity)
+    b.jump += TIMINGS.duration + TIMINGS.retry_period
+    await b.tick()
+    local = (NS, "local")
+    assert a.keeper.holds(local) and b.keeper.holds(local), "both believe they hold it"
+    assert (await b.check(CONNECTORS, NAME)).startswith("checked")
+    assert world.kube.resources[(CONNECTORS, NS, NAME)]["status"]["claimedBy"].startswith(a.identity)
+    return a, b
+
+
+async def test_a_stale_replica_reading_its_own_old_claim_writes_nothing_to_connect() -> None:
+    """The attacker's case against claims not written at a take-over: ``a``'s term ended on the API
+    server (``b`` holds the Lease) but not on ``a``'s slow clock, and the idle resource still says
+    ``a``'s term. A request comes; ``a``'s pass must not write to Connect: its first Connect write
+    writes the claim and asks the API server's Lease, which names ``b``."""
+    async with replica_world() as world:
+        a, _ = await _idle_take_over_by_a_fast_clock(world, FLOWS[1])
+        await _reset(world)
+        seen = len(world.connect.requests)
+        assert await a.check(CONNECTORS, NAME) == "fenced off"
+        assert [(r.method, r.path) for r in world.connect.requests[seen:] if r.method != "GET"] == []
+
+
+@pytest.mark.parametrize("at", range(1, 12))
+@pytest.mark.parametrize("flow", [FLOWS[1], FLOWS[2]], ids=lambda f: f.name)
+async def test_a_stale_replica_frozen_mid_pass_after_an_idle_take_over_repeats_nothing(
+    flow: ReplicaFlow, at: int
+) -> None:
+    """The same, with ``a``'s pass frozen at each of its writes while ``b`` carries the request
+    out, then woken with its watch not yet showing ``b``'s claim: every Connect write once (two
+    stops before the fix, for a reset and for a deletion with ``offsetsOnDelete: reset``)."""
+    async with replica_world() as world:
+        a, b = await _idle_take_over_by_a_fast_clock(world, flow)
+        await flow.trigger(world)
+        seen = len(world.connect.requests)
+        a.gate.arm(at)
+        task = asyncio.create_task(a.check(CONNECTORS, NAME))
+        while not task.done() and not a.gate.frozen:
+            await asyncio.sleep(0)
+        if not task.done():
+            frozen_at = world.clock.now
+            for _ in range(3):
+                await b.check(CONNECTORS, NAME)
+                await world.advance(TIMINGS.retry_period)
+            a.jump -= world.clock.now - frozen_at  # a's clock counted none of it
+            a.wake()
+        fenced = await task
+        a.gate.arm(None)  # a's pass ended (before its at-th write, if it never froze): no more freezes
+        await world.settle(RESOURCES)
+        check_invariants(world, flow, seen, f"{flow.name}, a frozen at write {at} ({fenced})")

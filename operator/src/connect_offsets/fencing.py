@@ -9,8 +9,8 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   term (``leaseTransitions``) the pass began in, and renewed less than the renew deadline ago on
   this replica's monotonic clock (which counts the time the process was stopped);
   ``FencedOff`` otherwise, and the pass ends before the write;
-* **on the resource, as the claim**: the first write of a pass to a resource it has not claimed in
-  this term records ``status.claimedBy`` (the holder's identity and term) with a resourceVersion
+* **on the resource, as the claim**: the first status change of a pass (or its first Connect
+  write) records ``status.claimedBy`` (the holder's identity and term) with a resourceVersion
   precondition, and every later status write is conditional the same way
   (``reconcile/status.py``); a replica whose claim was taken over finds the resource changed, and
   ``FencedOff`` ends its pass before any Connect call. ``before_write`` makes that claim before the
@@ -70,10 +70,14 @@ class Fence:
     #: Whether the watch cache still shows the resource claimed by this term or the one the
     #: pass read (no I/O): another replica's claim, once watched, ends the pass.
     still_claimed: Callable[[], bool] | None = field(default=None)
-    #: Whether the API server's Lease still names this term (one LIST): asked before a claim
-    #: replaces another replica's, so that a replica whose clock ran slow does not take back a
-    #: resource the new holder claimed.
-    confirm: Callable[[], Awaitable[bool]] | None = field(default=None)
+    #: Whether the API server's Lease still names this term (one read; ``True``: not from the
+    #: cache of the last retry period): asked before a claim replaces another replica's, so that a
+    #: replica whose clock ran slow does not take back a resource the new holder claimed, and before
+    #: a pass's first Connect write (``before_write``).
+    confirm: Callable[[bool], Awaitable[bool]] | None = field(default=None)
+    #: Whether this pass wrote its claim and had the Lease confirm its term before its first
+    #: Connect write (``before_write``): later writes of the pass only check the term locally.
+    confirmed_for_writes: bool = False
 
     def check(self, what: str) -> None:
         if not self.valid():
@@ -107,14 +111,28 @@ def check(what: str) -> None:
 
 async def before_write(what: str) -> None:
     """Before a write to Connect (or Kafka): the term must hold, and the resource must be claimed
-    by it; the claim is written first if this pass has not yet (a conditional status write)."""
+    by it *in this pass*, confirmed by the API server.
+
+    Why not trust a claim the pass only read: a new holder no longer writes its claim into idle
+    resources (a take-over of 20,000 cost 20,000 status writes), so a stale replica - one whose
+    clock ran slow, so that its ended term still looked valid to it - can read its own old claim
+    on a resource the new holder has not touched. So the first Connect write of every pass first
+    writes the claim as a conditional status write (refused if the resource changed since the
+    pass read it, a relabel included), then asks the API server's Lease, uncached, whether this
+    term still holds it. One status write and one Lease read per pass that writes to Connect.
+    """
     fence = _CURRENT.get()
     if fence is None:
         return
     fence.check(what)
     if fence.still_claimed is not None and not fence.still_claimed():
         raise FencedOff(f"not written, another replica claimed the resource: {what}")
-    if not fence.claimed and fence.claim is not None:
+    if fence.confirmed_for_writes:
+        return
+    if fence.claim is not None:
         await fence.claim()
         fence.claimed = True
-        fence.check(what)
+    if fence.confirm is not None and not await fence.confirm(True):
+        raise FencedOff(f"not written, the Lease is no longer held by {fence.holder}: {what}")
+    fence.confirmed_for_writes = True
+    fence.check(what)

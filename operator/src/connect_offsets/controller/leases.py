@@ -166,13 +166,14 @@ class LeaseKeeper:
             now = self._held.get(cluster)
             return now is not None and now.epoch == epoch and self.clock() - now.renewed < self.timings.renew_deadline
 
-        async def confirm() -> bool:
+        async def confirm(fresh: bool = False) -> bool:
             now = self._held.get(cluster)
             if now is None or now.epoch != epoch:
                 return False
             confirmed = self._confirmed.get(cluster)
             if (
-                confirmed is not None
+                not fresh
+                and confirmed is not None
                 and confirmed[0] == epoch
                 and self.clock() - confirmed[1] < self.timings.retry_period
             ):

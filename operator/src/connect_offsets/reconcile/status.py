@@ -257,10 +257,11 @@ async def write_status(
     field set to None is removed. Conditions and observedGeneration are always written here.
     ``transient``: the pass failed for a reason a retry can fix, so a standing refusal is kept
     (:func:`standing_refusal`).
-    ``claim``: write even if only ``claimedBy`` changes - the claim before a pass's first Connect
-    write. Otherwise a claim alone is not worth a write: a new Lease term re-checks every resource
-    of its clusters, and writing a claim into each idle one cost one status write per resource
-    (20,000 in a minute at a take-over, bench/README.md); the first write that matters carries it.
+    ``claim``: write even if nothing changes - the claim before a pass's first Connect write, a
+    conditional write that fails if the resource changed since the pass read it. Otherwise a
+    claim alone is not worth a write: a new Lease term re-checks every resource of its clusters,
+    and writing a claim into each idle one cost one status write per resource (20,000 in a
+    minute at a take-over, bench/README.md); the first write that matters carries it.
     """
     model = STATUS_MODELS[plural]
     if update is not None and type(update) is not model:
@@ -288,8 +289,8 @@ async def write_status(
         if not claim and _canonical(unclaimed) == _canonical(old):
             return
         new[CLAIMED_BY] = fence.holder
-    if _canonical(new) == _canonical(old):
-        return
+    if _canonical(new) == _canonical(old) and not (claim and fence is not None):
+        return  # (a claim is written even when status says it already: the write is the check)
     try:
         if fence is None:
             written = await kube.patch_status(
@@ -373,7 +374,7 @@ async def _fenced_patch(
     version = fence.resource_version or meta.get("resourceVersion")
     patch = merge_patch(_canonical(old), _canonical(new))
     taken_from = old.get(CLAIMED_BY)
-    if taken_from not in (None, fence.holder) and fence.confirm is not None and not await fence.confirm():
+    if taken_from not in (None, fence.holder) and fence.confirm is not None and not await fence.confirm(False):
         raise fencing.FencedOff(
             f"{plural} {namespace}/{name}: not claimed from {taken_from!r}, the Lease is no longer {fence.holder!r}"
         )
@@ -387,6 +388,11 @@ async def _fenced_patch(
             if fresh is None:
                 raise
             status = fresh.get("status") or {}
+            labels = (fresh.get("metadata") or {}).get("labels") or {}
+            if fence.cluster is not None and cluster_of(plural, namespace, name, labels) != fence.cluster:
+                raise fencing.FencedOff(
+                    f"{plural} {namespace}/{name} is bound to another ConnectCluster now, its Lease's holder's"
+                ) from error
             if status.get(CLAIMED_BY) not in (fence.read_holder, fence.holder, old.get(CLAIMED_BY)):
                 raise fencing.FencedOff(
                     f"{plural} {namespace}/{name} is claimed by {status.get(CLAIMED_BY)!r} now, not {fence.holder!r}"
