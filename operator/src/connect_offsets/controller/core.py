@@ -34,7 +34,7 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import Histogram
 
@@ -50,6 +50,7 @@ from connect_offsets.controller.sharding import (
     needs_finalizer,
     stale_finalizers,
 )
+from connect_offsets.controller.urgency import asks_now
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
@@ -186,7 +187,16 @@ class Controller:
         #: (which the resource's failed passes before its deletion raised, and which gave up at once).
         self._deletion_failures: dict[Key, int] = {}
         cap = cluster_workers if cluster_workers is not None else max(1, self.workers // 2)
-        self.queue = WorkQueue(cluster_of=self._cluster, cluster_cap=cap)
+        #: Whether a ConnectCluster's endpoint is in doubt (its circuit breaker open or probing): its
+        #: keys then run one at a time. Set by the start-up once the cluster registry exists.
+        self.cluster_in_doubt: Callable[[tuple[str, str]], bool] = lambda cluster: False
+        self.queue = WorkQueue(
+            cluster_of=self._cluster,
+            cluster_cap=cap,
+            workers=self.workers,
+            urgent_of=self._asks_now,
+            in_doubt=lambda cluster: self.cluster_in_doubt(cast(tuple[str, str], cluster)),
+        )
         self._seen: dict[Key, tuple[Any, ...] | None] = {}
         self._configmaps: dict[Key, set[str]] = {}
         self._connectors: dict[Key, set[str]] = {}
@@ -224,10 +234,13 @@ class Controller:
         view = request_view(body)
         if key not in self._seen and plural == MIRRORS and self.measure_lag is not None:
             self.queue.add((LAG, namespace, name))
-        if self._seen.get(key, ()) == view:
+        previous = self._seen.get(key)
+        if previous == view:
             return False
         self._seen[key] = view
-        self.queue.add(key)
+        # A change to what a resource seen before asks for is a user's: ahead of the checks. A
+        # first sight (start-up, a Lease taken) is a check, unless it carries a request (``_asks_now``).
+        self.queue.add(key, urgent=previous is not None)
         return True
 
     def forget(self, key: Key) -> None:
@@ -248,7 +261,7 @@ class Controller:
         """A ConfigMap changed: the resources that read it check again (a failed alter may now work)."""
         for key, names in list(self._configmaps.items()):
             if key[1] == namespace and name in names:
-                self.queue.add(key)
+                self.queue.add(key, urgent=True)  # a user's edit of what the resource reads
 
     def connectors_changed(self, names: set[str]) -> None:
         """A cluster's snapshot found these connectors changed behind the operator's back (deleted,
@@ -270,6 +283,21 @@ class Controller:
         key = (plural, namespace, name)
         if key in self._seen and self.owns(key):
             self.queue.add(key)
+
+    def cluster_recovered(self, clusters: set[tuple[str, str]]) -> None:
+        """A Connect cluster answered again after its circuit breaker had opened: the resources of
+        these ConnectClusters check now, instead of at the end of their back-off."""
+        for cluster in clusters:
+            for key in list(self._by_cluster.get(cluster, ())):
+                if self._holds(cluster):
+                    self.queue.add(key)
+
+    def _asks_now(self, key: Key) -> bool:
+        """Whether the key's resource waits for a request to be carried out (``urgency``)."""
+        if key[0] not in (CONNECTORS, MIRRORS):
+            return False
+        body = self.kube.cache.peek(*key)
+        return body is not None and asks_now(body)
 
     def owns(self, key: Key) -> bool:
         """Whether this replica works on the key now: its shard's, and the Lease held."""
