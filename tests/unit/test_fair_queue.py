@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import pytest
 
+from connect_offsets.clients.kubernetes import KubernetesApi
+from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.controller import Controller
 from connect_offsets.controller.queue import BACKGROUND_EVERY, RESERVE_FROM, WorkQueue
-from connect_offsets.vocabulary import CONNECTORS
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
 
 pytestmark = pytest.mark.unit
 
@@ -185,9 +190,7 @@ def test_a_namespace_with_nothing_running_gets_a_worker_whatever_others_wait_for
         assert len(set(dead_running)) == len(dead_running)  # one probe per dead cluster
     assert queue.stats.past_share == 0
     queue.add(key("victim", "list"))
-    if hostile == 1:
-        assert take_now(queue) == key("victim", "list")
-    elif queue.processing() < workers:
+    if hostile == 1 or queue.processing() < workers:  # one hostile namespace always leaves the reserve
         assert take_now(queue) == key("victim", "list")
 
 
@@ -213,3 +216,47 @@ async def test_a_waiting_worker_wakes_when_a_share_frees() -> None:
     found, _ = await asyncio.wait_for(waiting, 1.0)
     assert found[1] == "a"
     queue.shut_down()
+
+
+# --- what the controller calls urgent ----------------------------------------------------------------
+
+
+def resource(name: str, version: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "resourceVersion": str(version),
+            "generation": 1,
+            "annotations": annotations or {},
+            "labels": {CLUSTER_LABEL: "local"},
+        },
+        "status": {"observedGeneration": 1},
+    }
+
+
+@dataclass
+class Kube:
+    cache: ResourceCache = field(default_factory=ResourceCache)
+
+
+async def test_a_users_change_goes_ahead_of_first_checks_and_a_first_sight_with_a_request_too() -> None:
+    """100 resources seen for the first time (a start) are background; one of them changed by a
+    user afterwards, a ConfigMap another reads, and a first sight that carries a request are urgent."""
+    made = Controller(cast(KubernetesApi, Kube()), {}, drift_interval=3600.0, workers=8)
+    for i in range(100):
+        made.observe(CONNECTORS, "team-a", f"c{i}", resource(f"c{i}", 1))
+    made.observe(CONNECTORS, "team-a", "asked", resource("asked", 1, {ANNOTATION_OFFSETS: "list"}))
+    made.observe(CONNECTORS, "team-a", "c50", resource("c50", 2, {ANNOTATION_OFFSETS: "reset"}))
+    made._configmaps[(CONNECTORS, "team-a", "c70")] = {"offsets"}
+    made.configmap_changed("team-a", "offsets")
+    changed_spec = resource("c80", 2)
+    changed_spec["metadata"]["generation"] = 2  # a spec change the operator has not acted on yet
+    made.observe(CONNECTORS, "team-a", "c80", changed_spec)
+    first = [take_now(made.queue) for _ in range(4)]
+    assert {k[2] for k in first if k is not None} == {"asked", "c50", "c70", "c80"}
+    assert made.queue.stats.taken == {"urgent": 4}
+    for taken in first:
+        assert taken is not None
+        made.queue.done(taken)  # (the cluster's cap is 4 of the 8 workers)
+    assert take_now(made.queue) == (CONNECTORS, "team-a", "c0")  # then the checks, in their order
