@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import respx
 
 from connect_offsets import fencing
+from connect_offsets.clients.connect import CircuitBreaker
 from connect_offsets.clients.kubernetes import KubernetesError, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import FINALIZER, LeaseKeeper, LeaseTimings, Shard, awaiting_deletion, cluster_of
@@ -220,7 +221,11 @@ class Replica:
         for (plural, namespace, resource), body in world.kube.resources.items():
             self.cache.observe(plural, namespace, resource, body)
         with acting_as(self):
-            self.clusters = ClusterRegistry(world.kube)  # type: ignore[arg-type]
+            # No back-off, as in tests/simulation.py: the simulation moves step by step, not in time.
+            self.clusters = ClusterRegistry(
+                world.kube,  # type: ignore[arg-type]
+                new_breaker=lambda: CircuitBreaker(first_backoff=0.0, max_backoff=0.0),
+            )
             self.connectors = ConnectorService(world.kube, self.clusters, kafka_groups=world.kafka)  # type: ignore[arg-type]
             self.mirrors = MirrorMaker2Service(world.kube, self.clusters)  # type: ignore[arg-type]
         self.keeper = LeaseKeeper(

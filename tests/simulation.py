@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import httpx
 import respx
 
+from connect_offsets.clients.connect import CircuitBreaker
 from connect_offsets.clients.kafka import ClusterIdCache, KafkaAdminError
 from connect_offsets.clients.kafka_groups import TP, Checkpoint, CheckpointRead, GroupActive, GroupState
 from connect_offsets.clients.kubernetes import ConfigMapData, KubernetesError, KubernetesUnavailable
@@ -310,7 +311,13 @@ class Sim:
         self.kube.cache = ResourceCache()
         for (plural, namespace, name), body in self.kube.resources.items():
             self.kube.cache.observe(plural, namespace, name, body)
-        self.clusters = ClusterRegistry(self.kube)  # type: ignore[arg-type]
+        # The circuit breaker is in (its refusals and probes are code paths the faults go through),
+        # with no back-off: the simulation moves write by write, not in time, and a real 2 s would
+        # turn every pass after an injected time-out into a refusal (test_connect_breaker has the timing).
+        self.clusters = ClusterRegistry(
+            self.kube,  # type: ignore[arg-type]
+            new_breaker=lambda: CircuitBreaker(first_backoff=0.0, max_backoff=0.0),
+        )
         self.connectors = ConnectorService(self.kube, self.clusters, kafka_groups=self.kafka)  # type: ignore[arg-type]
         self.mirrors = MirrorMaker2Service(self.kube, self.clusters)  # type: ignore[arg-type]
         self.mirrors.failovers.kafka = self.kafka  # type: ignore[assignment]

@@ -714,7 +714,8 @@ async def test_waiting_for_a_pooled_connection_has_no_deadline() -> None:
     async with ConnectClient(ConnectEndpoint(url=URL, timeout_seconds=7)) as c:
         timeout = c._client.timeout
     assert timeout.pool is None
-    assert (timeout.connect, timeout.read, timeout.write) == (7, 7, 7)
+    # Connecting is capped apart (CONNECT_TIMEOUT_S, issue 45); reading and writing keep the request timeout.
+    assert (timeout.connect, timeout.read, timeout.write) == (5, 7, 7)
 
 
 # --- answers are read up to a cap (issue 18: a tenant's spec.url decides what comes back) ------

@@ -29,6 +29,11 @@ Metrics (prefix ``connect_offsets_``):
 * ``progress_kafka_requests_total{request}``: Kafka requests of sink progress (metadata,
   list_offsets, group_offsets), ``progress_rounds_total{result}``: per-cluster rounds,
   ``progress_connect_reads_total``: source offsets read for progress
+* ``connect_unreachable_endpoints``: Connect endpoints (URL and credentials; ConnectClusters naming
+  the same one share it) whose circuit breaker is open: not asked until their back-off has passed;
+  ``connect_breaker_openings_total``: times one opened (or a probe reopened it),
+  ``connect_requests_refused_total``: requests failed at once without a network call. No label:
+  a URL is a tenant's choice, and may hold what should not be in a time series.
 * ``event_loop_lag_seconds``: how late the event loop ran a timer, the worst of the last
   ``LAG_WINDOW_S`` seconds; ``event_loop_lag_probe_seconds`` has every probe as a histogram. One
   loop serves every tenant and the health endpoint: lag here is a tenant's work starving the rest.
@@ -41,7 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import threading
 import time
+import weakref
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -54,6 +61,8 @@ from prometheus_client.registry import Collector
 
 __all__ = [
     "AUTO_RESTARTS",
+    "CONNECT_BREAKER_OPENINGS",
+    "CONNECT_REQUESTS_REFUSED",
     "EVENT_LOOP_LAG",
     "EVENT_LOOP_LAG_PROBES",
     "MAX_LAG_SERIES_PER_MIRROR",
@@ -81,6 +90,7 @@ __all__ = [
     "set_connector_progress",
     "set_connector_state",
     "set_mirror_lag",
+    "watch_connect_breaker",
     "watch_queue",
 ]
 
@@ -421,6 +431,50 @@ class _ConnectorProgress(Collector):
 
 
 REGISTRY.register(_ConnectorProgress())
+
+
+CONNECT_BREAKER_OPENINGS = Counter(
+    "connect_offsets_connect_breaker_openings",
+    "Times a Connect endpoint's circuit breaker opened (time-out, no connection, 502/503/504) or a probe reopened it.",
+    registry=REGISTRY,
+)
+CONNECT_REQUESTS_REFUSED = Counter(
+    "connect_offsets_connect_requests_refused",
+    "Connect requests failed at once, without a network call, while their endpoint's circuit breaker was open.",
+    registry=REGISTRY,
+)
+
+
+class _Breaker(Protocol):
+    @property
+    def is_open(self) -> bool: ...
+
+
+#: The circuit breakers of the live Connect clients (weakly: a retired client drops out).
+_breakers: weakref.WeakSet[_Breaker] = weakref.WeakSet()
+#: Scrapes run on the metrics server's thread, breakers are added on the event loop's.
+_breakers_lock = threading.Lock()
+
+
+def watch_connect_breaker(breaker: _Breaker) -> None:
+    """Count ``breaker`` in ``connect_unreachable_endpoints`` while it is open and alive."""
+    with _breakers_lock:
+        _breakers.add(breaker)
+
+
+class _ConnectBreakers(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with _breakers_lock:
+            breakers = list(_breakers)
+        family = GaugeMetricFamily(
+            "connect_offsets_connect_unreachable_endpoints",
+            "Connect endpoints whose circuit breaker is open (requests fail at once until a probe is answered).",
+        )
+        family.add_metric([], sum(1 for breaker in breakers if breaker.is_open))
+        yield family
+
+
+REGISTRY.register(_ConnectBreakers())
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets.clients.connect import (
+    CircuitBreaker,
     ConnectAuth,
     ConnectClient,
     ConnectEndpoint,
@@ -107,6 +109,13 @@ SNAPSHOT_MAX_AGE_INTERVALS = 1.5
 #: Told which connectors changed behind the operator's back (by a snapshot refresh).
 ConnectorsChanged = Callable[[set[str]], None]
 
+#: Told which ConnectClusters ((namespace, name) keys) answer again after their Connect endpoint's
+#: circuit breaker was open: their resources are woken at once rather than at their next retry.
+ClustersRecovered = Callable[[set[tuple[str, str]]], None]
+
+#: Makes the circuit breaker of a new Connect connection (None: no breaker, every request goes out).
+BreakerFactory = Callable[[], CircuitBreaker[ConnectError] | None]
+
 
 @dataclass
 class _Connection:
@@ -116,6 +125,8 @@ class _Connection:
     namespace often has its own ConnectCluster naming the one shared Connect cluster, and one
     snapshot per endpoint keeps the cost per Connect cluster rather than per tenant. Sharing is
     safe because the endpoint includes the credentials: what one may read, the others may too.
+    The client's circuit breaker is per endpoint too: a dead Connect cluster is asked once per
+    back-off however many ConnectClusters name it, and its recovery wakes all of them.
     """
 
     client: ConnectClient
@@ -153,10 +164,21 @@ class ClusterRegistry:
         *,
         drift_interval: float = 30.0,
         on_change: ConnectorsChanged | None = None,
+        on_recovered: ClustersRecovered | None = None,
+        new_breaker: BreakerFactory = CircuitBreaker,
     ) -> None:
+        """``on_change``: see ``ConnectorsSnapshot``. ``on_recovered``: called (on the event loop,
+        from inside the request that got the answer; it must not block) with the ConnectClusters
+        using a Connect connection when that connection's circuit breaker closes after being open,
+        i.e. the first answer after a time-out, a refused connection or a 502/503/504: their
+        resources failed at once meanwhile and wait in back-off, so the caller wakes them.
+        ``new_breaker``: makes each connection's circuit breaker (``clients.connect.breaker``;
+        a factory returning None turns them off)."""
         self._kube = kube
         self.drift_interval = drift_interval
         self._on_change = on_change
+        self._on_recovered = on_recovered
+        self._new_breaker = new_breaker
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -240,15 +262,28 @@ class ClusterRegistry:
                     self._release(key, entry)
                 connection = self._connections.get(fingerprint)
                 if connection is None:
-                    client = ConnectClient(endpoint)
+                    breaker = self._new_breaker()
+                    client = ConnectClient(endpoint, breaker=breaker)
                     max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
                     connection = _Connection(client, ConnectorsSnapshot(client, max_age, self._on_change))
+                    if breaker is not None:
+                        breaker.on_recovered = functools.partial(self._recovered, connection)
                     self._connections[fingerprint] = connection
                 connection.users.add(key)
                 entry = _Entry(fingerprint, connection)
                 self._entries[key] = entry
             entry.cluster_version, entry.endpoint_at = version, time.monotonic()
         return entry
+
+    def _recovered(self, connection: _Connection) -> None:
+        """A connection's breaker closed after being open: tell ``on_recovered`` who uses it. Its
+        failure is logged, never raised into the request that got the answer."""
+        if self._on_recovered is None or not connection.users:
+            return
+        try:
+            self._on_recovered(set(connection.users))
+        except Exception:
+            log.exception("on_recovered failed for ConnectClusters %s", sorted(connection.users))
 
     def _release(self, key: tuple[str, str], entry: _Entry) -> None:
         connection = entry.connection

@@ -37,6 +37,13 @@ Why this package looks the way it does
   occurrence of the configured password/token in a message is replaced by ``***``.  Log lines are DEBUG
   and carry method, path and status only.
 
+* **A dead cluster fails fast.**  Connecting gets at most ``CONNECT_TIMEOUT_S`` (5 s), apart from
+  the request time-out.  With a :class:`CircuitBreaker` (the operator gives one to each connection),
+  a time-out, a refused connection or a 502/503/504 makes the cluster unreachable for a back-off
+  (2 s, doubling to 60 s, reset by any answer): every request fails at once, without a network
+  call, with that same error (same class, its message ending ``(remembered: ...)``, the same text for
+  the whole back-off, ``.remembered`` true); then one request at a time probes it.
+
 * **Connector names are URL-quoted** with ``quote(name, safe="")``: MirrorMaker 2 names such as
   ``east->west.MirrorSourceConnector`` contain ``>``, and names may contain ``/``.
 
@@ -53,6 +60,7 @@ Why this package looks the way it does
 The package, one module per job (each says what it holds; later ones never import earlier ones):
 
 ``client``     :class:`ConnectClient`: requests, answers mapped to errors, chunked alters
+``breaker``    :class:`CircuitBreaker`: a cluster that times out is asked once per back-off
 ``responses``  bounded (gzip-bomb-safe) body reading, response models, the expand snapshot's parsing
 ``endpoint``   :class:`ConnectEndpoint`, :class:`ConnectAuth`: URL, credentials, TLS, redaction
 ``errors``     the error tree above
@@ -64,6 +72,7 @@ names are for finding the code. Patch a module-level value where it is read (e.g
 
 from __future__ import annotations
 
+from connect_offsets.clients.connect.breaker import CircuitBreaker
 from connect_offsets.clients.connect.client import ConnectClient
 from connect_offsets.clients.connect.endpoint import ConnectAuth, ConnectEndpoint, build_ssl_context
 
@@ -91,6 +100,7 @@ from connect_offsets.models.connect import (
 
 __all__ = [
     "ChunkedAlterResult",
+    "CircuitBreaker",
     "ConnectAuth",
     "ConnectBadRequest",
     "ConnectClient",

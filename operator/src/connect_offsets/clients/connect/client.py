@@ -4,6 +4,10 @@ Separate so that the class a newcomer looks for is alone in its room: requests, 
 answers, chunked alters and write bookkeeping. Errors, endpoint/TLS configuration and response
 reading live next door (``errors``, ``endpoint``, ``responses``); the package docstring says why
 the client looks the way it does.
+
+About 700 lines, over the package's 600: every request (plain, streamed, chunk of an alter) passes
+through the one place here that maps answers to errors and tells the circuit breaker how it ended;
+splitting that place would split the error mapping from the decision it feeds.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from urllib.parse import quote, unquote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from connect_offsets import __version__, fencing
+from connect_offsets import __version__, fencing, metrics
+from connect_offsets.clients.connect.breaker import CircuitBreaker, RememberedFailure, Ticket
 from connect_offsets.clients.connect.endpoint import (
     _CLIENT_CERTIFICATE_ALERTS,
     _CLIENT_CERTIFICATE_HINT,
@@ -36,8 +41,10 @@ from connect_offsets.clients.connect.errors import (
     ConnectError,
     ConnectHTTPError,
     ConnectUnavailable,
+    _copy,
     _error_class,
     _is_connect_error_body,
+    _remembered,
     _with_chunk_failure,
 )
 from connect_offsets.clients.connect.responses import (
@@ -94,8 +101,34 @@ _MAX_TRACE_BYTES: Final = 256 * 1024
 #: 5,000 connectors are ~15 MiB. Past this the snapshot is refused and connectors are read one by one.
 MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
 
+#: The most a connection may take to be made, whatever ``spec.requestTimeoutSeconds`` says: a
+#: worker that is up accepts in milliseconds, and a URL that does not accept (a black hole, a host
+#: that is down) should cost seconds, not the whole request time-out (issue 45).
+CONNECT_TIMEOUT_S: Final = 5.0
+
+#: Answers of a gateway in front of Connect saying there is nothing behind it (502 Bad Gateway,
+#: 503 Service Unavailable, 504 Gateway Timeout): a failure of the cluster, for the circuit
+#: breaker, like a time-out. Every other answer (404, 409, 400, Connect's own 500s) says it is there.
+BREAKER_STATUSES: Final = frozenset({502, 503, 504})
+
 #: Called after each applied chunk; may be a coroutine function (e.g. to write status).
 ChunkCallback = Callable[[ChunkProgress], Awaitable[None] | None]
+
+
+def _is_outage(error: BaseException, *, gateway_answers: bool = True) -> bool:
+    """Whether a request's error says the cluster is not there (opens the circuit breaker): the
+    transport failed (time-out, connection refused or reset, DNS, TLS), or a gateway answered
+    502/503/504. Not the 404 of a worker still starting (``_NOT_CONNECT_404``): that is an answer,
+    at once, and it raises ``ConnectUnavailable`` without a transport error behind it."""
+    if isinstance(error, ConnectUnavailable):
+        return isinstance(error.__cause__, httpx.TransportError | ssl.SSLError)
+    return gateway_answers and isinstance(error, ConnectHTTPError) and error.status_code in BREAKER_STATUSES
+
+
+def _remembered_text(backoff: float) -> str:
+    """What a remembered failure adds to the real one: the same words for the whole back-off, so
+    status written from it does not change on every pass."""
+    return f"(remembered: Connect is not asked again for {backoff:.0f} s, then one request at a time until it answers)"
 
 
 def _connector_path(name: str, *suffix: str) -> str:
@@ -109,10 +142,25 @@ def _bool_param(value: bool) -> str:
 
 
 class ConnectClient:
-    """Async client for one Kafka Connect cluster. Create once, reuse, :meth:`aclose` at the end."""
+    """Async client for one Kafka Connect cluster. Create once, reuse, :meth:`aclose` at the end.
 
-    def __init__(self, endpoint: ConnectEndpoint, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    ``breaker``: the circuit breaker of this connection (``clients.connect.breaker``); with one,
+    a cluster that timed out, refused the connection or answered 502/503/504 is not asked again
+    for a back-off period: every request fails at once with that failure, marked remembered.
+    Without (the command line tools, single-step tests), every request goes out.
+    """
+
+    def __init__(
+        self,
+        endpoint: ConnectEndpoint,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        breaker: CircuitBreaker[ConnectError] | None = None,
+    ) -> None:
         self._endpoint = endpoint
+        self._breaker = breaker
+        if breaker is not None:
+            metrics.watch_connect_breaker(breaker)
         self._secrets = _secrets_of(endpoint)
         #: Counts the writes this client sent (before and after each): a snapshot taken at or
         #: before a connector's last write may predate it (``last_write``, ``write_seq``).
@@ -125,8 +173,11 @@ class ConnectClient:
             # No deadline for waiting on a pooled connection: the pool is this operator's own queue
             # (one client serves every resource of the cluster). With a deadline, a thousand
             # resources on a busy worker turned queueing into PoolTimeouts, reported as an outage
-            # with back-off. Connecting, reading and writing keep the request timeout.
-            timeout=httpx.Timeout(endpoint.timeout_seconds, pool=None),
+            # with back-off. Reading and writing keep the request timeout; connecting gets at most
+            # CONNECT_TIMEOUT_S, so that a URL that does not accept fails in seconds.
+            timeout=httpx.Timeout(
+                endpoint.timeout_seconds, connect=min(CONNECT_TIMEOUT_S, endpoint.timeout_seconds), pool=None
+            ),
             auth=_httpx_auth(endpoint.auth),
             verify=build_ssl_context(endpoint),
             transport=transport,
@@ -137,6 +188,10 @@ class ConnectClient:
     @property
     def endpoint(self) -> ConnectEndpoint:
         return self._endpoint
+
+    @property
+    def breaker(self) -> CircuitBreaker[ConnectError] | None:
+        return self._breaker
 
     @property
     def known_secrets(self) -> tuple[str, ...]:
@@ -200,10 +255,12 @@ class ConnectClient:
         worker without the endpoint (older than 3.9) answers 404 (``ConnectNotFound``)."""
         path = "/health"
         try:
-            answer = await self._get_model(path, _WORKER_HEALTH)
+            # A starting worker's 503 is its answer to this question, not a gateway's: it does
+            # not open the circuit breaker (a time-out here still does).
+            answer = await self._get_model(path, _WORKER_HEALTH, gateway_answers=False)
         except ConnectHTTPError as error:
             state = {503: "starting", 500: "unhealthy"}.get(error.status_code)
-            if state is None:
+            if state is None or error.remembered:
                 raise
             return state, error.message
         return answer.status, answer.message
@@ -350,6 +407,16 @@ class ConnectClient:
         body as parts and joining them (what ``response.content`` does) would briefly hold it twice.
         """
         path = _connector_path(name, "offsets")
+        ticket = self._admit("GET", path)
+        try:
+            body = await self._get_raw(path)
+        except BaseException as error:
+            self._settle(ticket, error)
+            raise
+        self._settle(ticket, None)
+        return body
+
+    async def _get_raw(self, path: str) -> bytes:
         try:
             async with self._client.stream("GET", path) as response:
                 _log.debug("GET %s -> %d", path, response.status_code)
@@ -454,8 +521,9 @@ class ConnectClient:
         *,
         params: Mapping[str, str] | None = None,
         limit: int = MAX_SMALL_RESPONSE_BYTES,
+        gateway_answers: bool = True,
     ) -> _T:
-        response = await self._request("GET", path, params=params, limit=limit)
+        response = await self._request("GET", path, params=params, limit=limit, gateway_answers=gateway_answers)
         assert response is not None
         return self._validate(adapter, self._parse_json("GET", path, response), "GET", path)
 
@@ -475,13 +543,85 @@ class ConnectClient:
         content: bytes | None = None,
         not_found_ok: bool = False,
         limit: int = MAX_SMALL_RESPONSE_BYTES,
+        gateway_answers: bool = True,
     ) -> httpx.Response | None:
         """Send one request. Returns the 2xx response, ``None`` for a tolerated 404, else raises.
 
         ``content``: a body already serialised as JSON (chunks), sent as is. ``limit``: the most
         bytes of the (decoded) answer read before ``ConnectResponseTooLarge``; whoever controls the
         URL controls the answer, and a gzip body of 300 KB can decode to 300 MB.
+        ``gateway_answers``: whether a 502/503/504 answer opens the circuit breaker (see
+        ``BREAKER_STATUSES``); False where such a status is an answer of the worker's own.
+
+        The breaker is asked first, before the fence: a request it refuses sends nothing, so it
+        needs no claim on the resource (a claim is a status write; 150 resources of a dead cluster
+        would each write one per pass for nothing), and it is not a write (``_note_write``).
         """
+        ticket = self._admit(method, path)
+        try:
+            response = await self._send(
+                method,
+                path,
+                params=params,
+                json_body=json_body,
+                content=content,
+                not_found_ok=not_found_ok,
+                limit=limit,
+            )
+        except BaseException as error:
+            self._settle(ticket, error, gateway_answers=gateway_answers)
+            raise
+        self._settle(ticket, None)
+        return response
+
+    def _admit(self, method: str, path: str) -> Ticket | None:
+        """The breaker's ticket for this request (None: no breaker), or its remembered failure
+        raised, a fresh copy each time, without any network call."""
+        if self._breaker is None:
+            return None
+        decision = self._breaker.admit()
+        if isinstance(decision, RememberedFailure):
+            metrics.CONNECT_REQUESTS_REFUSED.inc()
+            _log.debug("%s %s -> refused by the circuit breaker", method, path)
+            raise _copy(decision.error)
+        return decision
+
+    def _settle(self, ticket: Ticket | None, error: BaseException | None, *, gateway_answers: bool = True) -> None:
+        """Tell the breaker how the request ended: answered, failed (time-out, no connection,
+        502/503/504), or neither (cancelled, fenced off before it was sent)."""
+        if ticket is None or self._breaker is None:
+            return
+        if error is None:
+            self._breaker.succeeded(ticket)
+        elif _is_outage(error, gateway_answers=gateway_answers):
+            assert isinstance(error, ConnectError)
+            breaker = self._breaker
+            before = breaker.openings
+            breaker.failed(ticket, lambda backoff: _remembered(error, _remembered_text(backoff)))
+            if breaker.openings != before:
+                metrics.CONNECT_BREAKER_OPENINGS.inc()
+                _log.info(
+                    "Connect at %s unreachable, not asked again for %.0f s: %s",
+                    self._scrub(self._endpoint.url),
+                    breaker.backoff or 0.0,
+                    error,
+                )
+        elif isinstance(error, ConnectError):
+            self._breaker.succeeded(ticket)  # an answer, if not a good one: the cluster is there
+        else:
+            self._breaker.released(ticket)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None,
+        json_body: Any,
+        content: bytes | None,
+        not_found_ok: bool,
+        limit: int,
+    ) -> httpx.Response | None:
         headers = {"Content-Type": "application/json"} if content is not None else None
         if method != "GET":
             # Under a Lease, a write goes out only in the term the pass began in (``fencing``).

@@ -27,6 +27,9 @@ class ConnectError(ConnectOffsetsError):
     """
 
     chunk_failure: ChunkFailure | None = None
+    #: True when the request was not sent: the circuit breaker refused it with the failure that
+    #: opened it (``message`` then ends saying so; ``clients.connect.breaker``).
+    remembered: bool = False
 
     def __init__(self, message: str, *, method: str | None = None, path: str | None = None) -> None:
         self.message = message
@@ -142,6 +145,25 @@ def _with_chunk_failure(error: ConnectError, failure: ChunkFailure) -> ConnectEr
     clone.__dict__.update(error.__dict__)
     clone.chunk_failure = failure
     Exception.__init__(clone, clone._render())
+    return clone
+
+
+def _remembered(error: ConnectError, text: str) -> ConnectError:
+    """The same error (same class, status and request, so callers treat it as they treat the real
+    failure), its message followed by ``text`` (the circuit breaker saying it is remembered)."""
+    clone = _copy(error)
+    clone.message = f"{error.message} {text}"
+    clone.remembered = True
+    Exception.__init__(clone, clone._render())
+    return clone
+
+
+def _copy(error: ConnectError) -> ConnectError:
+    """A fresh copy to raise: one object raised by many requests would collect their tracebacks
+    (and the frames they hold) and chain them to each other."""
+    clone = type(error).__new__(type(error))
+    clone.__dict__.update(error.__dict__)
+    Exception.__init__(clone, *error.args)
     return clone
 
 
