@@ -422,6 +422,9 @@ async def test_clusters_on_a_dead_endpoint_say_unreachable_with_its_error_then_w
             assert condition["reason"] == "Unreachable" and "ReadTimeout: no answer" in condition["message"]
             messages.append(condition["message"])
     assert len(set(messages)) == 1 and "(remembered: " in messages[0]
+    # In doubt for the work queue (its resources one at a time), for both names of the endpoint only.
+    assert world.clusters.in_doubt("team-a", "local") and world.clusters.in_doubt("team-b", "shared")
+    assert not world.clusters.in_doubt("team-c", "other") and not world.clusters.in_doubt("team-c", "unknown")
     refused = await failure(client.get_connector_config("orders"))  # a resource's pass
     assert str(refused) == messages[0] and refused.remembered
     assert len(world.connect.requests) == sent  # the dead endpoint saw nothing: it timed out, not answered
@@ -433,6 +436,7 @@ async def test_clusters_on_a_dead_endpoint_say_unreachable_with_its_error_then_w
     await service.reconcile("team-b", "shared")  # its probe is the first request after the back-off
     assert ready(world.kube, "team-b", "shared")["status"] == "True"
     assert world.recovered == [{("team-a", "local"), ("team-b", "shared")}]
+    assert not world.clusters.in_doubt("team-a", "local")
     await service.reconcile("team-a", "local")
     assert ready(world.kube, "team-a", "local")["status"] == "True" and len(world.recovered) == 1
 

@@ -260,3 +260,23 @@ async def test_a_users_change_goes_ahead_of_first_checks_and_a_first_sight_with_
         assert taken is not None
         made.queue.done(taken)  # (the cluster's cap is 4 of the 8 workers)
     assert take_now(made.queue) == (CONNECTORS, "team-a", "c0")  # then the checks, in their order
+
+
+async def test_a_connect_cluster_answering_again_wakes_its_resources_at_once() -> None:
+    """Its resources failed at once while its breaker was open and wait in back-off; the first
+    answer wakes them (``ClusterRegistry(on_recovered=...)`` -> ``cluster_recovered``), not others."""
+    made = Controller(cast(KubernetesApi, Kube()), {}, drift_interval=3600.0, workers=8)
+    for i in range(3):
+        made.observe(CONNECTORS, "team-a", f"c{i}", resource(f"c{i}", 1))
+    other = resource("elsewhere", 1)
+    other["metadata"]["labels"] = {CLUSTER_LABEL: "other"}
+    made.observe(CONNECTORS, "team-a", "elsewhere", other)
+    taken = [take_now(made.queue) for _ in range(4)]
+    for k in taken:
+        assert k is not None
+        made.queue.done(k)
+        made.queue.add_rate_limited(k)  # each failed: back-off
+    assert take_now(made.queue) is None
+    made.cluster_recovered({("team-a", "local")})
+    woken = {k[2] for k in (take_now(made.queue) for _ in range(4)) if k is not None}
+    assert woken == {"c0", "c1", "c2"}

@@ -75,8 +75,10 @@ __all__ = [
     "PROGRESS_ROUNDS",
     "QUEUE_ADDS",
     "QUEUE_DEPTH",
+    "QUEUE_PAST_SHARE",
     "QUEUE_RETRIES",
     "QUEUE_SECONDS",
+    "QUEUE_TAKEN",
     "RECONCILE_ERRORS",
     "REGISTRY",
     "RESOURCE_CHECKS",
@@ -160,6 +162,17 @@ QUEUE_ADDS = Counter("connect_offsets_workqueue_adds", "Keys added to the queue.
 QUEUE_RETRIES = Counter(
     "connect_offsets_workqueue_retries", "Keys added again after a transient failure.", ["kind"], registry=REGISTRY
 )
+QUEUE_TAKEN = Counter(
+    "connect_offsets_workqueue_taken",
+    "Keys given to a worker, by priority: urgent (a user's change or request) or background (checks).",
+    ["priority"],
+    registry=REGISTRY,
+)
+QUEUE_PAST_SHARE = Counter(
+    "connect_offsets_workqueue_past_share",
+    "Keys given to a namespace past its share of the workers (no other namespace could take the worker).",
+    registry=REGISTRY,
+)
 _QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 QUEUE_SECONDS = Histogram(
     "connect_offsets_workqueue_queue_duration_seconds",
@@ -201,6 +214,16 @@ async def watch_queue(queue: _Queue, kinds: Mapping[str, str], interval: float =
                 if delta > 0:
                     counter.labels(kind).inc(delta)
                 reported[(name, plural)] = total
+        for priority in ("urgent", "background"):
+            total = float(queue.stats.taken.get(priority, 0))
+            delta = total - reported.get(("taken", priority), 0.0)
+            if delta > 0:
+                QUEUE_TAKEN.labels(priority).inc(delta)
+            reported[("taken", priority)] = total
+        delta = float(queue.stats.past_share) - reported.get(("past_share", ""), 0.0)
+        if delta > 0:
+            QUEUE_PAST_SHARE.inc(delta)
+        reported[("past_share", "")] = float(queue.stats.past_share)
         QUEUE_SCHEDULED.set(queue.scheduled())
         QUEUE_IN_FLIGHT.set(queue.processing())
         await asyncio.sleep(interval)

@@ -146,7 +146,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         for controller in controller_cell:
             controller.connectors_changed(names)
 
-    clusters = ClusterRegistry(kube, policy, drift_interval=drift_interval, on_change=connectors_changed)
+    def clusters_recovered(clusters: set[tuple[str, str]]) -> None:
+        for controller in controller_cell:
+            controller.cluster_recovered(clusters)
+
+    clusters = ClusterRegistry(
+        kube, policy, drift_interval=drift_interval, on_change=connectors_changed, on_recovered=clusters_recovered
+    )
 
     # Planning and other CPU work (asyncio.to_thread) get the loop's default pool, bounded and of
     # their own: Kubernetes calls and tenants' Kafka calls have theirs (clients/kubernetes.py,
@@ -211,6 +217,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
                 timings=lease_settings.timings,
             )
         )
+    controller.cluster_in_doubt = lambda cluster: clusters.in_doubt(*cluster)
     controller_cell.append(controller)
     memo["state"] = OperatorState(
         kube=kube,

@@ -328,6 +328,16 @@ class ClusterRegistry:
             else "spec.configProviders.allowed is empty",
         )
 
+    def in_doubt(self, namespace: str, name: str) -> bool:
+        """Whether the Connect endpoint of a resolved ConnectCluster is unreachable now: its circuit
+        breaker open (or its probe under way). The work queue then runs its resources one at a
+        time (``controller.queue``): they fail at once anyway, and a probe holds one worker."""
+        entry = self._entries.get((namespace, name))
+        if entry is None:
+            return False
+        breaker = entry.connection.client.breaker
+        return breaker is not None and breaker.is_open
+
     def health(self, namespace: str, name: str) -> tuple[str, str] | None:
         """The worker's last ``GET /health`` answer for a resolved ConnectCluster (None: not asked,
         or a worker older than 3.9)."""
