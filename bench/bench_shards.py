@@ -893,8 +893,8 @@ the take-over); steady RSS: the largest VmRSS sampled.
   for the ticks' own work) of it: {verdict(live)}.
 - {survivor.label} reconciled its first resource of the dead replica's clusters at {secs(first)} and had
   reconciled all {owned[0]:,} of shard 0 at {secs(all_done)} (its `{CONNECTORS_METRIC}`); {claimed:,} resources then
-  carried its claim (`status.claimedBy` naming its new term: one status write each, since a pass
-  under a new term writes its claim with the status every pass writes). The first snapshot
+  carried its claim (`status.claimedBy` naming its new term: a claim alone is never written since
+  8e19beb, so an idle take-over writes no status; before, one status write each). The first snapshot
   listing of shard 0's worker after the first take-over was sent at {secs(failover.get("listing_sent"))} and
   answered at {secs(failover.get("listing_answered"))} (the worker's request log; only the survivor lists it
   now).
