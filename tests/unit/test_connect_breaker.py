@@ -76,6 +76,10 @@ def timing_out(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectTimeout("timed out", request=request)
 
 
+def timing_out_reads(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("no answer", request=request)
+
+
 def answering(status: int, body: object = None) -> Handler:
     return lambda request: httpx.Response(status, json=body if body is not None else [])
 
@@ -124,10 +128,19 @@ async def test_a_time_out_opens_it_and_every_request_fails_at_once_without_a_net
     assert server.calls == ["GET /connectors"]  # one network call, however many requests
     assert metrics.CONNECT_REQUESTS_REFUSED._value.get() - refused_before == 4
     assert all(type(error) is ConnectUnavailable and error.remembered and error.retryable for error in later)
-    # The real failure's text, verbatim, marked remembered, and the same on every call.
-    assert len({str(error) for error in later}) == 1
+    # The real failure's text, verbatim, marked remembered, the same on every call of a request,
+    # and addressed to the request refused (not to the one that failed: another tenant's, maybe).
     assert str(later[0]).startswith(str(first) + " (remembered: ")
     assert "ConnectTimeout: timed out" in str(later[0]) and "2 s" in str(later[0])
+    assert [(e.method, e.path) for e in later] == [
+        ("GET", "/connectors"),
+        ("GET", "/connectors/orders/status"),
+        ("GET", "/connectors/orders/offsets"),
+        ("GET", "/"),
+    ]
+    assert len({str(error).split(": ", 1)[1] for error in later}) == 1
+    again = await failure(client.get_connector_status("orders"))
+    assert str(again) == str(later[1])
     assert all(error is not later[0] for error in later[1:])  # fresh copies, no shared tracebacks
 
 
@@ -421,12 +434,15 @@ async def test_clusters_on_a_dead_endpoint_say_unreachable_with_its_error_then_w
             condition = ready(world.kube, namespace, name)
             assert condition["reason"] == "Unreachable" and "ReadTimeout: no answer" in condition["message"]
             messages.append(condition["message"])
-    assert len(set(messages)) == 1 and "(remembered: " in messages[0]
+    # The same words on every pass (each refused request names itself, then the failure's text).
+    failures = {m[m.index("ReadTimeout") :] for m in messages}
+    assert len(failures) == 1 and "(remembered: " in messages[0]
     # In doubt for the work queue (its resources one at a time), for both names of the endpoint only.
     assert world.clusters.in_doubt("team-a", "local") and world.clusters.in_doubt("team-b", "shared")
     assert not world.clusters.in_doubt("team-c", "other") and not world.clusters.in_doubt("team-c", "unknown")
     refused = await failure(client.get_connector_config("orders"))  # a resource's pass
-    assert str(refused) == messages[0] and refused.remembered
+    assert str(refused).endswith(failures.pop()) and refused.remembered
+    assert refused.path == "/connectors/orders/config"
     assert len(world.connect.requests) == sent  # the dead endpoint saw nothing: it timed out, not answered
     await service.reconcile("team-c", "other")  # another endpoint is not held back
     assert ready(world.kube, "team-c", "other")["status"] == "True" and world.recovered == []
@@ -454,3 +470,47 @@ async def test_a_snapshot_refresh_can_be_the_probe(world: World, clock: Clock) -
     await snapshot.refresh()
     assert snapshot.connectors() == {} and len(world.connect.requests) == sent + 1
     assert world.recovered == [{("team-a", "local")}]  # the only ConnectCluster resolved to it so far
+
+
+async def test_a_tenants_slow_connector_path_does_not_open_the_breaker_others_share(
+    connect: tuple[ConnectClient, Server, CircuitBreaker[ConnectError]],
+) -> None:
+    """The attacker's case: tenant A makes Connect slow on its own connector's path (a config whose
+    validation waits for an unreachable database) until the read times out. The endpoint is
+    shared; its breaker must stay closed for tenant B, and B must never see A's path. A slow
+    answer to a cluster-wide read (the connector listing) does open it."""
+    client, server, breaker = connect
+    server.answer = timing_out_reads
+    slow = await failure(client.get_connector_status("a-conn"))
+    assert isinstance(slow, ConnectUnavailable) and "ReadTimeout" in str(slow)
+    assert not breaker.is_open
+    status = {"name": "b-conn", "connector": {"state": "RUNNING", "worker_id": "w"}, "tasks": [], "type": "source"}
+    server.answer = answering(200, status)
+    assert (await client.get_connector_status("b-conn")).connector.state == "RUNNING"
+    server.answer = timing_out_reads
+    await failure(client.list_connectors())
+    assert breaker.is_open
+    refused = await failure(client.get_connector_status("b-conn"))
+    assert refused.remembered and "a-conn" not in str(refused)
+
+
+async def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_request_deadline() -> None:
+    """httpx's read time-out counts per read: an answer that sends a byte just inside it, for ever,
+    held a worker for good. The whole request ends after REQUEST_DEADLINE_TIME_OUTS time-outs."""
+
+    class Trickle(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            while True:
+                await asyncio.sleep(0.05)
+                yield b" "
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Trickle())
+
+    endpoint = ConnectEndpoint(url=URL, timeout_seconds=0.1)
+    breaker: CircuitBreaker[ConnectError] = CircuitBreaker()
+    client = ConnectClient(endpoint, transport=httpx.MockTransport(handler), breaker=breaker)
+    async with client:
+        error = await failure(client.list_connectors())
+    assert isinstance(error, ConnectUnavailable) and "no complete answer within" in str(error)
+    assert breaker.is_open  # a cluster-wide read: an outage

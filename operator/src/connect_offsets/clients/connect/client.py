@@ -13,11 +13,12 @@ splitting that place would split the error mapping from the decision it feeds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import io
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 from urllib.parse import quote, unquote
@@ -41,9 +42,9 @@ from connect_offsets.clients.connect.errors import (
     ConnectError,
     ConnectHTTPError,
     ConnectUnavailable,
-    _copy,
     _error_class,
     _is_connect_error_body,
+    _readdressed,
     _remembered,
     _with_chunk_failure,
 )
@@ -115,13 +116,32 @@ BREAKER_STATUSES: Final = frozenset({502, 503, 504})
 ChunkCallback = Callable[[ChunkProgress], Awaitable[None] | None]
 
 
-def _is_outage(error: BaseException, *, gateway_answers: bool = True) -> bool:
-    """Whether a request's error says the cluster is not there (opens the circuit breaker): the
-    transport failed (time-out, connection refused or reset, DNS, TLS), or a gateway answered
-    502/503/504. Not the 404 of a worker still starting (``_NOT_CONNECT_404``): that is an answer,
-    at once, and it raises ``ConnectUnavailable`` without a transport error behind it."""
+#: A whole request (connecting, sending, every read of the answer) ends after this many request
+#: time-outs: httpx's read time-out counts per read, so an answer trickled one byte at a time
+#: never timed out, and held a worker for good (an attacker's test, issue 45).
+REQUEST_DEADLINE_TIME_OUTS: Final = 4
+
+
+def _cluster_wide(method: str, path: str) -> bool:
+    """Whether a request reads the cluster as a whole (``GET /``, the connector listing, plugins,
+    health), the same for every tenant of the endpoint. Only such a request's slow answer says the
+    cluster is not there: one tenant can make Connect slow on its own connector's paths (a config
+    whose validation waits for an unreachable database), and that must not open the breaker every
+    tenant of the endpoint shares."""
+    return method == "GET" and not path.startswith("/connectors/") and "/validate" not in path
+
+
+def _is_outage(error: BaseException, *, method: str = "GET", path: str = "/", gateway_answers: bool = True) -> bool:
+    """Whether a request's error says the cluster is not there (opens the circuit breaker): no
+    connection could be made (refused, reset, DNS, TLS, the connect time-out), a cluster-wide
+    request got no complete answer in time (``_cluster_wide``), or a gateway answered 502/503/504.
+    Not the 404 of a worker still starting (``_NOT_CONNECT_404``): that is an answer, at once, and
+    it raises ``ConnectUnavailable`` without a transport error behind it."""
     if isinstance(error, ConnectUnavailable):
-        return isinstance(error.__cause__, httpx.TransportError | ssl.SSLError)
+        cause = error.__cause__
+        if isinstance(cause, httpx.ReadTimeout | httpx.WriteTimeout | TimeoutError):
+            return _cluster_wide(method, path)
+        return isinstance(cause, httpx.TransportError | ssl.SSLError)
     return gateway_answers and isinstance(error, ConnectHTTPError) and error.status_code in BREAKER_STATUSES
 
 
@@ -409,9 +429,10 @@ class ConnectClient:
         path = _connector_path(name, "offsets")
         ticket = self._admit("GET", path)
         try:
-            body = await self._get_raw(path)
+            async with self._deadline("GET", path):
+                body = await self._get_raw(path)
         except BaseException as error:
-            self._settle(ticket, error)
+            self._settle(ticket, error, method="GET", path=path)
             raise
         self._settle(ticket, None)
         return body
@@ -559,20 +580,37 @@ class ConnectClient:
         """
         ticket = self._admit(method, path)
         try:
-            response = await self._send(
-                method,
-                path,
-                params=params,
-                json_body=json_body,
-                content=content,
-                not_found_ok=not_found_ok,
-                limit=limit,
-            )
+            async with self._deadline(method, path):
+                response = await self._send(
+                    method,
+                    path,
+                    params=params,
+                    json_body=json_body,
+                    content=content,
+                    not_found_ok=not_found_ok,
+                    limit=limit,
+                )
         except BaseException as error:
-            self._settle(ticket, error, gateway_answers=gateway_answers)
+            self._settle(ticket, error, method=method, path=path, gateway_answers=gateway_answers)
             raise
         self._settle(ticket, None)
         return response
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, method: str, path: str) -> AsyncIterator[None]:
+        """The whole request within ``REQUEST_DEADLINE_TIME_OUTS`` request time-outs, else
+        ``ConnectUnavailable`` (from a ``TimeoutError``, an outage as a read time-out is)."""
+        seconds = self._endpoint.timeout_seconds * REQUEST_DEADLINE_TIME_OUTS
+        try:
+            async with asyncio.timeout(seconds):
+                yield
+        except TimeoutError as e:
+            _log.debug("%s %s -> no complete answer within %.0f s", method, path, seconds)
+            raise ConnectUnavailable(
+                f"no complete answer within {seconds:.0f} s ({REQUEST_DEADLINE_TIME_OUTS} request time-outs)",
+                method=method,
+                path=path,
+            ) from e
 
     def _admit(self, method: str, path: str) -> Ticket | None:
         """The breaker's ticket for this request (None: no breaker), or its remembered failure
@@ -583,17 +621,27 @@ class ConnectClient:
         if isinstance(decision, RememberedFailure):
             metrics.CONNECT_REQUESTS_REFUSED.inc()
             _log.debug("%s %s -> refused by the circuit breaker", method, path)
-            raise _copy(decision.error)
+            # Addressed to this request, not to the one that failed: that may have been another
+            # tenant's, on its own connector's path.
+            raise _readdressed(decision.error, method, path)
         return decision
 
-    def _settle(self, ticket: Ticket | None, error: BaseException | None, *, gateway_answers: bool = True) -> None:
+    def _settle(
+        self,
+        ticket: Ticket | None,
+        error: BaseException | None,
+        *,
+        method: str = "GET",
+        path: str = "/",
+        gateway_answers: bool = True,
+    ) -> None:
         """Tell the breaker how the request ended: answered, failed (time-out, no connection,
         502/503/504), or neither (cancelled, fenced off before it was sent)."""
         if ticket is None or self._breaker is None:
             return
         if error is None:
             self._breaker.succeeded(ticket)
-        elif _is_outage(error, gateway_answers=gateway_answers):
+        elif _is_outage(error, method=method, path=path, gateway_answers=gateway_answers):
             assert isinstance(error, ConnectError)
             breaker = self._breaker
             before = breaker.openings

@@ -158,6 +158,16 @@ def _remembered(error: ConnectError, text: str) -> ConnectError:
     return clone
 
 
+def _readdressed(error: ConnectError, method: str, path: str) -> ConnectError:
+    """A fresh copy of a remembered failure, as the failure of ``method path``: the text of the
+    failure (the transport's or a gateway's words, the same for the whole back-off) without the
+    request that met it, which may have been another tenant's."""
+    clone = _copy(error)
+    clone.method, clone.path = method, path
+    Exception.__init__(clone, clone._render())
+    return clone
+
+
 def _copy(error: ConnectError) -> ConnectError:
     """A fresh copy to raise: one object raised by many requests would collect their tracebacks
     (and the frames they hold) and chain them to each other."""
