@@ -47,7 +47,7 @@ import asyncio
 import heapq
 import math
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -131,7 +131,9 @@ class WorkQueue:
         # namespace's turn takes the first key of a cluster under its cap without scanning that
         # cluster's backlog.
         self._ready: tuple[dict[str, dict[Hashable | None, deque[Key]]], ...] = ({}, {})
-        self._turns: tuple[deque[str], ...] = (deque(), deque())  # namespaces with ready keys, in turn
+        # Namespaces with ready keys, in turn (a linked order: the first, a move to the end and a
+        # removal are O(1) with ten thousand namespaces).
+        self._turns: tuple[OrderedDict[str, None], ...] = (OrderedDict(), OrderedDict())
         self._queued: dict[Key, tuple[float, Hashable | None, int]] = {}  # ready -> (since, cluster, level)
         self._delayed: list[tuple[float, int, Key]] = []  # heap of (due, tie-breaker, key)
         self._due: dict[Key, float] = {}  # the earliest due time of each delayed key
@@ -139,6 +141,9 @@ class WorkQueue:
         self._dirty: dict[Key, bool] = {}  # added while processing (urgent?): ready again once done
         self._inflight: Counter[Hashable] = Counter()  # passes running per cluster
         self._running: Counter[str] = Counter()  # passes running per namespace
+        # Ready keys plus passes running, per namespace: its keys are the namespaces that want
+        # workers (``_share``), kept as keys come and go rather than gathered at every take.
+        self._load: Counter[str] = Counter()
         self._urgent_streak = 0  # urgent takes in a row while background keys waited
         self._failures: Counter[Key] = Counter()
         self._seq = 0
@@ -176,10 +181,11 @@ class WorkQueue:
         since = queued[0] if queued is not None else self._clock()
         self._queued[key] = (since, cluster, level)
         namespace = key[1]
+        self._load[namespace] += 1
         ready = self._ready[level]
         if namespace not in ready:
             ready[namespace] = {}
-            self._turns[level].append(namespace)
+            self._turns[level][namespace] = None
         ready[namespace].setdefault(cluster, deque()).append(key)
         self._wake_one()
 
@@ -231,6 +237,7 @@ class WorkQueue:
     def _unready(self, key: Key) -> None:
         """Take a ready key out of its level's lists."""
         _, cluster, level = self._queued.pop(key)
+        self._unload(key[1])
         ready = self._ready[level]
         by_cluster = ready[key[1]]
         by_cluster[cluster].remove(key)
@@ -238,7 +245,7 @@ class WorkQueue:
             del by_cluster[cluster]
         if not by_cluster:
             del ready[key[1]]
-            self._turns[level].remove(key[1])
+            del self._turns[level][key[1]]
 
     # --- taking ---------------------------------------------------------------------------------
 
@@ -281,6 +288,7 @@ class WorkQueue:
         self._running[key[1]] -= 1
         if self._running[key[1]] <= 0:
             del self._running[key[1]]
+        self._unload(key[1])
         if cluster is not None:
             self._inflight[cluster] -= 1
             if self._inflight[cluster] <= 0:
@@ -334,8 +342,12 @@ class WorkQueue:
         over the k namespaces with keys ready or passes running, at least 1 (None: no share)."""
         if not self._workers:
             return None
-        wanting = len(self._running.keys() | self._ready[URGENT].keys() | self._ready[BACKGROUND].keys())
-        return max(1, (self._workers - self._reserve) // max(1, wanting))
+        return max(1, (self._workers - self._reserve) // max(1, len(self._load)))
+
+    def _unload(self, namespace: str) -> None:
+        self._load[namespace] -= 1
+        if self._load[namespace] <= 0:
+            del self._load[namespace]
 
     def _cap(self, cluster: Hashable) -> float:
         """Passes a cluster may have running: 1 while it is in doubt (it failed and has not answered
@@ -369,12 +381,12 @@ class WorkQueue:
         if None) and whose cluster is under its cap; namespaces, and their clusters, in turn."""
         ready, turns = self._ready[level], self._turns[level]
         for _ in range(len(turns)):
-            namespace = turns[0]
-            turns.rotate(-1)  # whatever happens, the next namespace goes first next time
+            namespace = next(iter(turns))
+            turns.move_to_end(namespace)  # whatever happens, the next namespace goes first next time
             if share is not None and self._running[namespace] >= share:
                 continue
             by_cluster = ready[namespace]
-            for cluster in list(by_cluster):
+            for cluster in by_cluster:  # (changed only right before the return: no copy needed)
                 if cluster is not None and self._inflight[cluster] >= self._cap(cluster):
                     continue
                 keys = by_cluster.pop(cluster)
@@ -383,7 +395,7 @@ class WorkQueue:
                     by_cluster[cluster] = keys  # to the end: the namespace's clusters take turns too
                 if not by_cluster:
                     del ready[namespace]
-                    turns.remove(namespace)
+                    del turns[namespace]
                 since, _, _ = self._queued.pop(key)
                 self._processing[key] = cluster
                 self._running[namespace] += 1
