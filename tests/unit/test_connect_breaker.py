@@ -237,9 +237,29 @@ async def test_the_back_off_doubles_up_to_the_max_and_an_answer_resets_it(
     server.answer = answering(200, ["orders"])
     assert await client.list_connectors() == ["orders"]
     assert not breaker.is_open and breaker.backoff is None
+    clock.advance(MAX_BACKOFF_S)  # answering for a while: the outage is over
     server.answer = timing_out
     await failure(client.list_connectors())
     assert breaker.backoff == 2.0  # reset by the answer
+
+
+async def test_an_endpoint_that_answers_each_probe_and_fails_again_at_once_keeps_doubling(
+    connect: tuple[ConnectClient, Server, CircuitBreaker[ConnectError]], clock: Clock
+) -> None:
+    """The attacker's flapping endpoint: it answers the lone probe and times out right after. Any
+    answer closed the breaker and reset the back-off to 2 s, so it was asked every 2 s for ever."""
+    client, server, breaker = connect
+    seen = []
+    for _ in range(7):
+        server.answer = timing_out
+        await failure(client.list_connectors())
+        seen.append(breaker.backoff)
+        assert breaker.backoff is not None
+        clock.advance(breaker.backoff)
+        server.answer = answering(200, ["orders"])
+        assert await client.list_connectors() == ["orders"]  # the probe is answered
+        clock.advance(0.1)
+    assert seen == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
 
 
 async def test_time_outs_of_requests_already_under_way_open_it_once(

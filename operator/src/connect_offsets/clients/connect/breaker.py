@@ -13,7 +13,9 @@ failures remembered, one attempt at a time while in doubt); this is its Connect 
   made once when it opened (so status written from it is identical on every pass of the period).
 * **Probing**: once the back-off has passed, exactly one request goes out; the others are still
   refused while it is in flight. Its answer closes the breaker (and ``on_recovered`` wakes the
-  cluster's resources at once); its failure opens it again with the back-off doubled.
+  cluster's resources at once); its failure opens it again with the back-off doubled. An opening
+  within ``max_backoff`` of the last closing doubles the last back-off too, so an endpoint that
+  answers each probe and fails again at once (it flaps) is not asked every 2 s for ever.
 
 Pure: no I/O, no Kubernetes, no knowledge of HTTP; the caller says what was a failure. The clock is
 injectable so that tests count decisions instead of sleeping.
@@ -83,6 +85,9 @@ class CircuitBreaker(Generic[E]):
         self._open: _Open[E] | None = None
         self._epoch = 0
         self._probe: Ticket | None = None
+        #: The back-off of the last opening and when its breaker closed: an endpoint that answers
+        #: its probe and fails again at once (one that flaps) keeps doubling its back-off.
+        self._last_closed: tuple[float, float] | None = None
         #: Times the breaker opened (closed -> open, and a failed probe reopening it).
         self.openings = 0
         #: Requests refused without a network call.
@@ -116,6 +121,7 @@ class CircuitBreaker(Generic[E]):
             self._probe = None
         if self._open is None:
             return False
+        self._last_closed = (self._open.backoff, self._clock())
         self._open, self._probe = None, None
         self._epoch += 1
         if self.on_recovered is not None:
@@ -137,6 +143,10 @@ class CircuitBreaker(Generic[E]):
             return
         if self._open is None:
             backoff = self.first_backoff
+            if self._last_closed is not None:
+                last, closed_at = self._last_closed
+                if self._clock() - closed_at < self.max_backoff:
+                    backoff = min(last * 2, self.max_backoff)  # failed again soon after: it flaps
         elif is_probe:
             backoff = min(self._open.backoff * 2, self.max_backoff)
         else:
