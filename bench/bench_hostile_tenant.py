@@ -25,7 +25,18 @@ every answer ``SLOW_ANSWER_S`` late), each on an address of its own, measured ev
 B's list latency p50 / p99 / max, the worst event-loop lag scraped every 2 s, and what the hanging
 and slow brokers saw (connections, most open at once). Target: B's p99 within 1.5x of B alone.
 
-Run: ``make bench BENCH=hostile_tenant`` (or ``.venv/bin/python bench/bench_hostile_tenant.py [LARGE|fair-share]``).
+Dead Connect (issue 45, its first target; ``bench_hostile_tenant.py dead-connect`` runs it alone):
+tenant B's ``list`` requests back to back for ``DEAD_PHASE_S``, first alone, then for
+``DEAD_BUSY_PHASE_S`` from the moment tenant A creates ``DEAD_RESOURCES`` KafkaConnectors, each
+with a ``list`` request, on two ConnectClusters whose URLs do not answer (a listener on 127.0.0.2
+that accepts and never replies, behind the default 120 s request time-out; an HTTP server
+answering 503 after ``GATEWAY_DELAY_S``), then alone again once A's resources are deleted.
+Recorded: B's p50 / p99 / max per phase and their ratios to B alone before (target: p50 at most
+1.2x, p99 at most 1.5x), what the dead endpoints received, and the operator's circuit breaker
+metrics.
+
+Run: ``make bench BENCH=hostile_tenant`` (or
+``.venv/bin/python bench/bench_hostile_tenant.py [LARGE|fair-share|dead-connect]``).
 """
 
 from __future__ import annotations
@@ -52,7 +63,13 @@ from kubernetes import config as kube_config
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
+from tests.conftest import (  # noqa: E402
+    delete_leftover_connectors,
+    delete_namespace,
+    install_crds,
+    stack_info,
+    wait_for,
+)
 from tests.integration.chart_install import chart_operator  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.hostile import (  # noqa: E402
@@ -88,7 +105,8 @@ from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore  # 
 from connect_offsets.vocabulary import MIRRORS  # noqa: E402
 
 FAIR_SHARE_ONLY = sys.argv[1:] == ["fair-share"]
-LARGE = int(sys.argv[1]) if len(sys.argv) > 1 and not FAIR_SHARE_ONLY else 1_000_000
+DEAD_CONNECT_ONLY = sys.argv[1:] == ["dead-connect"]
+LARGE = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 1_000_000
 #: Tenant A's mirrors of each kind (hanging brokers, slow brokers), 25 per KafkaMirrorMaker2.
 FAIR_SHARE_MIRRORS = 50
 MIRRORS_PER_RESOURCE = 25
@@ -100,6 +118,15 @@ SLOW_ANSWER_S = 3.0
 #: the wake-up (docs field notes, "a resource that stops answering requests"; issue 30), which would
 #: measure that bug, not fair share.
 LIST_GAP_S = 0.3
+#: Tenant A's KafkaConnectors on the two dead ConnectClusters (half on each), a ``list`` on each.
+DEAD_RESOURCES = 150
+#: How late the dead gateway answers 503 (issue 45's scenario).
+GATEWAY_DELAY_S = 25.0
+#: How long tenant B lists alone (before A, and after A is deleted) in the dead-Connect run.
+DEAD_PHASE_S = 60.0
+#: How long tenant B lists while A's resources sit on the dead URLs: past the black hole's first
+#: requests ending at the default 120 s request time-out (no breaker knows anything before).
+DEAD_BUSY_PHASE_S = 150.0
 
 
 @dataclass
@@ -173,9 +200,14 @@ def main() -> int:
     install_crds(info)
     api = kube_config.new_client_from_config(config_file=info["kubeconfig"])
     core, custom = kube_client.CoreV1Api(api), kube_client.CustomObjectsApi(api)
+    if DEAD_CONNECT_ONLY:
+        dead_connect(info, core, custom)
+        return 0
     if not FAIR_SHARE_ONLY:
         resource_scenarios(info, api, core, custom)
     fair_share(info, core, custom)
+    if not FAIR_SHARE_ONLY:
+        dead_connect(info, core, custom)
     return 0
 
 
@@ -519,6 +551,188 @@ def fair_share_report(phases: list[Phase]) -> None:
         f"(target: at most 1.5x, {verdict}).",
     ]
     write_section("hostile_tenant_fair_share", "\n".join(lines))
+
+
+@dataclass
+class DeadPhase:
+    name: str
+    lists: list[float]
+    loop_lag: float
+    #: Connections the black hole accepted, requests the gateway received, during the phase.
+    hole: int = 0
+    gateway: int = 0
+
+
+def scrape_metric(metrics_url: str, name: str) -> float:
+    for line in httpx.get(metrics_url, timeout=5).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+BREAKER_METRICS = (
+    "connect_offsets_connect_breaker_openings_total",
+    "connect_offsets_connect_requests_refused_total",
+    "connect_offsets_connect_unreachable_endpoints",
+)
+
+
+def dead_connect(info: dict[str, Any], core: Any, custom: Any) -> None:
+    """Tenant B's lists alone, while tenant A's resources sit on two dead Connect URLs, and alone
+    again (see the module docstring)."""
+    from tests.integration.test_shared_dead_connect import SlowGateway
+
+    run_id = uuid.uuid4().hex[:6]
+    tenant_a, tenant_b = f"bench-dead-{run_id}-a", f"bench-dead-{run_id}-b"
+    for ns in (tenant_a, tenant_b):
+        core.create_namespace({"metadata": {"name": ns}})
+    hole = CountingListener("blackhole")
+    gateway = SlowGateway(GATEWAY_DELAY_S)
+    phases: list[DeadPhase] = []
+    breaker: dict[str, float] = {}
+    pending = 0
+    a_deleted = False
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            chart_operator(info, core, custom, Path(tmp), [tenant_a, tenant_b]) as op,
+        ):
+            source = Path(tmp) / "b.txt"
+            source.write_text("one\n")
+            create_cluster(custom, tenant_b, info["connect_url"])
+            calm = f"calm-{run_id}"
+            create_connector(custom, tenant_b, calm, file_source_spec(source, calm, "calm-offsets", state="stopped"))
+            wait_condition(custom, tenant_b, calm, "Ready", reason="ConnectorStopped", timeout=120)
+            lists, lag = b_lists(custom, tenant_b, calm, DEAD_PHASE_S, op.metrics_url)
+            phases.append(DeadPhase("B alone", lists, lag))
+            print(f"B alone: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+
+            create_cluster(custom, tenant_a, f"http://{hole.address}", name="hole")
+            create_cluster(custom, tenant_a, gateway.url, name="gateway", requestTimeoutSeconds=60)
+            hole_before, gateway_before = hole.connections, len(gateway.requests)
+            for i in range(DEAD_RESOURCES):
+                cluster = ("hole", "gateway")[i % 2]
+                name = f"{cluster}-{i:03d}"
+                spec = file_source_spec(Path(tmp) / f"{name}.txt", name, f"{name}-offsets", state="stopped")
+                create_connector(
+                    custom, tenant_a, name, spec, cluster=cluster, annotations={f"{GROUP}/connector-offsets": "list"}
+                )
+            # From A's last creation on: the first passes of A's resources are in it (before the
+            # breakers open, each waits its whole time-out), and the back-offs after.
+            lists, lag = b_lists(custom, tenant_b, calm, DEAD_BUSY_PHASE_S, op.metrics_url)
+            phases.append(
+                DeadPhase(
+                    f"B while A's {DEAD_RESOURCES} requests sit on 2 dead Connect URLs",
+                    lists,
+                    lag,
+                    hole.connections - hole_before,
+                    len(gateway.requests) - gateway_before,
+                )
+            )
+            breaker = {name: scrape_metric(op.metrics_url, name) for name in BREAKER_METRICS}
+            items = custom.list_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors")["items"]
+            pending = sum(1 for body in items if annotation(body, "connector-offsets") == "list")
+            print(f"B during A: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+            print(f"A's lists still open: {pending}; breaker {breaker}")
+
+            # A deleted. A deletion on a dead cluster waits for it (offsetsOnDelete), so its
+            # finalizers are taken off once the deletion is asked (not before: the operator would
+            # put them back on a resource not being deleted).
+            for plural in ("kafkaconnectors", "connectclusters"):
+                custom.delete_collection_namespaced_custom_object(GROUP, VERSION, tenant_a, plural)
+
+            def a_gone() -> bool:
+                items = [
+                    (plural, item)
+                    for plural in ("kafkaconnectors", "connectclusters")
+                    for item in custom.list_namespaced_custom_object(GROUP, VERSION, tenant_a, plural)["items"]
+                ]
+                unfinalized = {"metadata": {"finalizers": None}}
+                for plural, item in items:
+                    if item["metadata"].get("finalizers"):
+                        with contextlib.suppress(kube_client.ApiException):
+                            name = item["metadata"]["name"]
+                            custom.patch_namespaced_custom_object(GROUP, VERSION, tenant_a, plural, name, unfinalized)
+                return not items
+
+            wait_for("tenant A's resources gone", a_gone, timeout=300, interval=1)
+            delete_namespace(core, custom, tenant_a)
+            a_deleted = True
+            time.sleep(10)  # the namespace's deletion settles (the controller-manager's, the watches')
+            hole_before, gateway_before = hole.connections, len(gateway.requests)
+            lists, lag = b_lists(custom, tenant_b, calm, DEAD_PHASE_S, op.metrics_url)
+            phases.append(
+                DeadPhase(
+                    "B alone again, A deleted",
+                    lists,
+                    lag,
+                    hole.connections - hole_before,
+                    len(gateway.requests) - gateway_before,
+                )
+            )
+            print(f"B alone again: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+    finally:
+        hole.close()
+        gateway.close()
+        delete_leftover_connectors(custom, tenant_b)
+        for ns in (tenant_a, tenant_b):
+            if ns != tenant_a or not a_deleted:
+                delete_namespace(core, custom, ns)
+    dead_connect_report(phases, breaker, pending)
+
+
+def dead_connect_report(phases: list[DeadPhase], breaker: dict[str, float], pending: int) -> None:
+    alone, during, again = phases
+    p50_ratio = statistics.median(during.lists) / statistics.median(alone.lists)
+    p99_ratio = p99(during.lists) / p99(alone.lists)
+    p50_again = statistics.median(during.lists) / statistics.median(again.lists)
+    p99_again = p99(during.lists) / p99(again.lists)
+    lines = [
+        "## Dead Connect clusters: a tenant's requests on two URLs that do not answer (issue 45)",
+        "",
+        f"`bench/bench_hostile_tenant.py dead-connect` — {machine()}.",
+        "",
+        "The operator under the chart's RBAC and default values (8 workers), two tenant namespaces.",
+        f"Tenant B runs `list` requests on a STOPPED KafkaConnector of the stack's worker back to back: "
+        f"{DEAD_PHASE_S:.0f} s alone;",
+        f"then {DEAD_BUSY_PHASE_S:.0f} s from the moment tenant A has created {DEAD_RESOURCES} KafkaConnectors, "
+        "each annotated `list`, half",
+        "on a ConnectCluster whose URL accepts connections and never answers (127.0.0.2, the default 120 s",
+        f"request time-out) and half on one whose URL answers 503 after {GATEWAY_DELAY_S:.0f} s "
+        "(`requestTimeoutSeconds: 60`);",
+        f"then {DEAD_PHASE_S:.0f} s alone again once A's resources are deleted (and 10 s after).",
+        "A list's time: from the annotation to its removal, polled every 20 ms;",
+        f"{LIST_GAP_S} s between lists. Loop lag: the worst `connect_offsets_event_loop_lag_seconds` scraped "
+        "every 2 s.",
+        "Dead endpoints: connections the black hole accepted and requests the 503 server received in the phase.",
+        "",
+        "| Phase | B's lists | p50 / p99 / max (ms) | p50, p99 vs B alone | Worst loop lag (s) "
+        "| Dead endpoints: black hole, 503 |",
+        "|---|---:|---|---|---:|---|",
+    ]
+    for phase in phases:
+        ms = sorted(v * 1000 for v in phase.lists)
+        ratios = (
+            f"{statistics.median(phase.lists) / statistics.median(alone.lists):.2f}x, "
+            f"{p99(phase.lists) / p99(alone.lists):.2f}x"
+        )
+        lines.append(
+            f"| {phase.name} | {len(ms)} | {statistics.median(ms):.0f} / {p99(ms):.0f} / {ms[-1]:.0f} "
+            f"| {ratios} | {phase.loop_lag:.3f} | {phase.hole}, {phase.gateway} |"
+        )
+    p50_verdict = "met" if p50_ratio <= 1.2 else "missed"
+    p99_verdict = "met" if p99_ratio <= 1.5 else "missed"
+    lines += [
+        "",
+        f"While A's requests sit on the dead URLs, B's p50 is {p50_ratio:.2f}x B alone (target at most 1.2x: "
+        f"{p50_verdict}) and its p99 {p99_ratio:.2f}x (target at most 1.5x: {p99_verdict}); against B alone after "
+        f"A was deleted, {p50_again:.2f}x and {p99_again:.2f}x. At the end of that "
+        f"phase {pending} of A's {DEAD_RESOURCES} lists were still open (they fail until their cluster answers),",
+        f"and the operator's breaker metrics read: {breaker.get(BREAKER_METRICS[0], 0):.0f} openings, "
+        f"{breaker.get(BREAKER_METRICS[1], 0):.0f} requests refused without a network call, "
+        f"{breaker.get(BREAKER_METRICS[2], 0):.0f} endpoints unreachable.",
+    ]
+    write_section("hostile_tenant_dead_connect", "\n".join(lines))
 
 
 if __name__ == "__main__":
