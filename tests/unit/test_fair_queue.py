@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -19,9 +20,9 @@ import pytest
 
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.resource_cache import ResourceCache
-from connect_offsets.controller import Controller
+from connect_offsets.controller import LAG, Controller
 from connect_offsets.controller.queue import BACKGROUND_EVERY, RESERVE_FROM, WorkQueue
-from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS
+from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTER_LABEL, CONNECTORS, MIRRORS
 
 pytestmark = pytest.mark.unit
 
@@ -280,3 +281,29 @@ async def test_a_connect_cluster_answering_again_wakes_its_resources_at_once() -
     made.cluster_recovered({("team-a", "local")})
     woken = {k[2] for k in (take_now(made.queue) for _ in range(4)) if k is not None}
     assert woken == {"c0", "c1", "c2"}
+
+
+async def test_a_kafka_address_answering_again_wakes_its_namespace_and_its_mirrors_lag() -> None:
+    """``TenantNetwork.on_recovered`` -> ``kafka_recovered``: the namespace's resources in back-off
+    (progress, seek, failover failed on its brokers) and its mirrors' lag measurements check now;
+    another namespace's do not."""
+
+    async def measure(body: Mapping[str, Any]) -> tuple[float, bool]:
+        return 3600.0, False  # (never run here: the test takes keys, it runs no worker)
+
+    made = Controller(cast(KubernetesApi, Kube()), {}, drift_interval=3600.0, workers=8, measure_lag=measure)
+    made.observe(CONNECTORS, "team-a", "sink", resource("sink", 1))
+    mirror = resource("mirror", 1)
+    made.observe(MIRRORS, "team-a", "mirror", mirror)
+    other = resource("theirs", 1)
+    other["metadata"]["namespace"] = "team-b"
+    made.observe(CONNECTORS, "team-b", "theirs", other)
+    while (taken := take_now(made.queue)) is not None:
+        made.queue.done(taken)
+        made.queue.add_after(taken, 60)  # each waits for its back-off or its next measurement
+    made.kafka_recovered("team-a")
+    woken = set()
+    while (taken := take_now(made.queue)) is not None:
+        woken.add(taken)
+        made.queue.done(taken)
+    assert woken == {(CONNECTORS, "team-a", "sink"), (MIRRORS, "team-a", "mirror"), (LAG, "team-a", "mirror")}

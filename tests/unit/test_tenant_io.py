@@ -93,9 +93,15 @@ async def test_a_failure_is_remembered_per_namespace_and_address_with_back_off()
         with pytest.raises(KafkaAdminError):
             await network.run("team-a", "hole:9092", failing, remember)
     assert len(attempts) == 5 and network.remembered("team-a", "hole:9092") is not None
+    recovered: list[tuple[str, str]] = []
+    network.on_recovered = lambda namespace, address: recovered.append((namespace, address))
     clock.now += 101
     assert await network.run("team-a", "hole:9092", lambda: "back", remember) == "back"
     assert network.remembered("team-a", "hole:9092") is None  # a success forgets it
+    # ... and wakes the namespace's resources (issue 45), once: later answers are ordinary.
+    assert recovered == [("team-a", "hole:9092")]
+    assert await network.run("team-a", "hole:9092", lambda: "again", remember) == "again"
+    assert recovered == [("team-a", "hole:9092")]
 
 
 async def test_calls_that_queued_behind_a_failure_fail_without_asking() -> None:

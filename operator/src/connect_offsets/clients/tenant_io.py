@@ -21,6 +21,9 @@ mirrors made every other tenant's requests wait minutes. So:
 * **One attempt at a time while an address is in doubt**: until it has answered (first use, or
   after a failure) a namespace sends one call to it and its other calls wait for that one's outcome,
   so forty mirrors of one hanging broker are one attempt, not forty at once.
+* **A recovery wakes the namespace** (``on_recovered``): the first answer of an address whose
+  failure was remembered is told, so the resources that failed meanwhile (waiting in back-off, up
+  to a minute) check again at once (issue 45).
 """
 
 from __future__ import annotations
@@ -99,6 +102,9 @@ class TenantNetwork:
         self._answered: dict[tuple[str, str], float] = {}
         #: The one call in flight to an address in doubt, which the others wait for.
         self._trying: dict[tuple[str, str], asyncio.Future[None]] = {}
+        #: Told (namespace, address) when an address whose failure was remembered answers again;
+        #: called on the event loop, it must not block.
+        self.on_recovered: Callable[[str, str], None] | None = None
 
     @classmethod
     def from_env(cls) -> TenantNetwork:
@@ -182,8 +188,13 @@ class TenantNetwork:
             except TransientError as error:
                 self._fail(namespace, address, error, remember)
                 raise
-        self._failures.pop((namespace, address), None)
+        recovered = self._failures.pop((namespace, address), None) is not None
         self._answered[(namespace, address)] = self._clock()
+        if recovered and self.on_recovered is not None:
+            try:
+                self.on_recovered(namespace, address)
+            except Exception:  # a wake-up that failed must not fail the call that succeeded
+                log.exception("waking the resources of %s after %s answered again", namespace, address)
         return result
 
     def _fail(

@@ -277,6 +277,13 @@ class Controller:
             if key[0] in (CONNECTORS, MIRRORS) and key[1] == namespace:
                 self.queue.add(key)
 
+    def kafka_recovered(self, namespace: str) -> None:
+        """A Kafka address that ``namespace`` calls answered again after a remembered failure: its
+        resources and mirrors' lag measurements check now, not at the end of their back-off."""
+        self.cluster_changed(namespace)
+        for key in [k for k in self._seen if k[0] == MIRRORS and k[1] == namespace and self.measure_lag]:
+            self.queue.add((LAG, namespace, key[2]))
+
     def wake(self, plural: str, namespace: str, name: str) -> None:
         """Something only this operator measures changed for the resource (its progress): its
         pass runs now and writes it, the one status writer."""
@@ -294,9 +301,7 @@ class Controller:
 
     def _asks_now(self, key: Key) -> bool:
         """Whether the key's resource waits for a request to be carried out (``urgency``)."""
-        if key[0] not in (CONNECTORS, MIRRORS):
-            return False
-        body = self.kube.cache.peek(*key)
+        body = self.kube.cache.peek(*key) if key[0] in (CONNECTORS, MIRRORS) else None
         return body is not None and asks_now(body)
 
     def owns(self, key: Key) -> bool:

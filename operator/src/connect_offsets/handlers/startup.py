@@ -19,6 +19,7 @@ from connect_offsets import (
 from connect_offsets.clients.credentials import CredentialsPolicy
 from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.clients.leases import LeaseApi
+from connect_offsets.clients.tenant_io import tenant_network
 from connect_offsets.controller import (
     TRIM_INTERVAL_S,
     Controller,
@@ -218,6 +219,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             )
         )
     controller.cluster_in_doubt = lambda cluster: clusters.in_doubt(*cluster)
+    tenant_network().on_recovered = lambda namespace, _address: controller.kafka_recovered(namespace)
     controller_cell.append(controller)
     memo["state"] = OperatorState(
         kube=kube,
