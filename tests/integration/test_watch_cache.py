@@ -58,6 +58,18 @@ def operator_requests(log: Path, start: int) -> list[str]:
     return [f"{m.group(1)} {m.group(2)}" for m in _OPERATOR_REQUEST.finditer(text)]
 
 
+_LISTING = re.compile(r'"GET /connectors\?expand=status&expand=info HTTP/1\.1" 200 (\d+) "" "connect-offsets-operator/')
+
+
+def _listings_with_connectors(log: Path, start: int) -> int:
+    """The operator's snapshot listings after byte ``start`` that list at least one connector
+    (an empty listing is ``{}``, 2 bytes; the module's worker holds only the test's connector)."""
+    with log.open("rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode(errors="replace")
+    return sum(1 for m in _LISTING.finditer(text) if int(m.group(1)) > 2)
+
+
 @dataclass
 class Stopped:
     """A STOPPED FileStreamSource KafkaConnector, Ready, listed by at least one snapshot."""
@@ -102,7 +114,14 @@ def stopped(
     create_connector(custom, namespace, name, file_source_spec(source, f"cache-{unique}", "unused", state="stopped"))
     try:
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped")
-        time.sleep(6)  # one drift interval (5 s in tests): a snapshot lists it, the first passes are done
+        # A snapshot taken after the connector's creation lists it; until one is, a pass is served
+        # from the one before (stale while refreshing) and reads the connector on its own. That
+        # listing came 8.3 s after the creation once in CI under load, past a fixed 6 s sleep
+        # (clean-clone CI run 6 retried test_idle_connector_costs_only_the_cluster_snapshot).
+        after = worker.log.stat().st_size
+        listed = lambda: _listings_with_connectors(worker.log, after) > 0  # noqa: E731
+        wait_for("a snapshot listing the connector", listed, timeout=30)
+        time.sleep(1)  # passes served just before it end
         yield Stopped(name, source, worker.log)
     finally:
         connect.delete(f"/connectors/{name}")
