@@ -493,7 +493,7 @@ async def test_a_snapshot_refresh_can_be_the_probe(world: World, clock: Clock) -
 
 
 async def test_a_tenants_slow_connector_path_does_not_open_the_breaker_others_share(
-    connect: tuple[ConnectClient, Server, CircuitBreaker[ConnectError]],
+    connect: tuple[ConnectClient, Server, CircuitBreaker[ConnectError]], clock: Clock
 ) -> None:
     """The attacker's case: tenant A makes Connect slow on its own connector's path (a config whose
     validation waits for an unreachable database) until the read times out. The endpoint is
@@ -512,6 +512,13 @@ async def test_a_tenants_slow_connector_path_does_not_open_the_breaker_others_sh
     assert breaker.is_open
     refused = await failure(client.get_connector_status("b-conn"))
     assert refused.remembered and "a-conn" not in str(refused)
+    # A connector path's time-out while open is no answer: it neither closes the breaker nor
+    # wakes the cluster's resources (it did, and a frozen worker's resources retried every 2 s).
+    recovered: list[str] = []
+    breaker.on_recovered = lambda: recovered.append("woken")
+    clock.advance(2.0)
+    await failure(client.get_connector_status("a-conn"))  # the probe, timing out on its own path
+    assert breaker.is_open and recovered == []
 
 
 async def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_request_deadline() -> None:

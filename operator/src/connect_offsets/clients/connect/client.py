@@ -654,6 +654,11 @@ class ConnectClient:
                     breaker.backoff or 0.0,
                     error,
                 )
+        elif isinstance(error, ConnectUnavailable) and isinstance(error.__cause__, httpx.TransportError | TimeoutError):
+            # No answer, but not one that says the cluster is down (a slow connector path): it
+            # tells nothing. Counted as an answer it closed an open breaker and woke every resource
+            # of the cluster at each time-out (test_faults' frozen worker retried every 2 s).
+            self._breaker.released(ticket)
         elif isinstance(error, ConnectError):
             self._breaker.succeeded(ticket)  # an answer, if not a good one: the cluster is there
         else:
