@@ -18,7 +18,7 @@ import inspect
 import io
 import logging
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 from urllib.parse import quote, unquote
@@ -27,7 +27,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from connect_offsets import __version__, fencing, metrics
-from connect_offsets.clients.connect.breaker import CircuitBreaker, RememberedFailure, Ticket
+from connect_offsets.clients.connect.breaker import CircuitBreaker, Ticket
 from connect_offsets.clients.connect.endpoint import (
     _CLIENT_CERTIFICATE_ALERTS,
     _CLIENT_CERTIFICATE_HINT,
@@ -44,10 +44,9 @@ from connect_offsets.clients.connect.errors import (
     ConnectUnavailable,
     _error_class,
     _is_connect_error_body,
-    _readdressed,
-    _remembered,
     _with_chunk_failure,
 )
+from connect_offsets.clients.connect.outages import admit, deadline, settle
 from connect_offsets.clients.connect.responses import (
     _ACCEPT_ENCODING,
     _CONFIG,
@@ -107,48 +106,8 @@ MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
 #: that is down) should cost seconds, not the whole request time-out (issue 45).
 CONNECT_TIMEOUT_S: Final = 5.0
 
-#: Answers of a gateway in front of Connect saying there is nothing behind it (502 Bad Gateway,
-#: 503 Service Unavailable, 504 Gateway Timeout): a failure of the cluster, for the circuit
-#: breaker, like a time-out. Every other answer (404, 409, 400, Connect's own 500s) says it is there.
-BREAKER_STATUSES: Final = frozenset({502, 503, 504})
-
 #: Called after each applied chunk; may be a coroutine function (e.g. to write status).
 ChunkCallback = Callable[[ChunkProgress], Awaitable[None] | None]
-
-
-#: A whole request (connecting, sending, every read of the answer) ends after this many request
-#: time-outs: httpx's read time-out counts per read, so an answer trickled one byte at a time
-#: never timed out, and held a worker for good (an attacker's test, issue 45).
-REQUEST_DEADLINE_TIME_OUTS: Final = 4
-
-
-def _cluster_wide(method: str, path: str) -> bool:
-    """Whether a request reads the cluster as a whole (``GET /``, the connector listing, plugins,
-    health), the same for every tenant of the endpoint. Only such a request's slow answer says the
-    cluster is not there: one tenant can make Connect slow on its own connector's paths (a config
-    whose validation waits for an unreachable database), and that must not open the breaker every
-    tenant of the endpoint shares."""
-    return method == "GET" and not path.startswith("/connectors/") and "/validate" not in path
-
-
-def _is_outage(error: BaseException, *, method: str = "GET", path: str = "/", gateway_answers: bool = True) -> bool:
-    """Whether a request's error says the cluster is not there (opens the circuit breaker): no
-    connection could be made (refused, reset, DNS, TLS, the connect time-out), a cluster-wide
-    request got no complete answer in time (``_cluster_wide``), or a gateway answered 502/503/504.
-    Not the 404 of a worker still starting (``_NOT_CONNECT_404``): that is an answer, at once, and
-    it raises ``ConnectUnavailable`` without a transport error behind it."""
-    if isinstance(error, ConnectUnavailable):
-        cause = error.__cause__
-        if isinstance(cause, httpx.ReadTimeout | httpx.WriteTimeout | TimeoutError):
-            return _cluster_wide(method, path)
-        return isinstance(cause, httpx.TransportError | ssl.SSLError)
-    return gateway_answers and isinstance(error, ConnectHTTPError) and error.status_code in BREAKER_STATUSES
-
-
-def _remembered_text(backoff: float) -> str:
-    """What a remembered failure adds to the real one: the same words for the whole back-off, so
-    status written from it does not change on every pass."""
-    return f"(remembered: Connect is not asked again for {backoff:.0f} s, then one request at a time until it answers)"
 
 
 def _connector_path(name: str, *suffix: str) -> str:
@@ -596,35 +555,11 @@ class ConnectClient:
         self._settle(ticket, None)
         return response
 
-    @contextlib.asynccontextmanager
-    async def _deadline(self, method: str, path: str) -> AsyncIterator[None]:
-        """The whole request within ``REQUEST_DEADLINE_TIME_OUTS`` request time-outs, else
-        ``ConnectUnavailable`` (from a ``TimeoutError``, an outage as a read time-out is)."""
-        seconds = self._endpoint.timeout_seconds * REQUEST_DEADLINE_TIME_OUTS
-        try:
-            async with asyncio.timeout(seconds):
-                yield
-        except TimeoutError as e:
-            _log.debug("%s %s -> no complete answer within %.0f s", method, path, seconds)
-            raise ConnectUnavailable(
-                f"no complete answer within {seconds:.0f} s ({REQUEST_DEADLINE_TIME_OUTS} request time-outs)",
-                method=method,
-                path=path,
-            ) from e
+    def _deadline(self, method: str, path: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return deadline(self._endpoint.timeout_seconds, method, path)
 
     def _admit(self, method: str, path: str) -> Ticket | None:
-        """The breaker's ticket for this request (None: no breaker), or its remembered failure
-        raised, a fresh copy each time, without any network call."""
-        if self._breaker is None:
-            return None
-        decision = self._breaker.admit()
-        if isinstance(decision, RememberedFailure):
-            metrics.CONNECT_REQUESTS_REFUSED.inc()
-            _log.debug("%s %s -> refused by the circuit breaker", method, path)
-            # Addressed to this request, not to the one that failed: that may have been another
-            # tenant's, on its own connector's path.
-            raise _readdressed(decision.error, method, path)
-        return decision
+        return admit(self._breaker, method, path)
 
     def _settle(
         self,
@@ -635,34 +570,8 @@ class ConnectClient:
         path: str = "/",
         gateway_answers: bool = True,
     ) -> None:
-        """Tell the breaker how the request ended: answered, failed (time-out, no connection,
-        502/503/504), or neither (cancelled, fenced off before it was sent)."""
-        if ticket is None or self._breaker is None:
-            return
-        if error is None:
-            self._breaker.succeeded(ticket)
-        elif _is_outage(error, method=method, path=path, gateway_answers=gateway_answers):
-            assert isinstance(error, ConnectError)
-            breaker = self._breaker
-            before = breaker.openings
-            breaker.failed(ticket, lambda backoff: _remembered(error, _remembered_text(backoff)))
-            if breaker.openings != before:
-                metrics.CONNECT_BREAKER_OPENINGS.inc()
-                _log.info(
-                    "Connect at %s unreachable, not asked again for %.0f s: %s",
-                    self._scrub(self._endpoint.url),
-                    breaker.backoff or 0.0,
-                    error,
-                )
-        elif isinstance(error, ConnectUnavailable) and isinstance(error.__cause__, httpx.TransportError | TimeoutError):
-            # No answer, but not one that says the cluster is down (a slow connector path): it
-            # tells nothing. Counted as an answer it closed an open breaker and woke every resource
-            # of the cluster at each time-out (test_faults' frozen worker retried every 2 s).
-            self._breaker.released(ticket)
-        elif isinstance(error, ConnectError):
-            self._breaker.succeeded(ticket)  # an answer, if not a good one: the cluster is there
-        else:
-            self._breaker.released(ticket)
+        where = self._scrub(self._endpoint.url)
+        settle(self._breaker, ticket, error, where, method=method, path=path, gateway_answers=gateway_answers)
 
     async def _send(
         self,
