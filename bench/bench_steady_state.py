@@ -261,20 +261,35 @@ def ready_count(custom: Any, namespaces: list[str]) -> int:
 class Resources:
     """The benchmark's namespaces, ConnectClusters and KafkaConnectors, created as resource counts need them."""
 
-    def __init__(self, custom: Any, core: Any, unique: str, work: Path, kafka: str | None = None) -> None:
+    def __init__(
+        self,
+        custom: Any,
+        core: Any,
+        unique: str,
+        work: Path,
+        kafka: str | None = None,
+        *,
+        layout: tuple[tuple[str, int], ...] | None = None,
+        per_worker: int | None = None,
+        prefix: str = "bench-steady",
+    ) -> None:
         self.custom, self.core, self.unique, self.work = custom, core, unique, work
         self.kafka = kafka  # the ConnectClusters' spec.kafka.bootstrapServers (progress modes)
+        # Other benchmarks (bench_cold_start) bring their own layout and namespace prefix.
+        self.layout = LAYOUT if layout is None else layout
+        self.per_worker = PER_WORKER if per_worker is None else per_worker
+        self.prefix = prefix
         self.namespaces: dict[str, list[str]] = {}  # namespace -> its KafkaConnector names
 
     def namespaces_for(self, count: int) -> list[str]:
         chosen, total = [], 0
-        for letter, size in LAYOUT:
+        for letter, size in self.layout:
             if total >= count:
                 break
-            chosen.append(f"bench-steady-{letter}-{self.unique}")
+            chosen.append(f"{self.prefix}-{letter}-{self.unique}")
             total += size
         if total != count:
-            raise ValueError(f"{count} resources: the namespaces hold {', '.join(str(s) for _, s in LAYOUT)}")
+            raise ValueError(f"{count} resources: the namespaces hold {', '.join(str(s) for _, s in self.layout)}")
         return chosen
 
     def body(self, namespace: str, name: str) -> dict[str, Any]:
@@ -290,12 +305,12 @@ class Resources:
     def worker_groups(self, count: int) -> list[list[str]]:
         """``count``'s namespaces by dedicated worker: whole, in order, a new worker when the next
         namespace would take the current one past ``PER_WORKER`` connectors."""
-        sizes = dict(LAYOUT)
+        sizes = dict(self.layout)
         groups: list[list[str]] = []
         held = 0
         for namespace in self.namespaces_for(count):
             size = sizes[self.letter(namespace)]
-            if not groups or held + size > PER_WORKER:
+            if not groups or held + size > self.per_worker:
                 groups.append([])
                 held = 0
             groups[-1].append(namespace)
@@ -303,13 +318,13 @@ class Resources:
         return groups
 
     def letter(self, namespace: str) -> str:
-        return namespace.removeprefix("bench-steady-").split("-", 1)[0]
+        return namespace.removeprefix(f"{self.prefix}-").split("-", 1)[0]
 
     def ensure(self, count: int, urls: dict[str, str]) -> float:
         """Namespaces, ConnectClusters (each pointing at ``urls[namespace]``, its worker) and
         KafkaConnectors for ``count``; seconds taken."""
         started = time.monotonic()
-        for namespace, (letter, size) in zip(self.namespaces_for(count), LAYOUT, strict=False):
+        for namespace, (letter, size) in zip(self.namespaces_for(count), self.layout, strict=False):
             url = urls[namespace]
             if namespace in self.namespaces:
                 patch = {"spec": {"url": url}}

@@ -19,7 +19,7 @@ import pytest
 
 from connect_offsets.clients.connect import ConnectClient
 from connect_offsets.controller import next_check_delay
-from connect_offsets.controller.core import MIN_DRIFT_GAP, ON_SLOT, check_slot
+from connect_offsets.controller.cadence import MIN_DRIFT_GAP, ON_SLOT, check_slot
 from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot

@@ -249,7 +249,7 @@ async def test_a_users_change_goes_ahead_of_first_checks_and_a_first_sight_with_
         made.observe(CONNECTORS, "team-a", f"c{i}", resource(f"c{i}", 1))
     made.observe(CONNECTORS, "team-a", "asked", resource("asked", 1, {ANNOTATION_OFFSETS: "list"}))
     made.observe(CONNECTORS, "team-a", "c50", resource("c50", 2, {ANNOTATION_OFFSETS: "reset"}))
-    made._configmaps[(CONNECTORS, "team-a", "c70")] = {"offsets"}
+    made._references.record((CONNECTORS, "team-a", "c70"), {"offsets"}, set())
     made.configmap_changed("team-a", "offsets")
     changed_spec = resource("c80", 2)
     changed_spec["metadata"]["generation"] = 2  # a spec change the operator has not acted on yet

@@ -149,6 +149,12 @@ GC_PAUSE_SECONDS = Histogram(
 )
 # --- the work queue (client-go's workqueue metrics, by key kind) ----------------------------------
 
+UNCHECKED_RESOURCES = Gauge(
+    "connect_offsets_unchecked_resources",
+    "Resources queued on first sight (a start, a Lease taken) whose first check has not ended yet.",
+    registry=REGISTRY,
+)
+
 QUEUE_DEPTH = Gauge(
     "connect_offsets_workqueue_depth", "Keys ready and waiting for a worker.", ["kind"], registry=REGISTRY
 )

@@ -64,6 +64,10 @@ JsonObject = dict[str, Any]
 #: (clients/tenant_io.py) or a large plan never make them queue. As many as the client's urllib3
 #: pool has connections by default (cpu count x 5) would wait on connections, not on the API server.
 KUBE_THREADS = 8
+#: Connections the client keeps: one per thread calling it, ours and the Leases' four (clients/leases.py).
+#: The client's default (cpu count x 5: 10 on 2 cores) is fewer: urllib3 then opens a connection
+#: per call past it and throws it away afterwards (a TLS handshake each, at a start's busiest).
+KUBE_CONNECTIONS = KUBE_THREADS + 4
 _KUBE_POOL = ThreadPoolExecutor(max_workers=KUBE_THREADS, thread_name_prefix="kube")
 
 
@@ -154,7 +158,9 @@ def load_api_client() -> client.ApiClient:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, KUBE_CONNECTIONS)
+    return client.ApiClient(configuration)
 
 
 def _describe(error: ApiException) -> str:

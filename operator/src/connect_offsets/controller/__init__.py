@@ -20,7 +20,13 @@ from connect_offsets.controller.core import (
     Deletions,
     next_check_delay,
 )
-from connect_offsets.controller.garbage_collection import freeze_long_lived, measure_pauses
+from connect_offsets.controller.garbage_collection import (
+    START_MODE_LIMIT_S,
+    freeze_long_lived,
+    measure_pauses,
+    relax_for_start,
+    settle_after_start,
+)
 from connect_offsets.controller.leases import LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.controller.memory import TRIM_INTERVAL_S, return_freed_memory
 from connect_offsets.controller.queue import Key, WorkQueue
@@ -31,6 +37,7 @@ __all__ = [
     "DELETE_ATTEMPTS",
     "FINALIZER",
     "LAG",
+    "START_MODE_LIMIT_S",
     "TRIM_INTERVAL_S",
     "Controller",
     "ControllerSettings",
@@ -48,7 +55,9 @@ __all__ = [
     "measure_pauses",
     "next_check_delay",
     "owner_of",
+    "relax_for_start",
     "return_freed_memory",
+    "settle_after_start",
 ]
 
 #: Workers by default: passes mostly wait for Connect and the API server, so more than the 2 cores

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -40,8 +39,11 @@ from prometheus_client import Histogram
 
 from connect_offsets import fencing, metrics
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.controller.cadence import MIN_DRIFT_GAP, check_slot, next_check_delay
+from connect_offsets.controller.first_checks import FirstChecks
 from connect_offsets.controller.leases import LeaseKeeper
 from connect_offsets.controller.queue import Key, WorkQueue
+from connect_offsets.controller.references import References
 from connect_offsets.controller.sharding import (
     FINALIZER,
     Shard,
@@ -53,7 +55,7 @@ from connect_offsets.controller.sharding import (
 from connect_offsets.controller.urgency import asks_now
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.reconcile.deletion import DeletionPending
-from connect_offsets.reconcile.settings import MAX_RETRY_DELAY_S, Outcome
+from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.reconcile.status import fenced_pass_on
 from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, request_view
 
@@ -73,10 +75,6 @@ log = logging.getLogger(__name__)
 #: The key kind of a KafkaMirrorMaker2's replication-lag measurements.
 LAG = "replication-lag"
 
-#: A check that starts this near before its slot (a share of the drift interval) is the slot's
-#: check: the next comes an interval later. A timer may fire a clock tick early.
-ON_SLOT = 0.01
-
 #: The kinds whose resources carry our finalizer: their delete logic runs in their own key's pass.
 FINALIZED = frozenset({CONNECTORS, MIRRORS})
 
@@ -88,9 +86,6 @@ DELETE_ATTEMPTS = 8
 #: before it releases their Leases (a pass ends at its next await once cancelled).
 DRAIN_TIMEOUT_S = 5.0
 
-#: The shortest wait between two drift checks of one resource, as a share of the drift interval.
-MIN_DRIFT_GAP = 0.2
-
 #: The metrics' name of each key kind.
 KINDS = {
     CONNECTORS: "KafkaConnector",
@@ -98,44 +93,6 @@ KINDS = {
     CLUSTERS: "ConnectCluster",
     LAG: "ReplicationLag",
 }
-
-
-def check_slot(key: Key, drift_interval: float) -> float:
-    """Where in each drift interval this key's checks belong: a stable hash of the key, spread
-    evenly over the interval (seconds from any multiple of the interval on the monotonic clock)."""
-    plural, namespace, name = key
-    return zlib.crc32(f"{plural}/{namespace}/{name}".encode()) / 2**32 * drift_interval
-
-
-def next_check_delay(
-    outcome: Outcome, failures: int, drift_interval: float, elapsed: float, to_slot: float | None = None
-) -> float:
-    """How long until a resource's next check (a wake-up may bring it sooner).
-
-    After a transient failure: back-off (2 s ... ``MAX_RETRY_DELAY_S``). Otherwise the drift
-    interval counted from the check's start, not its end: at 5,000 resources a check may wait
-    seconds for the cluster's snapshot, and "an interval after the end" checked each resource only
-    every ~2 intervals (bench_steady_state). ``MIN_DRIFT_GAP`` keeps a check slower than the
-    interval from becoming a busy loop. A requeue the plan asked for can only shorten the wait.
-
-    ``to_slot``: seconds from the check's start to the key's next slot (``check_slot``). The next
-    check then comes at that slot, never later than one interval after the start, so every
-    resource is still checked once per interval. Why: resources checked together stay together.
-    1,000 created at once, or first checked when a slow cluster's listing arrived, were all due in
-    the same 7 s of every interval (bench_fair_queue: 145-180 checks a second, then none), and
-    another tenant's requests waited behind each burst. On their slots, they are due evenly over
-    the interval. A key whose slot is nearer than ``MIN_DRIFT_GAP`` of the interval is checked
-    once at that gap, and from there at its slot: one extra check, once.
-    """
-    if outcome.transient_error is not None:
-        return float(min(2.0**failures, MAX_RETRY_DELAY_S))
-    due = drift_interval
-    if to_slot is not None and to_slot >= ON_SLOT * drift_interval:  # nearer: this check was the slot's
-        due = max(to_slot, MIN_DRIFT_GAP * drift_interval)
-    delay = max(due - elapsed, MIN_DRIFT_GAP * drift_interval)
-    if outcome.requeue_after is not None:
-        delay = min(delay, outcome.requeue_after)
-    return delay
 
 
 #: The reconcile of each key kind: (namespace, name) -> what the pass found.
@@ -198,8 +155,9 @@ class Controller:
             in_doubt=lambda cluster: self.cluster_in_doubt(cast(tuple[str, str], cluster)),
         )
         self._seen: dict[Key, tuple[Any, ...] | None] = {}
-        self._configmaps: dict[Key, set[str]] = {}
-        self._connectors: dict[Key, set[str]] = {}
+        self._references = References()
+        #: The keys queued on first sight still waiting for their first pass (a start's backlog).
+        self.first_checks = FirstChecks()
         #: The keys of this shard's resources, by ConnectCluster: what a Lease brings and takes.
         self._by_cluster: dict[tuple[str, str], set[Key]] = {}
         #: The passes running now, by ConnectCluster (cancelled when its Lease is lost) and by key
@@ -241,14 +199,16 @@ class Controller:
         # A change to what a resource seen before asks for is a user's: ahead of the checks. A
         # first sight (start-up, a Lease taken) is a check, unless it carries a request (``_asks_now``).
         self.queue.add(key, urgent=previous is not None)
+        if previous is None:
+            self.first_checks.waiting(key)
         return True
 
     def forget(self, key: Key) -> None:
         """The resource is gone (or another shard's): its key, its lag key and what wakes them."""
         self.queue.remove(key)
         self._seen.pop(key, None)
-        self._configmaps.pop(key, None)
-        self._connectors.pop(key, None)
+        self._references.forget(key)
+        self.first_checks.discard(key)
         self._unindex(key)
         self._deletion_ran.discard(key)
         self._deletion_failures.pop(key, None)
@@ -259,17 +219,15 @@ class Controller:
 
     def configmap_changed(self, namespace: str, name: str) -> None:
         """A ConfigMap changed: the resources that read it check again (a failed alter may now work)."""
-        for key, names in list(self._configmaps.items()):
-            if key[1] == namespace and name in names:
-                self.queue.add(key, urgent=True)  # a user's edit of what the resource reads
+        for key in self._references.readers(namespace, name):
+            self.queue.add(key, urgent=True)  # a user's edit of what the resource reads
 
     def connectors_changed(self, names: set[str]) -> None:
         """A cluster's snapshot found these connectors changed behind the operator's back (deleted,
         reconfigured, paused, failed): the resources that declare them check now, not at their next
         drift pass, so a repair takes one snapshot interval at any scale."""
-        for key, declared in list(self._connectors.items()):
-            if declared & names:
-                self.queue.add(key)
+        for key in self._references.declaring(names):
+            self.queue.add(key)
 
     def cluster_changed(self, namespace: str) -> None:
         """A ConnectCluster changed: the resources of its namespace that may have waited for it check."""
@@ -342,6 +300,7 @@ class Controller:
             for key in self._by_cluster.get(cluster, set()):
                 self.queue.remove(key)
                 self._seen.pop(key, None)
+                self.first_checks.discard(key)
                 if key[0] == MIRRORS:
                     self.queue.remove((LAG, key[1], key[2]))
 
@@ -498,6 +457,12 @@ class Controller:
         return timers
 
     async def _process(self, key: Key) -> None:
+        try:
+            await self._pass(key)
+        finally:
+            self.first_checks.checked(key)
+
+    async def _pass(self, key: Key) -> None:
         plural, namespace, name = key
         if plural == LAG:
             await self._measure_lag(key)
@@ -517,8 +482,7 @@ class Controller:
             outcome = await self.reconcilers[plural](namespace, name)
         except KubernetesError as error:
             outcome = Outcome(transient_error=str(error))
-        self._configmaps[key] = outcome.referenced_configmaps
-        self._connectors[key] = outcome.connectors
+        self._references.record(key, outcome.referenced_configmaps, outcome.connectors)
         if outcome.transient_error is not None:
             metrics.RECONCILE_ERRORS.labels(KINDS[plural]).inc()
             delay = self.queue.add_rate_limited(key)

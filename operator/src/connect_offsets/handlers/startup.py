@@ -21,6 +21,7 @@ from connect_offsets.clients.kubernetes import KubernetesApi, load_api_client
 from connect_offsets.clients.leases import LeaseApi
 from connect_offsets.clients.tenant_io import tenant_network
 from connect_offsets.controller import (
+    START_MODE_LIMIT_S,
     TRIM_INTERVAL_S,
     Controller,
     ControllerSettings,
@@ -28,7 +29,9 @@ from connect_offsets.controller import (
     LeaseKeeper,
     freeze_long_lived,
     measure_pauses,
+    relax_for_start,
     return_freed_memory,
+    settle_after_start,
 )
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
 from connect_offsets.progress import ProgressMonitor, ProgressRegistry, progress_enabled
@@ -239,6 +242,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     measure_pauses()
     log.info("froze %d long-lived objects out of the garbage collector's full collections", freeze_long_lived())
+    # The backlog of first checks runs with the collector in its start-up mode (garbage_collection).
+    relax_for_start()
+
+    def all_checked(count: int, seconds: float) -> None:
+        frozen = settle_after_start()
+        log.info(
+            "first check of %d resource(s) done %.1f s after the first was queued%s",
+            count,
+            seconds,
+            f"; start-up over, {frozen} objects frozen" if frozen else "",
+        )
+
+    controller.first_checks.on_all_checked = all_checked
+    asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, settle_after_start)
 
 
 @kopf.on.cleanup()
