@@ -211,3 +211,35 @@ def test_dashboard_variables_are_defined() -> None:
 def test_alerts_and_dashboard_query_only_metrics_the_operator_registers() -> None:
     assert len(queried_metrics()) >= 10
     assert unknown_metrics(generate_latest(metrics.REGISTRY).decode()) == {}
+
+
+def test_a_scrape_while_passes_change_connector_states_never_fails() -> None:
+    """The metrics server's thread collects while the event loop's passes add and forget states:
+    the collector reads a snapshot (bench_cold_start's restart: "dictionary changed size during
+    iteration" failed two scrapes). Many scrapes against a writer that never stops."""
+    import threading
+
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                generate_latest(metrics.REGISTRY)
+            except BaseException as error:  # the failure is the finding
+                failures.append(error)
+                return
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        for i in range(30_000):
+            metrics.set_connector_state("KafkaConnector", "race", f"r{i}", f"r{i}", "RUNNING")
+            if i % 1000 == 0:
+                metrics.forget_connector("KafkaConnector", "race", f"r{i - 3}")
+    finally:
+        stop.set()
+        scraper.join()
+        for i in range(30_000):
+            metrics._states.pop(("KafkaConnector", "race", f"r{i}", f"r{i}"), None)
+    assert failures == []

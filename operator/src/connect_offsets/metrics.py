@@ -278,7 +278,11 @@ class _ConnectorStates(Collector):
         family = GaugeMetricFamily(
             "connect_offsets_connectors", "Managed connectors by their state in Connect.", labels=["kind", "state"]
         )
-        for (kind, state), count in sorted(Tally((k[0], v) for k, v in _states.items()).items()):
+        # Scraped on the metrics server's thread while the event loop's passes change the states:
+        # a snapshot first (one C-level copy), or the scrape fails with "dictionary changed size
+        # during iteration" (bench_cold_start's restart over 20,000 resources, twice).
+        states = list(_states.items())
+        for (kind, state), count in sorted(Tally((k[0], v) for k, v in states).items()):
             family.add_metric([kind, state], count)
         yield family
 
