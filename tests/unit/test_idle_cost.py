@@ -434,3 +434,32 @@ async def test_an_unchanged_listing_is_not_parsed_again(monkeypatch: pytest.Monk
     assert first["a"].status is not None and first["a"].status.connector.state == "STOPPED"
     assert third["a"].status is not None and third["a"].status.connector.state == "PAUSED"
     assert third["a"].digest != first["a"].digest
+
+
+async def test_a_request_does_not_wait_for_the_first_listing_after_a_start() -> None:
+    """After a start the first listing of a cluster takes seconds; checks wait for it (one request
+    for all of them), but a pass carrying a user's request reads its connector on its own."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    connect.requests.clear()
+    listing = asyncio.Event()
+    real = client.list_connectors_expanded
+
+    async def slow_listing() -> Any:
+        await listing.wait()
+        return await real()
+
+    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    checks = [asyncio.ensure_future(snapshot.read("a")) for _ in range(20)]
+    asked = await asyncio.wait_for(snapshot.read("a", asked=True), timeout=2)
+    assert asked.config == {"k": "v"} and not any(check.done() for check in checks)
+    assert [str(r) for r in connect.requests] == ["GET /connectors/a/config", "GET /connectors/a/status"]
+    listing.set()
+    reads = await asyncio.wait_for(asyncio.gather(*checks), timeout=2)
+    assert all(r.config == {"k": "v"} and r.digest for r in reads)
+    assert [str(r) for r in connect.requests][2:] == ["GET /connectors"]  # one listing for the 20
+    again = await snapshot.read("a", asked=True)  # a snapshot exists now: a request reads it too
+    assert again.digest and len(connect.requests) == 3
+    await client.aclose()

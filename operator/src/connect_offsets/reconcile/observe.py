@@ -56,7 +56,7 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     dry_run_request = target.annotations.get(ANNOTATION_DRY_RUN) == "true"
     if pending is None and operation in ("alter", "reset", "restore") and not dry_run_request:
         p.read_resource_soon()  # the request is confirmed before offsets change (Pass.confirm_request)
-    connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation))
+    connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation), asked=operation is not None)
     documents: tuple[OffsetsConfigMap | None, OffsetsConfigMap | None] = (None, None)
     applied = pinned_source or alter_source
     if dry_run_source is None and applied is None:
@@ -138,10 +138,11 @@ def _needs_fresh(p: Pass, operation: str | None) -> bool:
     return copies and (initial is None or initial.step != "Applied")
 
 
-async def read_connector(p: Pass, *, fresh: bool = False) -> ConnectorRead:
-    """The connector's config and status: from the cluster's snapshot, or on its own."""
+async def read_connector(p: Pass, *, fresh: bool = False, asked: bool = False) -> ConnectorRead:
+    """The connector's config and status: from the cluster's snapshot, or on its own (``asked``:
+    a user's request, which does not wait for a cluster's first snapshot)."""
     if p.snapshot is not None:
-        return await p.snapshot.read(p.target.name, fresh=fresh)
+        return await p.snapshot.read(p.target.name, fresh=fresh, asked=asked)
     # One after the other, not concurrently: against a frozen or overloaded worker each retry
     # must leave one request behind, not two (the fault tests bound the requests queued).
     config = await p.client.get_connector_config(p.target.name)
