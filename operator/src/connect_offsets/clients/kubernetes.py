@@ -1,7 +1,7 @@
 """The Kubernetes API, as the operator uses it: ConfigMaps, Secrets, our resources, Events.
 
 Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
-event loop, so each call goes through a thread of this module's own pool (``KUBE_THREADS``) here and
+event loop, so each call goes through a thread of its own pool (one per worker, ``KUBE_THREADS`` at least) here and
 nowhere else. Errors are mapped to two classes that say whether retrying can help. Secret values are
 returned to the caller and never logged or put into exception text. Over 600 lines because every
 call of the operator's objects is here, one short method each, behind the one error mapping and
@@ -61,14 +61,14 @@ JsonObject = dict[str, Any]
 
 
 #: Kubernetes calls get threads of their own (the client is synchronous): a tenant's Kafka calls
-#: (clients/tenant_io.py) or a large plan never make them queue. As many as the client's urllib3
-#: pool has connections by default (cpu count x 5) would wait on connections, not on the API server.
+#: (clients/tenant_io.py) or a large plan never make them queue. At least this many; the operator
+#: gives as many as it has workers (``--workers``), each waiting on at most one call at a time.
 KUBE_THREADS = 8
-#: Connections the client keeps: one per thread calling it, ours and the Leases' four (clients/leases.py).
-#: The client's default (cpu count x 5: 10 on 2 cores) is fewer: urllib3 then opens a connection
-#: per call past it and throws it away afterwards (a TLS handshake each, at a start's busiest).
-KUBE_CONNECTIONS = KUBE_THREADS + 4
-_KUBE_POOL = ThreadPoolExecutor(max_workers=KUBE_THREADS, thread_name_prefix="kube")
+#: Connections the client keeps beyond one per calling thread: the Leases' four (clients/leases.py).
+#: The client's default (cpu count x 5: 10 on 2 cores) is fewer than the threads: urllib3 then
+#: opens a connection per call past it and throws it away afterwards (a TLS handshake each, at a
+#: start's busiest).
+LEASE_CONNECTIONS = 4
 
 
 class KubernetesError(ConnectOffsetsError):
@@ -152,14 +152,16 @@ class ConfigMapMeta:
 _METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
-def load_api_client() -> client.ApiClient:
-    """In-cluster credentials when running in a Pod, else ``$KUBECONFIG`` / ``~/.kube/config``."""
+def load_api_client(threads: int = KUBE_THREADS) -> client.ApiClient:
+    """In-cluster credentials when running in a Pod, else ``$KUBECONFIG`` / ``~/.kube/config``;
+    a connection for each of ``threads`` calling threads and the Leases'."""
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, KUBE_CONNECTIONS)
+    wanted = threads + LEASE_CONNECTIONS
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, wanted)
     return client.ApiClient(configuration)
 
 
@@ -173,8 +175,9 @@ def _describe(error: ApiException) -> str:
 class KubernetesApi:
     """Async facade over the synchronous client; one instance per operator process."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, threads: int = KUBE_THREADS) -> None:
         self._client = api_client
+        self._pool = ThreadPoolExecutor(max_workers=max(KUBE_THREADS, threads), thread_name_prefix="kube")
         #: The client itself, for the modules with calls of their own (``clients.leases``).
         self.api_client = api_client
         self.core = CoreApi(api_client)
@@ -185,7 +188,7 @@ class KubernetesApi:
     async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
-            return await asyncio.get_running_loop().run_in_executor(_KUBE_POOL, call)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
         except ApiException as error:
             message = f"{what}: {error.status} {_describe(error)}"
             if error.status in (409, 429) or (error.status or 0) >= 500:

@@ -141,7 +141,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         policy = CredentialsPolicy.from_env()
     except ValueError as error:
         raise kopf.PermanentError(str(error)) from error
-    kube = KubernetesApi(load_api_client())
+    # A thread (and a connection) for each worker: a pass waits on one Kubernetes call at a time.
+    threads = CONTROLLER_SETTINGS.workers
+    kube = KubernetesApi(load_api_client(threads), threads=threads)
     drift_interval = _env_float("CONNECT_OFFSETS_DRIFT_INTERVAL", 30.0)
     # The controller is made below; the snapshot's wake-ups need it, so they go through this cell.
     controller_cell: list[Controller] = []
