@@ -257,7 +257,7 @@ async def test_a_resource_is_checked_on_its_timer_and_at_once_when_woken() -> No
         assert await until(lambda: len(checks) == 1)
         await asyncio.sleep(0.1)
         assert len(checks) == 1  # the drift interval is an hour away
-        made.connectors_changed({"anything"})  # not its connector: nothing
+        made.connectors_changed({("ns", "any")}, {"anything"})  # not its connector: nothing
         made.observe(CONNECTORS, NS, NAME, body(2, "list"))  # what it asks for changed: at once
         assert await until(lambda: len(checks) == 2)
         assert await until(lambda: len(checks) == 3)  # the plan's 0.05 s requeue

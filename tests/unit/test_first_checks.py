@@ -19,6 +19,7 @@ from connect_offsets.controller import Controller
 from connect_offsets.controller import garbage_collection as collector
 from connect_offsets.controller.first_checks import FirstChecks
 from connect_offsets.controller.references import References
+from connect_offsets.fencing import Fence
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import CLUSTER_LABEL, CONNECTORS
 
@@ -36,14 +37,14 @@ def test_a_wave_ends_with_its_last_check_and_reports_count_and_time() -> None:
     for name in ("a", "b", "c"):
         checks.waiting(key("ns", name))
     assert len(checks) == 3 and metrics.UNCHECKED_RESOURCES._value.get() == 3
-    checks.checked(key("ns", "a"))
+    checks.checked(key("ns", "a"), checks.term(key("ns", "a")))
     checks.discard(key("ns", "b"))  # deleted before its check: waits for nothing
-    checks.checked(key("ns", "zz"))  # never waited (a later pass of a known key): no count
+    checks.checked(key("ns", "zz"), checks.term(key("ns", "zz")))  # never waited: no count
     assert done == []
-    checks.checked(key("ns", "c"))
+    checks.checked(key("ns", "c"), checks.term(key("ns", "c")))
     assert done == [(2, 4.5)]  # two checked; from the first queued to the last checked
     assert len(checks) == 0 and metrics.UNCHECKED_RESOURCES._value.get() == 0
-    checks.checked(key("ns", "c"))  # its next pass: nothing more
+    checks.checked(key("ns", "c"), checks.term(key("ns", "c")))  # its next pass: nothing more
     assert done == [(2, 4.5)]
 
 
@@ -148,3 +149,133 @@ async def test_the_controller_counts_first_sights_until_each_had_its_pass() -> N
         assert passes == ["c1"]
     finally:
         await made.stop()
+
+
+# --- the attacker's findings (helper-19): each fails without its fix ------------------------------
+
+HELD = ("team-a", "local")
+
+
+class OneLease:
+    """This replica holds team-a/local only; another replica holds every other cluster."""
+
+    timings = None
+
+    def holds(self, cluster: tuple[str, str]) -> bool:
+        return cluster == HELD
+
+    def held(self) -> set[tuple[str, str]]:
+        return {HELD}
+
+    def fence(self, cluster: tuple[str, str]) -> Fence | None:
+        if cluster != HELD:
+            return None
+
+        async def confirm(fresh: bool = False) -> bool:
+            return True
+
+        return Fence(holder="r0/1", valid=lambda: True, confirm=confirm, cluster=HELD)
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+
+def labelled(name: str, cluster: str, namespace: str = "team-a") -> dict[str, Any]:
+    body = resource(name)
+    body["metadata"]["namespace"] = namespace
+    body["metadata"]["labels"] = {CLUSTER_LABEL: cluster}
+    return body
+
+
+async def test_a_waiting_key_relabelled_to_another_replicas_cluster_leaves_the_wave() -> None:
+    """Relabelled while queued to a cluster whose Lease another replica holds: the worker drops it
+    (its holder checks it), and the wave ends without it instead of waiting for ever."""
+    gate = asyncio.Event()
+    passes: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        passes.append(name)
+        await gate.wait()
+        return Outcome()
+
+    made = Controller(cast(KubernetesApi, Kube()), {CONNECTORS: reconcile}, drift_interval=3600.0, workers=1)
+    made.leases = cast(Any, OneLease())
+    done: list[int] = []
+    made.first_checks.on_all_checked = lambda count, seconds: done.append(count)
+    for name in ("c0", "c1"):
+        made.observe(CONNECTORS, "team-a", name, labelled(name, "local"))
+    made.start()
+    try:
+        await until(lambda: bool(passes))
+        made.observe(CONNECTORS, "team-a", "c1", labelled("c1", "other"))
+        gate.set()
+        await until(lambda: bool(done))
+        assert passes == ["c0"] and done == [1] and len(made.first_checks) == 0
+    finally:
+        await made.stop()
+
+
+async def test_a_resource_deleted_while_its_pass_runs_is_not_recorded_again() -> None:
+    """Without Leases passes run inline: one deleted mid-pass must not be indexed again (a tenant
+    creating and deleting resources on a slow endpoint would grow the indexes for ever)."""
+    gate = asyncio.Event()
+    started: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        started.append(name)
+        await gate.wait()
+        return Outcome(referenced_configmaps={f"{name}-cm"}, connectors={name}, seen=("x",))
+
+    made = Controller(cast(KubernetesApi, Kube()), {CONNECTORS: reconcile}, drift_interval=3600.0, workers=8)
+    for i in range(20):
+        made.observe(CONNECTORS, "team-a", f"r{i}", resource(f"r{i}"))
+    made.start()
+    try:
+        await until(lambda: len(started) >= 4)
+        for i in range(20):
+            made.observe(CONNECTORS, "team-a", f"r{i}", None)
+        gate.set()
+        await asyncio.sleep(0.1)
+        assert made._references._of == {} and made._seen == {} and made._by_cluster == {}
+        assert not any(made.queue.has(key("team-a", f"r{i}")) for i in range(20))
+    finally:
+        await made.stop()
+
+
+async def test_a_snapshot_wakes_only_the_resources_of_the_clusters_naming_its_endpoint() -> None:
+    """Tenant A's own Connect reports its connector ``orders`` changed: tenant B's KafkaConnector
+    declaring ``orders`` on B's own cluster is not woken; A's is."""
+    passes: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        passes.append(namespace)
+        return Outcome(connectors={"orders"})
+
+    made = Controller(cast(KubernetesApi, Kube()), {CONNECTORS: reconcile}, drift_interval=3600.0, workers=2)
+    made.observe(CONNECTORS, "team-a", "orders", labelled("orders", "a-connect", "team-a"))
+    made.observe(CONNECTORS, "team-b", "orders", labelled("orders", "b-connect", "team-b"))
+    made.start()
+    try:
+        await until(lambda: len(passes) == 2)
+        passes.clear()
+        made.connectors_changed({("team-a", "a-connect")}, {"orders"})
+        await until(lambda: bool(passes))
+        await asyncio.sleep(0.05)
+        assert passes == ["team-a"]
+    finally:
+        await made.stop()
+
+
+def test_a_pass_of_an_earlier_wait_does_not_end_the_next_one() -> None:
+    """A Lease lost, then taken back while the old pass was still ending: that pass's end does not
+    count as the new wait's first check."""
+    done: list[int] = []
+    checks = FirstChecks(lambda count, seconds: done.append(count))
+    checks.waiting(key("ns", "a"))
+    old = checks.term(key("ns", "a"))
+    checks.discard(key("ns", "a"))  # the Lease is lost
+    checks.waiting(key("ns", "a"))  # and taken back: a new wait
+    checks.checked(key("ns", "a"), old)  # the old pass ends
+    assert len(checks) == 1 and done == []
+    checks.checked(key("ns", "a"), checks.term(key("ns", "a")))
+    assert len(checks) == 0 and done == [1]

@@ -82,7 +82,7 @@ async def test_a_connector_deleted_behind_the_back_is_reported_and_recreated(sta
     snapshot = await refreshed(stack)
     await stack.reconcile()
     changed: list[set[str]] = []
-    snapshot._on_change = changed.append
+    snapshot.on_change = changed.append
 
     del stack.connect.connectors[NAME]
     await snapshot.refresh()  # what the ConnectCluster's pass does once per drift interval

@@ -219,6 +219,9 @@ def test_a_scrape_while_passes_change_connector_states_never_fails() -> None:
     iteration" failed two scrapes). Many scrapes against a writer that never stops."""
     import threading
 
+    from connect_offsets.controller import measure_pauses
+
+    measure_pauses()  # as the operator runs: a Python callback on every collection
     stop = threading.Event()
     failures: list[BaseException] = []
 

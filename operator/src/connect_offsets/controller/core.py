@@ -222,12 +222,14 @@ class Controller:
         for key in self._references.readers(namespace, name):
             self.queue.add(key, urgent=True)  # a user's edit of what the resource reads
 
-    def connectors_changed(self, names: set[str]) -> None:
-        """A cluster's snapshot found these connectors changed behind the operator's back (deleted,
-        reconfigured, paused, failed): the resources that declare them check now, not at their next
-        drift pass, so a repair takes one snapshot interval at any scale."""
+    def connectors_changed(self, clusters: set[tuple[str, str]], names: set[str]) -> None:
+        """A snapshot of the endpoint ``clusters`` name found these connectors changed behind the
+        operator's back (deleted, reconfigured, paused, failed): the resources of those clusters that
+        declare them check now, not at their next drift pass, so a repair takes one snapshot
+        interval at any scale. Another cluster's connector of the same name wakes nothing."""
         for key in self._references.declaring(names):
-            self.queue.add(key)
+            if self._cluster(key) in clusters:
+                self.queue.add(key)
 
     def cluster_changed(self, namespace: str) -> None:
         """A ConnectCluster changed: the resources of its namespace that may have waited for it check."""
@@ -425,6 +427,8 @@ class Controller:
                 # renews it (then this key must come back) or drops it (then ``leases_lost`` takes
                 # the key out again): look again after a retry period, never drop it here.
                 self.queue.add_after(key, self.leases.timings.retry_period)
+            else:
+                self.first_checks.discard(key)  # dropped: the cluster's holder checks it
             return
         with fencing.acting_under(fence):
             task = asyncio.get_running_loop().create_task(self._process(key), name=f"pass-{'/'.join(key)}")
@@ -457,10 +461,11 @@ class Controller:
         return timers
 
     async def _process(self, key: Key) -> None:
+        waited = self.first_checks.term(key)
         try:
             await self._pass(key)
         finally:
-            self.first_checks.checked(key)
+            self.first_checks.checked(key, waited)
 
     async def _pass(self, key: Key) -> None:
         plural, namespace, name = key
@@ -482,6 +487,8 @@ class Controller:
             outcome = await self.reconcilers[plural](namespace, name)
         except KubernetesError as error:
             outcome = Outcome(transient_error=str(error))
+        if not self._known(key):
+            return  # deleted (or another shard's) while its pass ran: nothing to record or schedule
         self._references.record(key, outcome.referenced_configmaps, outcome.connectors)
         if outcome.transient_error is not None:
             metrics.RECONCILE_ERRORS.labels(KINDS[plural]).inc()
@@ -551,6 +558,11 @@ class Controller:
             self.queue.forget(key)
 
     # --- inside ---------------------------------------------------------------------------------
+
+    def _known(self, key: Key) -> bool:
+        """Whether the key is still one of this shard's (``forget`` takes a deleted one out)."""
+        cluster = self._cluster(key)
+        return cluster is not None and key in self._by_cluster.get(cluster, ())
 
     def _cluster(self, key: Key) -> tuple[str, str] | None:
         """The ConnectCluster a key is bound to, from its cached body (None: not cached)."""

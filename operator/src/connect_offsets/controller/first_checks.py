@@ -32,7 +32,10 @@ class FirstChecks:
     ) -> None:
         self.on_all_checked = on_all_checked
         self._clock = clock
-        self._waiting: set[Key] = set()
+        #: Waiting key -> the term of its wait: a pass begun before the key waited again (a Lease
+        #: lost, then taken back while the old pass was still ending) does not end the new wait.
+        self._waiting: dict[Key, int] = {}
+        self._terms = 0
         self._wave_started = 0.0
         self._wave_checked = 0
 
@@ -40,12 +43,17 @@ class FirstChecks:
         """``key`` was queued on first sight: it waits for its first check."""
         if not self._waiting:
             self._wave_started, self._wave_checked = self._clock(), 0
-        self._waiting.add(key)
+        self._terms += 1
+        self._waiting[key] = self._terms
         metrics.UNCHECKED_RESOURCES.set(len(self._waiting))
 
-    def checked(self, key: Key) -> None:
-        """A pass of ``key`` ended (whatever its outcome)."""
-        if key in self._waiting:
+    def term(self, key: Key) -> int | None:
+        """The term of ``key``'s wait now (None: not waiting); a pass takes it when it starts."""
+        return self._waiting.get(key)
+
+    def checked(self, key: Key, term: int | None) -> None:
+        """A pass of ``key`` that started in wait ``term`` ended (whatever its outcome)."""
+        if term is not None and self._waiting.get(key) == term:
             self._wave_checked += 1
             self._leave(key)
 
@@ -55,7 +63,7 @@ class FirstChecks:
             self._leave(key)
 
     def _leave(self, key: Key) -> None:
-        self._waiting.discard(key)
+        del self._waiting[key]
         metrics.UNCHECKED_RESOURCES.set(len(self._waiting))
         if not self._waiting and self._wave_checked and self.on_all_checked is not None:
             self.on_all_checked(self._wave_checked, self._clock() - self._wave_started)

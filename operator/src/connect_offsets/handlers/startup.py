@@ -148,9 +148,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # The controller is made below; the snapshot's wake-ups need it, so they go through this cell.
     controller_cell: list[Controller] = []
 
-    def connectors_changed(names: set[str]) -> None:
+    def connectors_changed(clusters: set[tuple[str, str]], names: set[str]) -> None:
         for controller in controller_cell:
-            controller.connectors_changed(names)
+            controller.connectors_changed(clusters, names)
 
     def clusters_recovered(clusters: set[tuple[str, str]]) -> None:
         for controller in controller_cell:

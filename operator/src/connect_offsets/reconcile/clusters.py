@@ -107,7 +107,8 @@ ENDPOINT_TTL_S = 60.0
 SNAPSHOT_MAX_AGE_INTERVALS = 1.5
 
 #: Told which connectors changed behind the operator's back (by a snapshot refresh).
-ConnectorsChanged = Callable[[set[str]], None]
+#: (the ConnectClusters naming the endpoint, the connectors that changed in its snapshot).
+ConnectorsChanged = Callable[[set[tuple[str, str]], set[str]], None]
 
 #: Told which ConnectClusters ((namespace, name) keys) answer again after their Connect endpoint's
 #: circuit breaker was open: their resources are woken at once rather than at their next retry.
@@ -265,7 +266,10 @@ class ClusterRegistry:
                     breaker = self._new_breaker()
                     client = ConnectClient(endpoint, breaker=breaker)
                     max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
-                    connection = _Connection(client, ConnectorsSnapshot(client, max_age, self._on_change))
+                    connection = _Connection(client, ConnectorsSnapshot(client, max_age))
+                    # Changes wake only the resources of the ConnectClusters naming this endpoint:
+                    # another tenant's connector of the same name on its own Connect is not theirs.
+                    connection.snapshot.on_change = functools.partial(self._changed, connection)
                     if breaker is not None:
                         breaker.on_recovered = functools.partial(self._recovered, connection)
                     self._connections[fingerprint] = connection
@@ -284,6 +288,10 @@ class ClusterRegistry:
             self._on_recovered(set(connection.users))
         except Exception:
             log.exception("on_recovered failed for ConnectClusters %s", sorted(connection.users))
+
+    def _changed(self, connection: _Connection, names: set[str]) -> None:
+        if self._on_change is not None and connection.users:
+            self._on_change(set(connection.users), names)
 
     def _release(self, key: tuple[str, str], entry: _Entry) -> None:
         connection = entry.connection

@@ -85,7 +85,8 @@ class ConnectorsSnapshot:
     ) -> None:
         self._client = client
         self.max_age = max_age
-        self._on_change = on_change
+        #: Told the names of connectors whose config or status changed between two snapshots.
+        self.on_change = on_change
         self._taken: _Taken | None = None
         self._inflight: asyncio.Task[_Taken] | None = None
         self._failed: tuple[float, ConnectError] | None = None
@@ -152,7 +153,7 @@ class ConnectorsSnapshot:
         taken = _Taken(await self._client.list_connectors_expanded(), at, seq)
         self._took = time.monotonic() - at
         previous, self._taken, self._failed = self._taken, taken, None
-        if previous is not None and self._on_change is not None:
+        if previous is not None and self.on_change is not None:
             changed = {
                 name
                 for name in previous.connectors.keys() | taken.connectors.keys()
@@ -161,7 +162,7 @@ class ConnectorsSnapshot:
                 or old.digest != new.digest
             }
             if changed:
-                self._on_change(changed)
+                self.on_change(changed)
         return taken
 
     async def read(self, name: str, *, fresh: bool = False, asked: bool = False) -> ConnectorRead:
