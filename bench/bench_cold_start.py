@@ -51,7 +51,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, install_crds, stack_info  # noqa: E402
+from tests.conftest import OperatorProcess  # noqa: E402
 from tests.integration.support import GROUP, VERSION, condition, free_port  # noqa: E402
 
 # bench_steady_state reads its own command line when it is imported: it is shown none.
@@ -60,7 +60,7 @@ from bench.bench_steady_state import NamespaceWatch, Resources, Workers, pct, pr
 
 sys.argv = _ARGV
 
-from bench.report import cpu_seconds, machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, stack_api, write_section  # noqa: E402
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "full"
 LAYOUTS = {
@@ -342,16 +342,9 @@ def report(results: list[dict[str, Any]], setup: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    import urllib3
-    from kubernetes import client, config
+    from kubernetes import client
 
-    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    info = stack_info()
-    install_crds(info)
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = 32
-    api = client.ApiClient(configuration)
+    info, api = stack_api(32)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     unique = uuid.uuid4().hex[:6]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-cold-{unique}"

@@ -55,11 +55,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, wait_for  # noqa: E402
 from tests.integration.support import create_cluster, free_port  # noqa: E402
 
 from bench.kube_proxy import KubeProxy  # noqa: E402
-from bench.report import cpu_seconds, machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, stack_api, write_section  # noqa: E402
 from connect_offsets.clients.leases import CLUSTER_ANNOTATION, LEASE_LABEL  # noqa: E402
 from connect_offsets.controller import LeaseTimings  # noqa: E402
 
@@ -217,22 +217,15 @@ class Replica:
 
 
 def main() -> int:
-    import urllib3
-    from kubernetes import client, config
+    from kubernetes import client
 
     window = float(sys.argv[1]) if len(sys.argv) > 1 else 120.0
     mode = sys.argv[2] if len(sys.argv) > 2 else "full"
     if mode not in MODES:
         sys.exit(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     clusters = MODES[mode]
-    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     began = time.monotonic()
-    info = stack_info()
-    install_crds(info)
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = 16
-    api = client.ApiClient(configuration)
+    info, api = stack_api(16)
     core, custom, coordination = client.CoreV1Api(api), client.CustomObjectsApi(api), client.CoordinationV1Api(api)
     unique = uuid.uuid4().hex[:6]
     namespace = f"bench-leases-{unique}"

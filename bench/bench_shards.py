@@ -79,7 +79,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
@@ -103,7 +103,7 @@ from bench.bench_steady_state import (  # noqa: E402
 sys.argv = _ARGV
 
 from bench.bench_leases import PREFIX, TIMINGS, LeaseRow, LeaseWatch, expected_renewal_gap, lease_rows  # noqa: E402
-from bench.report import cpu_seconds, machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, stack_api, write_section  # noqa: E402
 from connect_offsets.controller import LeaseTimings, lease_name, owner_of  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
 from connect_offsets.planning.targets import desired_config  # noqa: E402
@@ -603,17 +603,10 @@ def cleanup(custom: Any, core: Any, namespaces: list[str]) -> list[str]:
 
 
 def main() -> int:
-    import urllib3
-    from kubernetes import client, config
+    from kubernetes import client
 
-    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     began = time.monotonic()
-    info = stack_info()
-    install_crds(info)
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = 16
-    api = client.ApiClient(configuration)
+    info, api = stack_api(16)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     coordination = client.CoordinationV1Api(api)
     unique = uuid.uuid4().hex[:6]

@@ -120,7 +120,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import OperatorProcess, delete_namespace, install_crds, stack_info, wait_for  # noqa: E402
+from tests.conftest import OperatorProcess, delete_namespace, wait_for  # noqa: E402
 from tests.integration.connect_worker import DedicatedWorker  # noqa: E402
 from tests.integration.support import (  # noqa: E402
     GROUP,
@@ -133,7 +133,7 @@ from tests.integration.support import (  # noqa: E402
 
 from bench.bench_leases import MEAN_TICK, expected_renewal_gap  # noqa: E402
 from bench.kube_proxy import KubeProxy  # noqa: E402
-from bench.report import cpu_seconds, machine, write_section  # noqa: E402
+from bench.report import cpu_seconds, machine, stack_api, write_section  # noqa: E402
 from connect_offsets.models.crds import KafkaConnectorResource  # noqa: E402
 from connect_offsets.planning.targets import desired_config  # noqa: E402
 
@@ -706,16 +706,9 @@ def run_phase(
 
 
 def main() -> int:
-    import urllib3
-    from kubernetes import client, config
+    from kubernetes import client
 
-    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    info = stack_info()
-    install_crds(info)
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = BURST
-    api = client.ApiClient(configuration)
+    info, api = stack_api(BURST)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     unique = uuid.uuid4().hex[:6]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-steady-{unique}"

@@ -1,4 +1,5 @@
-"""Shared helpers for benchmarks: machine description, a process's CPU time, and section replacement in bench/README.md.
+"""Shared helpers for benchmarks: machine description, a process's CPU time, the stack's API
+client, and section replacement in bench/README.md.
 
 Each benchmark owns one section delimited by ``<!-- bench:NAME:start -->`` / ``<!-- bench:NAME:end -->``
 so benchmarks can be re-run one at a time without clobbering each other's results.
@@ -12,6 +13,7 @@ import re
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 README = Path(__file__).with_name("README.md")
 
@@ -58,3 +60,19 @@ def write_section(name: str, body: str) -> None:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
     README.write_text(text)
+
+
+def stack_api(connections: int) -> tuple[dict[str, Any], Any]:
+    """The local stack (CRDs installed) and an admin API client with ``connections`` pooled
+    connections (a benchmark's threads each hold one); urllib3's TLS warnings silenced."""
+    import urllib3
+    from kubernetes import client, config
+    from tests.conftest import install_crds, stack_info
+
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    info = stack_info()
+    install_crds(info)
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=info["kubeconfig"], client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = connections
+    return info, client.ApiClient(configuration)
