@@ -370,6 +370,19 @@ async def test_a_label_changed_while_the_pass_ran_makes_the_next_check_full(stac
     assert checks()[1] - after[1] == 1  # quiet again once a full pass saw the label
 
 
+def held_listing(client: ConnectClient) -> asyncio.Event:
+    """The client's listings wait until the returned event is set (a worker slow to list)."""
+    listing = asyncio.Event()
+    real = client.list_connectors_expanded
+
+    async def slow_listing() -> Any:
+        await listing.wait()
+        return await real()
+
+    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    return listing
+
+
 async def test_a_listing_slower_than_the_interval_does_not_hold_every_check() -> None:
     """20,000 connectors took Connect minutes to list: a snapshot was already past its age when it
     arrived, and every check then waited for the next listing. Readers are answered from it (a
@@ -383,14 +396,7 @@ async def test_a_listing_slower_than_the_interval_does_not_hold_every_check() ->
     snapshot._took = 30.0
     snapshot._taken = snapshots._Taken(snapshot._taken.connectors, time.monotonic() - 31, 0)  # type: ignore[union-attr]
     connect.requests.clear()
-    listing = asyncio.Event()
-    real = client.list_connectors_expanded
-
-    async def slow_listing() -> Any:
-        await listing.wait()
-        return await real()
-
-    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    listing = held_listing(client)
     reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(50))), timeout=2)
     assert all(r.config == {"k": "v"} and r.digest for r in reads)  # answered, nobody waited
     assert snapshot._inflight is not None  # one refresh started behind them
@@ -444,14 +450,7 @@ async def test_a_request_does_not_wait_for_the_first_listing_after_a_start() -> 
     client = client_for(connect)
     snapshot = ConnectorsSnapshot(client, max_age=60)
     connect.requests.clear()
-    listing = asyncio.Event()
-    real = client.list_connectors_expanded
-
-    async def slow_listing() -> Any:
-        await listing.wait()
-        return await real()
-
-    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    listing = held_listing(client)
     checks = [asyncio.ensure_future(snapshot.read("a")) for _ in range(20)]
     asked = await asyncio.wait_for(snapshot.read("a", asked=True), timeout=2)
     assert asked.config == {"k": "v"} and not any(check.done() for check in checks)
