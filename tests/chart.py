@@ -64,11 +64,19 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operator's workloads: the Deployment, or one StatefulSet per shard of a sharded install."""
+    found = objects(docs, "Deployment") + objects(docs, "StatefulSet")
+    kinds = {w["kind"] for w in found}
+    assert found and len(kinds) == 1, [w["kind"] for w in found]
+    assert kinds == {"StatefulSet"} or len(found) == 1, [w["metadata"]["name"] for w in found]
+    return found
+
+
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The operator's container, in the Deployment (or the StatefulSet of a sharded install)."""
-    workloads = objects(docs, "Deployment") + objects(docs, "StatefulSet")
-    assert len(workloads) == 1, [w["kind"] for w in workloads]
-    containers = workloads[0]["spec"]["template"]["spec"]["containers"]
+    """The operator's container, in the Deployment (or in the first shard's StatefulSet of a sharded
+    install: the shards' containers differ only in ``--shard-index``)."""
+    containers = workloads(docs)[0]["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
     result: dict[str, Any] = containers[0]
     return result

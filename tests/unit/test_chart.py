@@ -228,10 +228,11 @@ def test_default_deployment() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"] == {"drop": ["ALL"]}
-    # Sized from bench/README.md: a restore of 1,000,000 partitions peaks at 737 MiB.
+    # Sized from bench/README.md: a restore of a maxDocumentBytes document (256 MiB) needs about
+    # 105 MiB + 5.5 x 256 MiB (test_chart_production.py checks the formula against the limit).
     assert main["resources"] == {
         "requests": {"cpu": "100m", "memory": "256Mi"},
-        "limits": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "2Gi"},
     }
     assert {"name": "CONNECT_OFFSETS_MAX_DOCUMENT_BYTES", "value": "268435456"} in main["env"]
     ports = {port["name"]: port["containerPort"] for port in main["ports"]}
@@ -490,23 +491,32 @@ def test_workers_and_cluster_workers_reach_the_operator() -> None:
     assert has_sequence(args, ["--workers", "16"]) and has_sequence(args, ["--cluster-workers", "4"])
 
 
-def test_shards_are_a_stateful_set() -> None:
-    """Issue 35: three shards of two pods each; pod i serves shard i modulo 3 (its pod index). Issue
-    44: the pods of a shard split its clusters through their Leases, one per ConnectCluster."""
+def test_shards_are_stateful_sets() -> None:
+    """Issue 35: three shards of two pods each. Issue 44: the pods of a shard split its clusters
+    through their Leases, one per ConnectCluster. Issue 49: one StatefulSet per shard, its pods
+    labelled with their shard and run with its index, so each shard has a selector of its own."""
     docs = render("sharding.shards=3", "replicaCount=2")
     assert not objects(docs, "Deployment")
-    statefulset = one(docs, "StatefulSet")
-    assert statefulset["spec"]["replicas"] == 6
-    assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
-    service = next(s for s in objects(docs, "Service") if s["metadata"]["name"] == statefulset["spec"]["serviceName"])
-    assert service["spec"]["clusterIP"] == "None"
-    args = container(docs)["args"]
-    assert has_sequence(args, ["--shard-count", "3"]) and has_sequence(args, ["--shard-index", "auto"])
-    assert "--leader-election" in args and "--peering" not in args
-    env = {e["name"]: e for e in container(docs)["env"]}
-    pod_index = env["CONNECT_OFFSETS_POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
-    assert pod_index == "metadata.labels['apps.kubernetes.io/pod-index']"
-    assert {"POD_NAME", "POD_NAMESPACE"} <= set(env)
+    statefulsets = objects(docs, "StatefulSet")
+    assert [s["metadata"]["name"] for s in statefulsets] == [f"{RELEASE}-shard-{i}" for i in range(3)]
+    for shard, statefulset in enumerate(statefulsets):
+        assert statefulset["spec"]["replicas"] == 2
+        assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+        service = next(
+            s for s in objects(docs, "Service") if s["metadata"]["name"] == statefulset["spec"]["serviceName"]
+        )
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"].items() <= statefulset["spec"]["template"]["metadata"]["labels"].items()
+        selector = statefulset["spec"]["selector"]["matchLabels"]
+        assert selector["connect-offsets.io/shard"] == str(shard)
+        assert selector.items() <= statefulset["spec"]["template"]["metadata"]["labels"].items()
+        [main] = statefulset["spec"]["template"]["spec"]["containers"]
+        args = main["args"]
+        assert has_sequence(args, ["--shard-count", "3"]) and has_sequence(args, ["--shard-index", str(shard)])
+        assert "--leader-election" in args and "--peering" not in args
+        env = {e["name"]: e for e in main["env"]}
+        assert "CONNECT_OFFSETS_POD_INDEX" not in env  # the index is the StatefulSet's, not the pod's
+        assert {"POD_NAME", "POD_NAMESPACE"} <= set(env)
 
 
 def test_one_shard_is_the_deployment() -> None:
@@ -599,7 +609,16 @@ def test_schema_is_draft_07_and_closed() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) <= set(schema["properties"])
     assert "peering" not in schema["properties"]
-    for key in ("image", "metrics", "health", "serviceAccount", "leaderElection"):
+    for key in (
+        "image",
+        "metrics",
+        "health",
+        "serviceAccount",
+        "leaderElection",
+        "sharding",
+        "podDisruptionBudget",
+        "spread",
+    ):
         assert schema["properties"][key]["additionalProperties"] is False, key
     assert schema["properties"]["metrics"]["properties"]["serviceMonitor"]["additionalProperties"] is False
 
@@ -644,6 +663,7 @@ def test_replicas_get_a_pod_disruption_budget_and_a_single_pod_none() -> None:
     assert objects(render(), "PodDisruptionBudget") == []  # one pod with a PDB would block every drain
     pdb = one(render("replicaCount=3", "podDisruptionBudget.minAvailable=2"), "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 2
+    assert pdb["metadata"]["name"] == RELEASE
     deployment = one(render("replicaCount=3"), "Deployment")
     assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert objects(render("replicaCount=2", "podDisruptionBudget.enabled=false"), "PodDisruptionBudget") == []
@@ -671,7 +691,9 @@ def test_priority_class_and_topology_spread_constraints_reach_the_pod() -> None:
         {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
     ]
     defaults = one(render(), "Deployment")["spec"]["template"]["spec"]
-    assert "priorityClassName" not in defaults and "topologySpreadConstraints" not in defaults
+    assert "priorityClassName" not in defaults
+    # The chart's own zone spread (test_chart_production.py), replaced by the values' list above.
+    assert [c["topologyKey"] for c in defaults["topologySpreadConstraints"]] == ["topology.kubernetes.io/zone"]
 
 
 def test_metrics_and_health_on_one_port_are_refused_at_render_time() -> None:

@@ -137,3 +137,83 @@ kopf's resource scanning: it lists and watches CRDs to notice when its resources
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
 {{- end }}
+
+{{/*
+The shard label of a sharded install's pods: the shard (0 .. sharding.shards - 1) the pod serves.
+Each shard is its own StatefulSet, so its PodDisruptionBudget, anti-affinity and topology spread
+select the pods of that shard alone.
+*/}}
+{{- define "connect-offsets-operator.shardLabel" -}}
+connect-offsets.io/shard
+{{- end }}
+
+{{/*
+Name of shard i's StatefulSet and PodDisruptionBudget: <fullname>-shard-<i>, at most 52 characters
+(a StatefulSet's name, with the controller-revision-hash suffix, must stay a 63-character label).
+Called with (dict "root" $ "shard" i).
+*/}}
+{{- define "connect-offsets-operator.shardName" -}}
+{{- printf "%s-shard-%d" (include "connect-offsets-operator.fullname" .root | trunc 43 | trimSuffix "-") (int .shard) }}
+{{- end }}
+
+{{/*
+Selector labels of one workload's pods: the release's, plus the shard's in a sharded install
+(shard < 0: unsharded). Called with (dict "root" $ "shard" i).
+*/}}
+{{- define "connect-offsets-operator.workloadSelectorLabels" -}}
+{{ include "connect-offsets-operator.selectorLabels" .root }}
+{{- if ge (int .shard) 0 }}
+{{ include "connect-offsets-operator.shardLabel" .root }}: {{ .shard | toString | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's affinity: `affinity` as given, plus the chart's preferred pod anti-affinity over nodes
+(spread.acrossNodes) unless `affinity.podAntiAffinity` is set. Pods of one shard (weight 100) are
+kept apart before any two pods of the release (weight 50). Called with (dict "root" $ "shard" i).
+*/}}
+{{- define "connect-offsets-operator.affinity" -}}
+{{- $values := .root.Values }}
+{{- $affinity := deepCopy ($values.affinity | default dict) }}
+{{- if and $values.spread.acrossNodes (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $terms := list }}
+{{- if ge (int .shard) 0 }}
+{{- $terms = append $terms (dict "weight" 100 "podAffinityTerm" (dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "connect-offsets-operator.workloadSelectorLabels" . | fromYaml)))) }}
+{{- $terms = append $terms (dict "weight" 50 "podAffinityTerm" (dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "connect-offsets-operator.selectorLabels" .root | fromYaml)))) }}
+{{- else }}
+{{- $terms = append $terms (dict "weight" 100 "podAffinityTerm" (dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "connect-offsets-operator.selectorLabels" .root | fromYaml)))) }}
+{{- end }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" $terms) }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's topology spread constraints: `topologySpreadConstraints` when given (they replace the
+chart's), else the chart's soft spread of the workload's pods (one shard's, in a sharded install)
+over zones (spread.acrossZones); nodes without the zone label do not count. Called with
+(dict "root" $ "shard" i).
+*/}}
+{{- define "connect-offsets-operator.topologySpreadConstraints" -}}
+{{- $values := .root.Values }}
+{{- if $values.topologySpreadConstraints }}
+{{- toYaml $values.topologySpreadConstraints }}
+{{- else if $values.spread.acrossZones }}
+- maxSkew: 1
+  topologyKey: topology.kubernetes.io/zone
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "connect-offsets-operator.workloadSelectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/*
+An int-or-percent value of a PodDisruptionBudget: a percentage stays a string ("50%"), a number
+(an int with --set, a float64 from a values file) becomes an integer.
+*/}}
+{{- define "connect-offsets-operator.intOrPercent" -}}
+{{- if kindIs "string" . }}{{ . | quote }}{{ else }}{{ int . }}{{ end }}
+{{- end }}
