@@ -35,8 +35,32 @@ Recorded: B's p50 / p99 / max per phase and their ratios to B alone before (targ
 1.2x, p99 at most 1.5x), what the dead endpoints received, and the operator's circuit breaker
 metrics.
 
+Dead Kafka (issue 45, its Kafka target; ``bench_hostile_tenant.py dead-kafka`` runs it alone): tenant
+B's ``list`` requests back to back for ``DK_PHASE_S``, first alone, then for ``DK_BUSY_PHASE_S``
+while tenant A's Kafka clusters are dead behind the three things that ask them, then alone again
+once A's resources are deleted. Tenant A, on a Connect worker of its own (its connectors really
+run; only the Kafka the operator is told about is dead):
+
+1. **sink progress**: ``DK_HANGING_CLUSTERS`` ConnectClusters whose ``spec.kafka.bootstrapServers``
+   is a listener of its own on 127.0.0.2, and ``DK_SLOW_CLUSTERS`` whose listener answers every
+   reply ``SLOW_ANSWER_S`` late, each with ``DK_SINKS_PER_CLUSTER`` RUNNING FileStreamSinks
+   (``spec.progress`` on): one progress round per ConnectCluster per drift interval (5 s);
+2. **seek-to-time**: ``DK_SEEKS_PER_CLUSTER`` STOPPED FileStreamSinks per ConnectCluster, annotated
+   ``connector-offsets=alter`` with ``seek-to`` a new time every ``DK_SEEK_EVERY_S`` (each a user's
+   change, a ListOffsets by timestamp on the ConnectCluster's Kafka);
+3. **a mirror's lag**: ``DK_MIRRORS`` mirrors whose source brokers hang and as many on slow ones
+   (one KafkaMirrorMaker2 each, measured every second), as in the fair-share run.
+
+Every listener forwards to a real Kafka while A is set up (the mirrors pass their cluster-id check,
+progress is measured, ``Progressing=True``); when the phase starts, the hanging ones accept
+connections and never answer again and the slow ones turn slow. Recorded: B's p50 / p99 / max per
+phase and their ratios to B alone before and after (target: p50 at most 1.2x, p99 at most 1.5x),
+the worst event-loop lag scraped every 2 s, connections the hanging and slow brokers received (and
+the most open at once), the operator's progress rounds and lag measurements by result, and the
+conditions A's resources ended the phase with (their messages quoted).
+
 Run: ``make bench BENCH=hostile_tenant`` (or
-``.venv/bin/python bench/bench_hostile_tenant.py [LARGE|fair-share|dead-connect]``).
+``.venv/bin/python bench/bench_hostile_tenant.py [LARGE|fair-share|dead-connect|dead-kafka]``).
 """
 
 from __future__ import annotations
@@ -45,6 +69,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,10 +78,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 
@@ -106,6 +134,7 @@ from connect_offsets.vocabulary import MIRRORS  # noqa: E402
 
 FAIR_SHARE_ONLY = sys.argv[1:] == ["fair-share"]
 DEAD_CONNECT_ONLY = sys.argv[1:] == ["dead-connect"]
+DEAD_KAFKA_ONLY = sys.argv[1:] == ["dead-kafka"]
 LARGE = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 1_000_000
 #: Tenant A's mirrors of each kind (hanging brokers, slow brokers), 25 per KafkaMirrorMaker2.
 FAIR_SHARE_MIRRORS = 50
@@ -127,6 +156,20 @@ DEAD_PHASE_S = 60.0
 #: How long tenant B lists while A's resources sit on the dead URLs: past the black hole's first
 #: requests ending at the default 120 s request time-out (no breaker knows anything before).
 DEAD_BUSY_PHASE_S = 150.0
+#: Tenant A's ConnectClusters whose spec.kafka hangs, and those whose spec.kafka answers slowly.
+DK_HANGING_CLUSTERS = 6
+DK_SLOW_CLUSTERS = 2
+#: Per ConnectCluster: RUNNING sinks whose progress is measured, STOPPED sinks asked to seek.
+DK_SINKS_PER_CLUSTER = 3
+DK_SEEKS_PER_CLUSTER = 3
+#: Every this often, each of A's seek sinks is annotated with a new ``seek-to`` time.
+DK_SEEK_EVERY_S = 10.0
+#: Tenant A's mirrors on hanging source brokers, and as many on slow ones (one KafkaMirrorMaker2 each).
+DK_MIRRORS = 25
+#: How long tenant B lists alone (before A, and after A is deleted), and while A's Kafka is dead:
+#: long enough for each dead address's first attempts (10 s time-outs) and two back-offs (30 s, 60 s).
+DK_PHASE_S = 90.0
+DK_BUSY_PHASE_S = 180.0
 
 
 @dataclass
@@ -203,11 +246,15 @@ def main() -> int:
     if DEAD_CONNECT_ONLY:
         dead_connect(info, core, custom)
         return 0
+    if DEAD_KAFKA_ONLY:
+        dead_kafka(info, core, custom)
+        return 0
     if not FAIR_SHARE_ONLY:
         resource_scenarios(info, api, core, custom)
     fair_share(info, core, custom)
     if not FAIR_SHARE_ONLY:
         dead_connect(info, core, custom)
+        dead_kafka(info, core, custom)
     return 0
 
 
@@ -512,6 +559,31 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
+def latency_cells(lists: list[float]) -> str:
+    """A phase's ``lists | p50 / p99 / max (ms)`` table cells."""
+    ms = sorted(v * 1000 for v in lists)
+    return f"{len(ms)} | {statistics.median(ms):.0f} / {p99(ms):.0f} / {ms[-1]:.0f}"
+
+
+def ratios(lists: list[float], base: list[float]) -> tuple[float, float]:
+    """p50 and p99 of ``lists`` against those of ``base``."""
+    return statistics.median(lists) / statistics.median(base), p99(lists) / p99(base)
+
+
+def ratio_cell(lists: list[float], base: list[float]) -> str:
+    p50_ratio, p99_ratio = ratios(lists, base)
+    return f"{p50_ratio:.2f}x, {p99_ratio:.2f}x"
+
+
+def verdict(ratio: float, limit: float) -> str:
+    return "met" if ratio <= limit else "missed"
+
+
+def phase_line(name: str, lists: list[float]) -> str:
+    """What a phase printed as it ended."""
+    return f"{name}: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s"
+
+
 def fair_share_report(phases: list[Phase]) -> None:
     alone, during, again = phases
     ratio = p99(during.lists) / p99(alone.lists)
@@ -539,16 +611,15 @@ def fair_share_report(phases: list[Phase]) -> None:
         "|---|---:|---|---:|---|---|",
     ]
     for phase in phases:
-        ms = sorted(v * 1000 for v in phase.lists)
         lines.append(
-            f"| {phase.name} | {len(ms)} | {statistics.median(ms):.0f} / {p99(ms):.0f} / {ms[-1]:.0f} "
+            f"| {phase.name} | {latency_cells(phase.lists)} "
             f"| {phase.loop_lag:.3f} | {phase.hanging[0]}, {phase.hanging[1]} | {phase.slow[0]}, {phase.slow[1]} |"
         )
-    verdict = "met" if max(ratio, ratio_again) <= 1.5 else "missed"
+    met = verdict(max(ratio, ratio_again), 1.5)
     lines += [
         "",
         f"B's p99 while A misbehaves is {ratio:.2f}x B alone before and {ratio_again:.2f}x B alone after "
-        f"(target: at most 1.5x, {verdict}).",
+        f"(target: at most 1.5x, {met}).",
     ]
     write_section("hostile_tenant_fair_share", "\n".join(lines))
 
@@ -605,7 +676,7 @@ def dead_connect(info: dict[str, Any], core: Any, custom: Any) -> None:
             wait_condition(custom, tenant_b, calm, "Ready", reason="ConnectorStopped", timeout=120)
             lists, lag = b_lists(custom, tenant_b, calm, DEAD_PHASE_S, op.metrics_url)
             phases.append(DeadPhase("B alone", lists, lag))
-            print(f"B alone: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+            print(phase_line("B alone", lists))
 
             create_cluster(custom, tenant_a, f"http://{hole.address}", name="hole")
             create_cluster(custom, tenant_a, gateway.url, name="gateway", requestTimeoutSeconds=60)
@@ -632,7 +703,7 @@ def dead_connect(info: dict[str, Any], core: Any, custom: Any) -> None:
             breaker = {name: scrape_metric(op.metrics_url, name) for name in BREAKER_METRICS}
             items = custom.list_namespaced_custom_object(GROUP, VERSION, tenant_a, "kafkaconnectors")["items"]
             pending = sum(1 for body in items if annotation(body, "connector-offsets") == "list")
-            print(f"B during A: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+            print(phase_line("B during A", lists))
             print(f"A's lists still open: {pending}; breaker {breaker}")
 
             # A deleted. A deletion on a dead cluster waits for it (offsetsOnDelete), so its
@@ -670,7 +741,7 @@ def dead_connect(info: dict[str, Any], core: Any, custom: Any) -> None:
                     len(gateway.requests) - gateway_before,
                 )
             )
-            print(f"B alone again: {len(lists)} lists, p50 {statistics.median(lists):.3f} s, p99 {p99(lists):.3f} s")
+            print(phase_line("B alone again", lists))
     finally:
         hole.close()
         gateway.close()
@@ -683,10 +754,8 @@ def dead_connect(info: dict[str, Any], core: Any, custom: Any) -> None:
 
 def dead_connect_report(phases: list[DeadPhase], breaker: dict[str, float], pending: int) -> None:
     alone, during, again = phases
-    p50_ratio = statistics.median(during.lists) / statistics.median(alone.lists)
-    p99_ratio = p99(during.lists) / p99(alone.lists)
-    p50_again = statistics.median(during.lists) / statistics.median(again.lists)
-    p99_again = p99(during.lists) / p99(again.lists)
+    p50_ratio, p99_ratio = ratios(during.lists, alone.lists)
+    p50_again, p99_again = ratios(during.lists, again.lists)
     lines = [
         "## Dead Connect clusters: a tenant's requests on two URLs that do not answer (issue 45)",
         "",
@@ -711,21 +780,15 @@ def dead_connect_report(phases: list[DeadPhase], breaker: dict[str, float], pend
         "|---|---:|---|---|---:|---|",
     ]
     for phase in phases:
-        ms = sorted(v * 1000 for v in phase.lists)
-        ratios = (
-            f"{statistics.median(phase.lists) / statistics.median(alone.lists):.2f}x, "
-            f"{p99(phase.lists) / p99(alone.lists):.2f}x"
-        )
         lines.append(
-            f"| {phase.name} | {len(ms)} | {statistics.median(ms):.0f} / {p99(ms):.0f} / {ms[-1]:.0f} "
-            f"| {ratios} | {phase.loop_lag:.3f} | {phase.hole}, {phase.gateway} |"
+            f"| {phase.name} | {latency_cells(phase.lists)} "
+            f"| {ratio_cell(phase.lists, alone.lists)} | {phase.loop_lag:.3f} | {phase.hole}, {phase.gateway} |"
         )
-    p50_verdict = "met" if p50_ratio <= 1.2 else "missed"
-    p99_verdict = "met" if p99_ratio <= 1.5 else "missed"
     lines += [
         "",
         f"While A's requests sit on the dead URLs, B's p50 is {p50_ratio:.2f}x B alone (target at most 1.2x: "
-        f"{p50_verdict}) and its p99 {p99_ratio:.2f}x (target at most 1.5x: {p99_verdict}); against B alone after "
+        f"{verdict(p50_ratio, 1.2)}) and its p99 {p99_ratio:.2f}x (target at most 1.5x: {verdict(p99_ratio, 1.5)}); "
+        "against B alone after "
         f"A was deleted, {p50_again:.2f}x and {p99_again:.2f}x. At the end of that "
         f"phase {pending} of A's {DEAD_RESOURCES} lists were still open (they fail until their cluster answers),",
         f"and the operator's breaker metrics read: {breaker.get(BREAKER_METRICS[0], 0):.0f} openings, "
@@ -733,6 +796,369 @@ def dead_connect_report(phases: list[DeadPhase], breaker: dict[str, float], pend
         f"{breaker.get(BREAKER_METRICS[2], 0):.0f} endpoints unreachable.",
     ]
     write_section("hostile_tenant_dead_connect", "\n".join(lines))
+
+
+def scrape_counters(metrics_url: str, name: str) -> dict[str, float]:
+    """A labelled metric's samples, by their labels as exposed (``result="failed"``)."""
+    found: dict[str, float] = {}
+    for line in httpx.get(metrics_url, timeout=5).text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line[len(name) + 1 :].rpartition("} ")
+            found[labels] = float(value)
+    return found
+
+
+#: What the operator did for tenant A in the dead-Kafka phase: the metric, and the labels of A's samples
+#: (B only lists).
+DK_COUNTERS = {
+    "sink progress rounds": ("connect_offsets_progress_rounds_total", ""),
+    "mirrors' lag measurements": ("connect_offsets_mm2_lag_measurements_total", ""),
+    "seeks (offsets alters)": ("connect_offsets_offsets_operations_total", 'operation="alter"'),
+}
+
+
+def label_value(labels: str, key: str) -> str:
+    """``key``'s value in exposed labels (``kind="KafkaConnector",result="Failed"``)."""
+    for pair in labels.split(","):
+        name, _, value = pair.partition("=")
+        if name == key:
+            return value.strip('"')
+    return labels
+
+
+class SeekRounds(threading.Thread):
+    """Tenant A's seek requests: at once and then every ``every`` seconds, each of ``names``
+    annotated ``connector-offsets=alter`` with a ``seek-to`` time it did not have before."""
+
+    def __init__(self, custom: Any, namespace: str, names: list[str], every: float) -> None:
+        super().__init__(daemon=True)
+        self.custom, self.namespace, self.names, self.every = custom, namespace, names, every
+        self.done = threading.Event()
+        self.annotated = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        rounds = 0
+        while True:
+            rounds += 1
+            when = (datetime.now(UTC) - timedelta(minutes=rounds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for name in self.names:
+                try:
+                    annotate(self.custom, self.namespace, name, connector_offsets="alter", seek_to=when)
+                    self.annotated += 1
+                except kube_client.ApiException as error:
+                    self.errors.append(f"{name}: {error.status} {error.reason}")
+            if self.done.wait(self.every):
+                return
+
+
+def sink_spec(path: Path, topic: str, state: str) -> dict[str, Any]:
+    return {"class": FILE_SINK, "tasksMax": 1, "state": state, "config": {"topics": topic, "file": str(path)}}
+
+
+def produce_records(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """``topic`` with ``records`` JSON strings spread over ``partitions`` (the worker's JsonConverter)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(records):
+        producer.produce(topic, value=json.dumps(f"record-{i}").encode(), partition=i % partitions)
+    if producer.flush(30):
+        raise RuntimeError(f"records for {topic} not delivered")
+
+
+def remove_kafka_leftovers(bootstrap: str, topic: str, groups: list[str]) -> None:
+    """Best effort: the topic and the sinks' consumer groups a run leaves in Kafka."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = list(admin.delete_topics([topic], operation_timeout=30).values())
+    if groups:
+        futures += list(admin.delete_consumer_groups(groups, request_timeout=30).values())
+    for future in futures:
+        try:
+            future.result(60)
+        except Exception as error:  # a group that never committed, a topic never created
+            print(f"(not deleted: {error})")
+
+
+def quoted(message: str, limit: int = 400) -> str:
+    text = " ".join(message.split()).replace("|", "\\|")
+    return "“" + (text if len(text) <= limit else text[:limit] + " …") + "”"
+
+
+def a_outcomes(custom: Any, namespace: str) -> list[tuple[str, str, int, str]]:
+    """What tenant A's resources say: (what, condition, how many, one message), one row per kind of
+    broker, request and condition."""
+    groups: dict[tuple[str, str], list[str]] = {}
+
+    def said(found: dict[str, Any] | None, kind: str) -> str:
+        return f"{kind}: none" if found is None else f"{kind}={found['status']}/{found['reason']}"
+
+    for body in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors")["items"]:
+        name = body["metadata"]["name"]
+        brokers = "hanging" if name.startswith("hang") else "slow"
+        status = body.get("status") or {}
+        if "-run" in name:
+            found = condition(body, "Progressing")
+            message = (found or {}).get("message") or (status.get("progress") or {}).get("message") or ""
+            groups.setdefault((f"{brokers} Kafka, sink progress", said(found, "Progressing")), []).append(message)
+            continue
+        found = condition(body, "OffsetsOperationFailed")
+        last = status.get("lastOffsetsOperation") or {}
+        finished = f"lastOffsetsOperation {last.get('result')}"
+        if annotation(body, "connector-offsets") != "alter":
+            state, message = f"seek done, {finished}", last.get("message") or ""
+        elif found is not None and found["status"] == "True":
+            state, message = "seek open, " + said(found, "OffsetsOperationFailed"), found.get("message", "")
+        else:  # an answer on its way (a slow Kafka): what the last one finished with
+            state, message = f"seek open, in progress, {finished}", last.get("message") or ""
+        groups.setdefault((f"{brokers} Kafka, seek-to-time", state), []).append(message)
+    for body in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, MIRRORS)["items"]:
+        brokers = "hanging" if body["metadata"]["name"].startswith("hang") else "slow"
+        lag = (body.get("status") or {}).get("replicationLag") or {}
+        found = condition(body, "ReplicationLagging")
+        state = said(found, "ReplicationLagging") + (", stale" if lag.get("stale") else "")
+        message = lag.get("message") or (found or {}).get("message") or ""
+        groups.setdefault((f"{brokers} source brokers, a mirror's lag", state), []).append(message)
+    return [(what, state, len(messages), messages[0]) for (what, state), messages in sorted(groups.items())]
+
+
+def dead_kafka(info: dict[str, Any], core: Any, custom: Any) -> None:
+    """Tenant B's lists alone, while tenant A's Kafka clusters are dead behind sink progress,
+    seek-to-time and a mirror's lag, and alone again (see the module docstring)."""
+    run_id = uuid.uuid4().hex[:6]
+    tenant_a, tenant_b = f"bench-dk-{run_id}-a", f"bench-dk-{run_id}-b"
+    for ns in (tenant_a, tenant_b):
+        core.create_namespace({"metadata": {"name": ns}})
+    hanging_tally, slow_tally = ConnectionTally(), ConnectionTally()
+
+    def listeners(count: int, upstream: str, tally: ConnectionTally) -> list[CountingListener]:
+        # Forwarding to a real Kafka until the phase starts, each on an address of its own.
+        return [CountingListener("slow-proxy", upstream=upstream, tally=tally) for _ in range(count)]
+
+    # The ConnectClusters' Kafka is Kafka A (where the worker runs A's sinks); the mirrors' sources Kafka B.
+    cluster_hang = listeners(DK_HANGING_CLUSTERS, info["kafka_a"], hanging_tally)
+    cluster_slow = listeners(DK_SLOW_CLUSTERS, info["kafka_a"], slow_tally)
+    mirror_hang = listeners(DK_MIRRORS, info["kafka_b"], hanging_tally)
+    mirror_slow = listeners(DK_MIRRORS, info["kafka_b"], slow_tally)
+    hanging, slow = [*cluster_hang, *mirror_hang], [*cluster_slow, *mirror_slow]
+    topic = f"dk-{run_id}"
+    worker = DedicatedWorker(heap="-Xmx1g", name="dead-kafka")
+    phases: list[Phase] = []
+    running: list[str] = []
+    seeking: list[str] = []
+    counts: dict[str, dict[str, float]] = {}
+    outcomes: list[tuple[str, str, int, str]] = []
+    seeks = SeekRounds(custom, tenant_a, seeking, DK_SEEK_EVERY_S)
+    a_deleted = False
+    log_copy = Path(tempfile.gettempdir()) / f"bench-dead-kafka-{run_id}-operator.log"
+    try:
+        worker.start()
+        produce_records(info["kafka_a"], topic, 3, 30)
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            chart_operator(info, core, custom, Path(tmp), [tenant_a, tenant_b]) as op,
+            httpx.Client(base_url=worker.url, timeout=60) as own,
+        ):
+            try:
+                source = Path(tmp) / "b.txt"
+                source.write_text("one\n")
+                create_cluster(custom, tenant_b, info["connect_url"])
+                calm = f"calm-{run_id}"
+                spec = file_source_spec(source, calm, "calm-offsets", state="stopped")
+                create_connector(custom, tenant_b, calm, spec)
+                wait_condition(custom, tenant_b, calm, "Ready", reason="ConnectorStopped", timeout=120)
+                lists, lag = b_lists(custom, tenant_b, calm, DK_PHASE_S, op.metrics_url)
+                phases.append(Phase("B alone", lists, lag, (0, 0), (0, 0)))
+                print(phase_line("B alone", lists))
+
+                create_cluster(custom, tenant_a, worker.url)  # "local", the mirrors'
+                for kind, group in (("hang", cluster_hang), ("slow", cluster_slow)):
+                    for i, listener in enumerate(group):
+                        cluster = f"{kind}{i}"
+                        kafka = {"bootstrapServers": listener.address}
+                        create_cluster(custom, tenant_a, worker.url, name=cluster, kafka=kafka)
+                        for j in range(DK_SINKS_PER_CLUSTER + DK_SEEKS_PER_CLUSTER):
+                            seek = j >= DK_SINKS_PER_CLUSTER
+                            name = f"{cluster}-{run_id}-{'seek' if seek else 'run'}{j}"
+                            spec = sink_spec(Path(tmp) / f"{name}.out", topic, "stopped" if seek else "running")
+                            if not seek:
+                                spec["progress"] = {"enabled": True}
+                            create_connector(custom, tenant_a, name, spec, cluster=cluster)
+                            (seeking if seek else running).append(name)
+                for kind, group in (("hang", mirror_hang), ("slow", mirror_slow)):
+                    clusters, mirrors = hostile_mirrors(group, info["kafka_a"], f"{kind[0]}m{run_id}x", len(group))
+                    lagging = {"intervalSeconds": 1}
+                    create_mm2(custom, tenant_a, f"{kind}-mirrors", clusters, mirrors, replicationLag=lagging)
+                wanted = len(running) + len(seeking) + 2 * DK_MIRRORS
+                wait_for(
+                    f"tenant A's {wanted} connectors",
+                    lambda: len(own.get("/connectors").json()) == wanted,
+                    timeout=900,
+                    interval=2,
+                )
+                for name in seeking:
+                    wait_condition(custom, tenant_a, name, "Ready", reason="ConnectorStopped", timeout=300)
+                for name in running:  # measured while A's Kafka still answers
+                    wait_condition(custom, tenant_a, name, "Progressing", timeout=300)
+
+                for listener in hanging:
+                    listener.mode = "blackhole"
+                for listener in slow:
+                    listener.delay = SLOW_ANSWER_S
+                hanging_tally.restart()
+                slow_tally.restart()
+                before = {what: scrape_counters(op.metrics_url, metric) for what, (metric, _) in DK_COUNTERS.items()}
+                seeks.start()
+                try:
+                    lists, lag = b_lists(custom, tenant_b, calm, DK_BUSY_PHASE_S, op.metrics_url)
+                finally:
+                    seeks.done.set()
+                    seeks.join(60)
+                phases.append(
+                    Phase(
+                        "B while A's Kafka is dead (progress, seek-to-time, mirrors' lag)",
+                        lists,
+                        lag,
+                        (hanging_tally.connections, hanging_tally.peak_open),
+                        (slow_tally.connections, slow_tally.peak_open),
+                    )
+                )
+                print(phase_line("B during A", lists))
+                for what, (metric, only) in DK_COUNTERS.items():
+                    after = scrape_counters(op.metrics_url, metric)
+                    counts[what] = {
+                        label_value(k, "result"): v - before[what].get(k, 0.0) for k, v in after.items() if only in k
+                    }
+                outcomes = a_outcomes(custom, tenant_a)
+                for what, state, n, message in outcomes:
+                    print(f"{what}, {state} ({n}): {message[:300]}")
+                print(counts, f"seeks annotated {seeks.annotated}, errors {seeks.errors[:3]}")
+
+                # A deleted: its connectors first (the operator deletes them in the worker), then its clusters.
+                for plural in (MIRRORS, "kafkaconnectors"):
+                    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, tenant_a, plural)
+                wait_for(
+                    "tenant A's connectors deleted",
+                    lambda: own.get("/connectors").json() == [],
+                    timeout=900,
+                    interval=1,
+                )
+                custom.delete_collection_namespaced_custom_object(GROUP, VERSION, tenant_a, "connectclusters")
+                wait_for(
+                    "tenant A's resources gone",
+                    lambda: (
+                        not any(
+                            custom.list_namespaced_custom_object(GROUP, VERSION, tenant_a, plural)["items"]
+                            for plural in (MIRRORS, "kafkaconnectors", "connectclusters")
+                        )
+                    ),
+                    timeout=300,
+                    interval=1,
+                )
+                delete_namespace(core, custom, tenant_a)
+                a_deleted = True
+                time.sleep(10)  # the namespace's deletion settles (the controller-manager's, the watches')
+                hanging_tally.restart()
+                slow_tally.restart()
+                lists, lag = b_lists(custom, tenant_b, calm, DK_PHASE_S, op.metrics_url)
+                phases.append(
+                    Phase(
+                        "B alone again, A deleted",
+                        lists,
+                        lag,
+                        (hanging_tally.connections, hanging_tally.peak_open),
+                        (slow_tally.connections, slow_tally.peak_open),
+                    )
+                )
+                print(phase_line("B alone again", lists))
+            finally:
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(op.operator.log_path, log_copy)
+                    print(f"operator log: {log_copy}")
+    finally:
+        seeks.done.set()
+        for listener in [*hanging, *slow]:
+            listener.close()
+        delete_leftover_connectors(custom, tenant_b)
+        for ns in (tenant_a, tenant_b):
+            if ns != tenant_a or not a_deleted:
+                delete_namespace(core, custom, ns)
+        worker.stop()
+        remove_kafka_leftovers(info["kafka_a"], topic, [f"connect-{name}" for name in running + seeking])
+    dead_kafka_report(phases, counts, outcomes, seeks.annotated, len(seeking))
+
+
+def dead_kafka_report(
+    phases: list[Phase],
+    counts: dict[str, dict[str, float]],
+    outcomes: list[tuple[str, str, int, str]],
+    seeks: int,
+    seek_sinks: int,
+) -> None:
+    alone, during, again = phases
+    p50_ratio, p99_ratio = ratios(during.lists, alone.lists)
+    p50_again, p99_again = ratios(during.lists, again.lists)
+    clusters = DK_HANGING_CLUSTERS + DK_SLOW_CLUSTERS
+    did = [
+        f"{what}: " + (", ".join(f"{result} {n:.0f}" for result, n in sorted(by.items()) if n) or "none")
+        for what, by in counts.items()
+    ]
+    lines = [
+        "## Dead Kafka clusters: a tenant's progress, seeks and mirrors' lag on brokers that hang (issue 45)",
+        "",
+        f"`bench/bench_hostile_tenant.py dead-kafka` — {machine()}.",
+        "",
+        "The operator under the chart's RBAC and default values (8 workers, `tenantCallsPerNamespace: 4`), two",
+        "tenant namespaces. Tenant B runs `list` requests on a STOPPED KafkaConnector of the stack's worker back",
+        f"to back (its namespace has no Kafka): {DK_PHASE_S:.0f} s alone; then {DK_BUSY_PHASE_S:.0f} s while "
+        "tenant A's Kafka clusters are dead;",
+        f"then {DK_PHASE_S:.0f} s alone again once A's resources are deleted (and 10 s after). Tenant A, on a "
+        "Connect worker of its own:",
+        f"{clusters} ConnectClusters, {DK_HANGING_CLUSTERS} whose `spec.kafka.bootstrapServers` hangs (a listener "
+        "of its own on 127.0.0.2 that accepts",
+        f"connections and never answers) and {DK_SLOW_CLUSTERS} whose Kafka answers every reply "
+        f"{SLOW_ANSWER_S:.0f} s late (a proxy to Kafka A; the brokers",
+        f"its metadata names are the real ones), each with {DK_SINKS_PER_CLUSTER} RUNNING FileStreamSinks whose "
+        "progress is measured (a round",
+        f"per ConnectCluster per drift interval, 5 s) and {DK_SEEKS_PER_CLUSTER} STOPPED ones annotated "
+        f"`connector-offsets=alter` with a new `seek-to`",
+        f"time every {DK_SEEK_EVERY_S:.0f} s; and {DK_MIRRORS} mirrors whose source brokers hang and {DK_MIRRORS} "
+        "on slow ones (two KafkaMirrorMaker2s, lag",
+        "measured every second). Every listener forwarded to a real Kafka until the phase began (A's sinks",
+        "`Progressing=True`, the mirrors' connectors created).",
+        f"A list's time: from the annotation to its removal, polled every 20 ms; {LIST_GAP_S} s between lists. "
+        "Loop lag: the worst",
+        "`connect_offsets_event_loop_lag_seconds` scraped every 2 s. Brokers: connections A's hanging and slow "
+        "brokers received in",
+        "the phase, and the most open at once.",
+        "",
+        "| Phase | B's lists | p50 / p99 / max (ms) | p50, p99 vs B alone | p50, p99 vs B alone again "
+        "| Worst loop lag (s) | Hanging brokers: connections, most open | Slow brokers: connections, most open |",
+        "|---|---:|---|---|---|---:|---|---|",
+    ]
+    for phase in phases:
+        lines.append(
+            f"| {phase.name} | {latency_cells(phase.lists)} | {ratio_cell(phase.lists, alone.lists)} "
+            f"| {ratio_cell(phase.lists, again.lists)} | {phase.loop_lag:.3f} "
+            f"| {phase.hanging[0]}, {phase.hanging[1]} | {phase.slow[0]}, {phase.slow[1]} |"
+        )
+    lines += [
+        "",
+        f"While A's Kafka is dead, B's p50 is {p50_ratio:.2f}x B alone (target at most 1.2x: "
+        f"{verdict(p50_ratio, 1.2)}) and its p99 {p99_ratio:.2f}x (target at most 1.5x: {verdict(p99_ratio, 1.5)});",
+        f"against B alone after A was deleted, {p50_again:.2f}x ({verdict(p50_again, 1.2)}) and {p99_again:.2f}x "
+        f"({verdict(p99_again, 1.5)}).",
+        "",
+        f"The operator's work for A in the phase, by result: {'; '.join(did)}; {seeks} seek requests "
+        f"annotated on {seek_sinks} sinks.",
+        "What A's resources said as the phase ended (how many, one message quoted):",
+        "",
+    ]
+    lines += [
+        f"- {what}, `{state}` ({n}): {quoted(message) if message else '(no message)'}"
+        for what, state, n, message in outcomes
+    ]
+    write_section("hostile_tenant_dead_kafka", "\n".join(lines))
 
 
 if __name__ == "__main__":
