@@ -24,19 +24,29 @@ failed, 2 usage or validation error (nothing was changed), 3 timed out waiting f
 permissions). With ``-l``, the highest code of all resources.
 
 Installed as the console script ``kubectl-connect_offsets`` (``main.main``), which kubectl runs
-for ``kubectl connect-offsets``. Never imports kopf, ``reconcile``, ``handlers`` or ``lag``
-(import-linter contracts).
+for ``kubectl connect-offsets``, and ``kubectl_complete-connect_offsets`` (``shell_completion.main``),
+which kubectl 1.26+ runs to complete ``kubectl connect-offsets ... <TAB>``. Never imports kopf,
+``reconcile``, ``handlers`` or ``lag`` (import-linter contracts).
+
+As kubectl users expect: ``--dry-run=client`` writes nothing, ``--dry-run=server`` sends every write
+with ``dryRun=All`` (``api.Writes``; bare ``--dry-run`` is the operator's preview); ``-o`` has one
+meaning per command (``render``; ``jsonpath=`` is kubectl's template syntax, ``jsonpath``); every
+check is made before the first write, a change the operator would refuse because the connector is
+not STOPPED included (``request.check_stopped``).
 
 The rooms, top to bottom (an import-linter layers contract): ``main`` (the entry point), ``lag``
 (the read-only ``lag`` command) and ``moving`` (``copy``, ``failover-group``), ``runner`` (annotate
 and wait, per resource), ``parser`` (the command line) and ``render`` (what is printed), ``api``
-(kubeconfig, connection flags, the watch, API errors), ``completion`` (has the operator answered?
-how far is it?), ``request`` (the request and its local checks), ``common``.
+(kubeconfig, connection flags, the watch, the writes and their dry runs, API errors), ``completion``
+(has the operator answered? how far is it?), ``request`` (the request and its local checks),
+``common``. Beside them: ``shell_completion`` (the completion executable: the parser's commands and
+options, names from the API) and ``jsonpath`` (pure, used by ``common`` and ``render``).
 """
 
-from connect_offsets.tools.kubectl.api import Connection, connection_cause, kube_error, load_kube
+from connect_offsets.tools.kubectl.api import Connection, Writes, connection_cause, kube_error, load_kube
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
+    DRY_RUN_STRATEGIES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_KUBE,
@@ -47,8 +57,10 @@ from connect_offsets.tools.kubectl.common import (
     PLUGIN,
     Kind,
     PluginError,
+    Refused,
     parse_duration,
     parse_kind,
+    parse_output,
     split_name,
 )
 from connect_offsets.tools.kubectl.completion import (
@@ -69,7 +81,9 @@ from connect_offsets.tools.kubectl.request import (
     Request,
     Resolved,
     check_request,
+    check_stopped,
     dry_run_input_name,
+    existing_request,
     new_request_id,
     resolve,
     validate_offsets,
@@ -79,6 +93,7 @@ from connect_offsets.vocabulary import dry_run_key
 
 __all__ = [
     "CONNECTOR",
+    "DRY_RUN_STRATEGIES",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_KUBE",
@@ -91,14 +106,17 @@ __all__ = [
     "Kind",
     "Options",
     "PluginError",
+    "Refused",
     "Request",
     "RequestOutcome",
     "Resolved",
     "Runner",
     "WaitProgress",
     "Waiting",
+    "Writes",
     "build_parser",
     "check_request",
+    "check_stopped",
     "classify",
     "connection_cause",
     "copied_manifest",
@@ -106,6 +124,7 @@ __all__ = [
     "created_state",
     "dry_run_input_name",
     "dry_run_key",
+    "existing_request",
     "failover_command",
     "kube_error",
     "lag_command",
@@ -117,6 +136,7 @@ __all__ = [
     "parse_duration",
     "parse_kind",
     "parse_options",
+    "parse_output",
     "progress_text",
     "render_connector_lag",
     "render_lag",

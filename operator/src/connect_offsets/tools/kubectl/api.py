@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, KubernetesUnavailable
 from connect_offsets.errors import ConnectOffsetsError
-from connect_offsets.tools.kubectl.common import EXIT_KUBE, PluginError
+from connect_offsets.tools.kubectl.common import EXIT_KUBE, Kind, PluginError
 from connect_offsets.vocabulary import API_GROUP, API_VERSION
 
 
@@ -282,3 +283,155 @@ class ResourceWatch:
             except Exception as error:  # a lost connection, or stop() shutting the socket
                 self._emit(error)
                 return
+
+
+# --- writes, and --dry-run=client|server ------------------------------------------------------------
+
+
+async def call(what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A call the operator's client does not make (a dry-run write, a create or delete of a custom
+    resource), with its errors as the client's: KubernetesUnavailable (409, 429, 5xx, no answer) or
+    KubernetesRejected."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return await asyncio.to_thread(func, *args, **kwargs)
+    except ApiException as error:
+        message = f"{what}: {error.status} {error.reason}"
+        if error.status in (409, 429) or (error.status or 0) >= 500:
+            raise KubernetesUnavailable(message, error.status) from error
+        raise KubernetesRejected(message, error.status or 0) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise KubernetesUnavailable(f"{what}: {type(error).__name__}") from error
+
+
+#: The query parameter of a server-side dry run (the API server runs admission, validation and RBAC
+#: and keeps nothing; https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run).
+DRY_RUN_ALL = "All"
+
+
+class Writes:
+    """Every write the plugin makes to the cluster, under kubectl's ``--dry-run`` strategies.
+
+    ``none``: made. ``server``: sent with ``dryRun=All``, so the API server answers as it would
+    (admission, schema validation, RBAC) and keeps nothing. ``client``: nothing is sent; each write is
+    only described. Reads are made in every strategy (as kubectl's client dry run reads the object
+    it would patch). ``made`` lists each write, for the output of a dry run: ``verb`` (create, patch,
+    annotate), ``kind``, ``namespace``, ``name`` and ``body`` (what is sent; a server dry run's create:
+    the object as the API server answered).
+    """
+
+    def __init__(self, kube: KubernetesApi, strategy: str = "none") -> None:
+        if strategy not in ("none", "client", "server"):
+            raise ValueError(f"dry-run strategy {strategy!r}")
+        self.kube = kube
+        self.strategy = strategy
+        self.made: list[dict[str, Any]] = []
+
+    @property
+    def dry(self) -> bool:
+        return self.strategy != "none"
+
+    def _record(self, verb: str, kind: str, namespace: str, name: str, body: Any) -> None:
+        self.made.append({"verb": verb, "kind": kind, "namespace": namespace, "name": name, "body": body})
+
+    async def configmap_key(
+        self, namespace: str, name: str, key: str, value: str, *, labels: dict[str, str], owner: dict[str, Any]
+    ) -> str:
+        """Create the ConfigMap or set one key in it (``KubernetesApi.write_configmap_key``); its
+        resourceVersion after the write ("" in a dry run: nothing was kept)."""
+        if not self.dry:
+            await self.kube.write_configmap_key(namespace, name, key, value, labels=labels, owner=owner)
+            written = await self.kube.get_configmap(namespace, name)
+            return written.resource_version if written else ""
+        current = await self.kube.get_configmap(namespace, name)
+        if current is None:
+            body: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": [owner]},
+                "data": {key: value},
+            }
+            if self.strategy == "server":
+                await call(
+                    f"create ConfigMap {namespace}/{name} (server dry run)",
+                    self.kube.core.create_namespaced_config_map,
+                    namespace,
+                    body,
+                    query=[("dryRun", DRY_RUN_ALL)],
+                )
+            self._record("create", "ConfigMap", namespace, name, body)
+            return ""
+        patch = {"metadata": {"resourceVersion": current.resource_version}, "data": {key: value}}
+        if self.strategy == "server":
+            await call(
+                f"patch ConfigMap {namespace}/{name} (server dry run)",
+                self.kube.core.patch_namespaced_config_map,
+                name,
+                namespace,
+                patch,
+                query=[("dryRun", DRY_RUN_ALL)],
+            )
+        self._record("patch", "ConfigMap", namespace, name, patch)
+        return ""
+
+    async def annotate(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        annotations: dict[str, str | None],
+        resource_version: str,
+        body: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Merge-patch annotations at ``resource_version`` (409 when the resource changed since);
+        the resource after the patch (a dry run: as it would be, from ``body`` or the server)."""
+        if not self.dry:
+            return await self.kube.patch_annotations_at(kind.plural, namespace, name, annotations, resource_version)
+        patch = {"metadata": {"resourceVersion": resource_version, "annotations": annotations}}
+        self._record("annotate", kind.kind, namespace, name, patch)
+        if self.strategy == "server":
+            answer: dict[str, Any] = await call(
+                f"annotate {kind.plural} {namespace}/{name} (server dry run)",
+                self.kube.custom.patch_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                kind.plural,
+                name,
+                patch,
+                dry_run=DRY_RUN_ALL,
+                _content_type="application/merge-patch+json",
+            )
+            return answer
+        after = copy.deepcopy(body)
+        current = after["metadata"].setdefault("annotations", {})
+        for key, value in annotations.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        return after
+
+    async def create_resource(self, kind: Kind, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create one of our custom resources; the object as created (a dry run: as it would be)."""
+        name = str(manifest["metadata"]["name"])
+        what = f"create {kind.kind} {namespace}/{name}"
+        if self.strategy == "client":
+            self._record("create", kind.kind, namespace, name, manifest)
+            return manifest
+        options: dict[str, Any] = {"dry_run": DRY_RUN_ALL} if self.dry else {}
+        created: dict[str, Any] = await call(
+            what + (" (server dry run)" if self.dry else ""),
+            self.kube.custom.create_namespaced_custom_object,
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            kind.plural,
+            manifest,
+            **options,
+        )
+        if self.dry:
+            self._record("create", kind.kind, namespace, name, created)
+        return created

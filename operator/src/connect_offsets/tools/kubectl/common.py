@@ -9,6 +9,7 @@ from typing import Final
 
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.tools.exit_codes import ExitCode
+from connect_offsets.tools.kubectl.jsonpath import JsonPathError, compile_template
 from connect_offsets.vocabulary import API_GROUP, CONNECTORS, MIRRORS
 
 # The plugin's names for the codes of tools/exit_codes.py (the one definition, shared with connect-offsets).
@@ -24,8 +25,34 @@ POLL_INTERVAL_S = 0.5
 #: With -l, how many resources are worked on at once (each holds one watch while it waits).
 MAX_PARALLEL = 8
 PLUGIN = "kubectl connect-offsets"
-#: ``-o`` choices of every command (see render.py).
+#: ``-o`` choices of every command (see render.py), besides ``jsonpath=TEMPLATE``.
 OUTPUT_FORMATS = ("text", "wide", "json", "yaml", "name")
+#: ``-o jsonpath=TEMPLATE`` (kubectl's JSONPath, on what ``-o json`` prints).
+JSONPATH_PREFIX = "jsonpath="
+
+#: ``--dry-run=STRATEGY``: kubectl's three (``none``; ``client``: nothing is sent; ``server``: every
+#: write is sent with ``dryRun=All``, so the API server checks it and keeps nothing), and the
+#: operator's preview (``operator``, also bare ``--dry-run``: the request is made with the
+#: ``dry-run`` annotation and the operator reports what would change in Connect).
+DRY_RUN_STRATEGIES = ("none", "client", "server", "operator")
+
+
+def parse_output(text: str) -> str:
+    """``-o``: one of OUTPUT_FORMATS, or ``jsonpath=TEMPLATE`` (also ``jsonpath={...}`` quoted by the shell)."""
+    if text in OUTPUT_FORMATS:
+        return text
+    if text.startswith(JSONPATH_PREFIX):
+        if not text[len(JSONPATH_PREFIX) :].strip():
+            raise argparse.ArgumentTypeError("jsonpath needs a template, e.g. -o jsonpath='{.result}'")
+        try:
+            compile_template(text[len(JSONPATH_PREFIX) :])
+        except JsonPathError as error:
+            raise argparse.ArgumentTypeError(f"jsonpath template: {error}") from None
+        return text
+    if text == "jsonpath":
+        raise argparse.ArgumentTypeError("jsonpath needs a template, e.g. -o jsonpath='{.result}'")
+    choices = ", ".join([*OUTPUT_FORMATS, JSONPATH_PREFIX + "TEMPLATE"])
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {choices})")
 
 
 class PluginError(ConnectOffsetsError):
@@ -35,6 +62,17 @@ class PluginError(ConnectOffsetsError):
         super().__init__(message)
         self.code = code
         self.detail = detail
+
+
+class Refused(PluginError):
+    """The plugin refuses the operation itself, before writing anything, for the reason the operator
+    would give (e.g. ``ConnectorNotStopped``): exit 1 and that reason, as if the operator had answered,
+    but nothing was written and no request was made."""
+
+    def __init__(self, message: str, reason: str, hint: str = "") -> None:
+        super().__init__(message, EXIT_FAILED)
+        self.reason = reason
+        self.hint = hint
 
 
 # --- resource kinds ----------------------------------------------------------------------

@@ -29,17 +29,24 @@ class RequestOutcome:
     kind: str
     connector: str
     operation: str
-    result: str  # Succeeded | Failed | Invalid | Timeout | Error | Requested
+    result: str  # Succeeded | Failed | Invalid | Timeout | Error | Requested | DryRun
     code: int
     reason: str = ""
     message: str = ""
     backup: str | None = None
-    request_id: str = ""
+    request_id: str = ""  # set once the request was made (annotated); "" when refused before that
     offsets: Any = None  # list: the listed document ({"offsets": [...]}, as printed with -o text)
-    dry_run: Any = None  # --dry-run: the report
+    dry_run: Any = None  # --dry-run (the operator's preview): the report
     hint: str = ""
     detail: str = ""
     record: dict[str, Any] = field(default_factory=dict)
+    #: --dry-run=client|server: the strategy, and each write as it would be sent (client) or as the
+    #: API server answered it with dryRun=All (server); result "DryRun", nothing was kept
+    dry_run_strategy: str = ""
+    writes: list[dict[str, Any]] = field(default_factory=list)
+    #: Refused by the plugin itself before anything was written (``common.Refused``): no request was
+    #: made and no status records it
+    refused_here: bool = False
 
     def to_json_obj(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,6 +67,8 @@ class RequestOutcome:
             ("requestId", self.request_id),
             ("offsets", offsets),
             ("dryRun", self.dry_run),
+            ("dryRunStrategy", self.dry_run_strategy),
+            ("writes", self.writes or None),
         ):
             if value is not None and value != "":  # an empty list of offsets is an answer too
                 data[key] = value

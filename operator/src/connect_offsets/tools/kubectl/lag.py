@@ -1,5 +1,6 @@
-"""``kubectl connect-offsets lag NAME``: a KafkaMirrorMaker2's ``status.replicationLag``, or a
-KafkaConnector's ``status.progress`` and ``Progressing`` condition (``cokc/NAME``); read only.
+"""``kubectl connect-offsets lag NAME``: a KafkaConnector's ``status.progress`` and ``Progressing``
+condition, or a KafkaMirrorMaker2's ``status.replicationLag``, whichever is named NAME (both: say which,
+``cokc/NAME``, ``mm2/NAME`` or ``--kind``); read only.
 
 A read-only view rather than an annotation request, so it is not a Runner operation.
 """
@@ -10,11 +11,20 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from connect_offsets.clients.kubernetes import KubernetesError
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.tools.kubectl.api import api_host, kube_error, load_kube
-from connect_offsets.tools.kubectl.common import EXIT_OK, EXIT_USAGE, PLUGIN, PluginError, split_name
+from connect_offsets.tools.kubectl.common import (
+    CONNECTOR,
+    EXIT_OK,
+    EXIT_USAGE,
+    MIRROR,
+    PLUGIN,
+    Kind,
+    PluginError,
+    split_name,
+)
 from connect_offsets.tools.kubectl.parser import DEFAULTS, REQUEST_ONLY, build_parser, connection
-from connect_offsets.tools.kubectl.render import resource_name, serialize
+from connect_offsets.tools.kubectl.render import emit, is_document, resource_name, serialize
 
 
 def render_lag(body: dict[str, Any], *, wide: bool = False) -> str:
@@ -101,34 +111,66 @@ def render_connector_lag(body: dict[str, Any], *, wide: bool = False) -> str:
     return "\n".join(lines)
 
 
+async def resolve_lag_target(
+    kube: KubernetesApi, namespace: str, name: str, kind: Kind | None
+) -> tuple[Kind, dict[str, Any]]:
+    """The resource ``lag`` shows: of ``kind`` when given (TYPE/NAME, --kind); otherwise whichever of a
+    KafkaConnector and a KafkaMirrorMaker2 is named ``name`` (both read at once). Both existing is a
+    usage error naming both and how to choose; neither, one naming both kinds."""
+    if kind is not None:
+        body = await kube.get_resource(kind.plural, namespace, name)
+        if body is None:
+            raise PluginError(
+                f"{kind.kind} {namespace}/{name} not found (kubectl get {kind.short} -n {namespace})", EXIT_USAGE
+            )
+        return kind, body
+    kinds = (CONNECTOR, MIRROR)
+    found = await asyncio.gather(*(kube.get_resource(k.plural, namespace, name) for k in kinds), return_exceptions=True)
+    bodies = {k: b for k, b in zip(kinds, found, strict=True) if isinstance(b, dict)}
+    if len(bodies) == 2:
+        raise PluginError(
+            f"both KafkaConnector {namespace}/{name} and KafkaMirrorMaker2 {namespace}/{name} exist: say which, "
+            f"with cokc/{name} or mm2/{name} (or --kind kafkaconnector / --kind kafkamirrormaker2)",
+            EXIT_USAGE,
+        )
+    if bodies:
+        # Only one exists (or only one could be read: the other kind's error does not hide it).
+        ((chosen, body),) = bodies.items()
+        return chosen, body
+    for error in found:
+        if isinstance(error, BaseException):
+            raise error
+    raise PluginError(
+        f"neither a KafkaConnector nor a KafkaMirrorMaker2 {namespace}/{name} exists "
+        f"(kubectl get cokc,comm2 -n {namespace})",
+        EXIT_USAGE,
+    )
+
+
 def lag_command(argv: Sequence[str] | None) -> int:
-    """``kubectl connect-offsets lag NAME``: read status.replicationLag and print it (nothing is changed)."""
+    """``kubectl connect-offsets lag NAME``: a KafkaConnector's status.progress or a KafkaMirrorMaker2's
+    status.replicationLag, printed (nothing is changed)."""
     args = build_parser().parse_args(argv)
     given = sorted(key for key in REQUEST_ONLY if key in vars(args))
     if given:
         options = ", ".join("--" + key.replace("_", "-") for key in given)
         raise PluginError(f"lag does not take {options} ({PLUGIN} lag --help lists its options)", EXIT_USAGE)
     values = {**DEFAULTS, **vars(args)}
-    kind, name = split_name(values["name"], values["kind"] or (None if "/" in values["name"] else "mm2"))
+    explicit = "/" in values["name"] or values["kind"] is not None
+    kind, name = split_name(values["name"], values["kind"])
     kube, default_namespace = load_kube(connection(values))
     namespace = values["namespace"] or default_namespace
 
-    async def fetch() -> dict[str, Any] | None:
-        return await kube.get_resource(kind.plural, namespace, name)
-
     try:
-        body = asyncio.run(fetch())
+        kind, body = asyncio.run(resolve_lag_target(kube, namespace, name, kind if explicit else None))
     except KubernetesError as error:
         raise kube_error(error, api_host(kube)) from error
     finally:
         kube.core.api_client.close()
-    if body is None:
-        short = "comm2" if kind.is_mirror else "cokc"
-        raise PluginError(f"{kind.kind} {namespace}/{name} not found (kubectl get {short} -n {namespace})", EXIT_USAGE)
     output = values["output"]
     field = "replicationLag" if kind.is_mirror else "progress"
-    if output in ("json", "yaml"):
-        print(serialize((body.get("status") or {}).get(field) or {}, output))
+    if is_document(output):
+        emit(serialize((body.get("status") or {}).get(field) or {}, output), output)
     elif output == "name":
         print(resource_name(kind.kind, name))
     elif kind.is_mirror:

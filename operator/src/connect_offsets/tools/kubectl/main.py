@@ -11,7 +11,7 @@ from connect_offsets.tools.kubectl.api import load_kube
 from connect_offsets.tools.kubectl.common import EXIT_FAILED, EXIT_INTERRUPTED, PluginError
 from connect_offsets.tools.kubectl.lag import lag_command
 from connect_offsets.tools.kubectl.moving import copy_command, failover_command
-from connect_offsets.tools.kubectl.parser import build_parser, parse_options
+from connect_offsets.tools.kubectl.parser import build_parser, normalize, parse_options
 from connect_offsets.tools.kubectl.render import report
 from connect_offsets.tools.kubectl.runner import run
 
@@ -22,10 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         own = {"lag": lag_command, "copy": copy_command, "failover-group": failover_command}
         if own.keys() & set(words):
-            command = build_parser().parse_known_args(words)[0].command
+            command = build_parser().parse_known_args(normalize(words))[0].command
             if command in own:
                 return own[command](words)
-        options, connection = parse_options(argv)
+        options, connection = parse_options(words)
         kube, default_namespace = load_kube(connection)
         namespace = None if options.all_namespaces else options.namespace or default_namespace
         try:

@@ -24,10 +24,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, KubernetesRejected, KubernetesUnavailable
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError
 from connect_offsets.models.crds import (
     DNS1123_SUBDOMAIN,
     NAMESPACE_NAME,
@@ -36,7 +35,16 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning.failover import mirror_facts
 from connect_offsets.planning.plan import PlannedRefusal
-from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, api_host, is_conflict, kube_error, load_kube
+from connect_offsets.tools.kubectl.api import (
+    ResourceWatch,
+    WatchFailed,
+    Writes,
+    api_host,
+    call,
+    is_conflict,
+    kube_error,
+    load_kube,
+)
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
     EXIT_FAILED,
@@ -51,14 +59,15 @@ from connect_offsets.tools.kubectl.common import (
     split_name,
 )
 from connect_offsets.tools.kubectl.completion import RequestOutcome
-from connect_offsets.tools.kubectl.parser import DEFAULTS, build_parser, connection
-from connect_offsets.tools.kubectl.render import WaitProgress, report, serialize
-from connect_offsets.tools.kubectl.request import Options, new_request_id
+from connect_offsets.tools.kubectl.parser import DEFAULTS, connection, parse_args
+from connect_offsets.tools.kubectl.render import WaitProgress, report, write_lines
+from connect_offsets.tools.kubectl.request import Options, existing_request, existing_request_text, new_request_id
 from connect_offsets.tools.kubectl.runner import run
 from connect_offsets.vocabulary import (
     ANNOTATION_DRY_RUN,
     ANNOTATION_FAILOVER_FROM,
     ANNOTATION_FAILOVER_GROUP,
+    ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
     ANNOTATION_REQUEST_ID,
     API_GROUP,
@@ -103,11 +112,20 @@ def _options(values: dict[str, Any], operation: str, kind: Any, name: str, names
         timeout=values["timeout"],
         output=values["output"],
         verbose=values["verbose"],
-        dry_run=bool(values.get("dry_run")),
+        dry_run=values["dry_run"] == "operator",
         stop_connector=bool(values.get("stop_connector")),
         progress=sys.stderr.isatty() if values["progress"] is None else values["progress"],
         request_timeout=values["request_timeout"],
+        dry_run_strategy=values["dry_run"] if values["dry_run"] in ("client", "server") else "none",
     )
+
+
+def _dry_outcome(outcome: RequestOutcome, writes: Writes) -> RequestOutcome:
+    """A --dry-run=client|server outcome: the writes, and nothing kept."""
+    outcome.result, outcome.code = "DryRun", EXIT_OK
+    outcome.dry_run_strategy, outcome.writes = writes.strategy, writes.made
+    outcome.message = "; ".join(write_lines(outcome)) + "; nothing was changed"
+    return outcome
 
 
 def _cluster(text: str, namespace: str, what: str) -> tuple[str, str]:
@@ -174,17 +192,6 @@ def created_state(body: dict[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
-async def _call(what: str, func: Callable[..., Any], *args: Any) -> Any:
-    """A write the operator's client does not make (create, delete a custom resource), with its errors."""
-    try:
-        return await asyncio.to_thread(func, *args)
-    except ApiException as error:
-        message = f"{what}: {error.status} {error.reason}"
-        if error.status in (409, 429) or (error.status or 0) >= 500:
-            raise KubernetesUnavailable(message, error.status) from error
-        raise KubernetesRejected(message, error.status or 0) from error
-
-
 async def _watch(
     kube: KubernetesApi,
     plural: str,
@@ -234,13 +241,13 @@ async def _watch(
 
 def copy_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets copy FROM TO``."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
     source_kind, source = split_name(values["source"], None)
     target_kind, target = split_name(values["destination"], None)
     if source_kind.is_mirror or target_kind.is_mirror:
         raise PluginError("copy works on KafkaConnectors (cokc/NAME)", EXIT_USAGE)
-    if values["dry_run"] and values["stop_connector"]:
+    if values["dry_run"] == "operator" and values["stop_connector"]:
         raise PluginError("--dry-run changes nothing, so --stop-connector has no effect with it; drop one", EXIT_USAGE)
     kube, default_namespace = load_kube(connection(values))
     namespace = values["namespace"] or default_namespace
@@ -294,19 +301,17 @@ async def _copy(
     manifest = copied_manifest(source_body, target, namespace, cluster, source_cluster)
     if values["state"] is not None:
         manifest["spec"]["state"] = values["state"]
-    if values["dry_run"]:
-        print(serialize(manifest, "json" if values["output"] == "json" else "yaml"))
-        return EXIT_OK
-    created = await _call(
-        f"create KafkaConnector {namespace}/{target}",
-        kube.custom.create_namespaced_custom_object,
-        API_GROUP,
-        API_VERSION,
-        namespace,
-        CONNECTORS,
-        manifest,
-    )
     outcome = RequestOutcome(namespace, target, CONNECTOR.kind, target, "copy", "Requested", EXIT_OK)
+    strategy = values["dry_run"]
+    # A new TO has nothing for the operator to preview: bare --dry-run shows the KafkaConnector that
+    # would be created (as =client does), ready for kubectl apply -f -.
+    writes = Writes(kube, "client" if strategy == "operator" else options.dry_run_strategy)
+    created = await writes.create_resource(CONNECTOR, namespace, manifest)
+    if writes.dry:
+        _dry_outcome(outcome, writes)
+        if strategy == "operator":
+            outcome.dry_run = manifest
+        return report([outcome], options)
     if not options.wait:
         outcome.message = f"created from {source_namespace}/{source}'s spec; not waiting for its offsets"
         return report([outcome], options)
@@ -335,7 +340,7 @@ async def _copy(
         return report([outcome], options)
     outcome.code = EXIT_FAILED
     try:
-        await _call(
+        await call(
             f"delete KafkaConnector {namespace}/{target}",
             kube.custom.delete_namespaced_custom_object,
             API_GROUP,
@@ -355,7 +360,7 @@ async def _copy(
 
 def failover_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets failover-group GROUP --mirror M``."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
     kind, mirror = split_name(values["mirror"], None if "/" in values["mirror"] else "mm2")
     if not kind.is_mirror:
@@ -389,6 +394,7 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
         annotations[ANNOTATION_FAILOVER_FROM] = source_alias
     if options.dry_run:
         annotations[ANNOTATION_DRY_RUN] = "true"
+    writes = Writes(kube, options.dry_run_strategy)
     body: dict[str, Any] | None = None
     for _ in range(5):
         body = await kube.get_resource(MIRRORS, namespace, mirror)
@@ -398,8 +404,8 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
             )
         _check_failover(body, source_alias)
         try:
-            body = await kube.patch_annotations_at(
-                MIRRORS, namespace, mirror, dict(annotations), body["metadata"]["resourceVersion"]
+            body = await writes.annotate(
+                MIRROR, namespace, mirror, dict(annotations), body["metadata"]["resourceVersion"], body
             )
             break
         except KubernetesError as error:
@@ -408,6 +414,8 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
     else:
         raise PluginError(f"KafkaMirrorMaker2 {namespace}/{mirror} kept changing; try again", EXIT_KUBE)
     assert body is not None
+    if writes.dry:
+        return report([_dry_outcome(outcome, writes)], options)
     outcome.request_id = annotations[ANNOTATION_REQUEST_ID]
     if not options.wait:
         outcome.message = f"failover of group {group} requested (request id {outcome.request_id}); not waiting"
@@ -455,9 +463,26 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
     return report([outcome], options)
 
 
+def _failover_state(body: dict[str, Any]) -> tuple[str, str]:
+    """What the resource's own failover-group annotation is (see ``request.existing_request``):
+    invalid (no group id), handled (its request id was), refused (its record says Failed), or pending."""
+    annotations = body["metadata"].get("annotations") or {}
+    status = body.get("status") or {}
+    group = annotations[ANNOTATION_FAILOVER_GROUP]
+    if len(group) > 249 or not group.strip():
+        return "invalid", "not a consumer group id, so the operator does nothing with it"
+    request_id = annotations.get(ANNOTATION_REQUEST_ID)
+    if request_id is not None and request_id in (status.get("handledRequestIds") or []):
+        return "handled", f"request id {request_id} was already handled, so the operator ignores it"
+    record = _record(body, request_id) if request_id is not None else None
+    if record is not None and record.get("result") == "Failed":
+        return "refused", f"{record.get('reason') or 'Failed'}: {' '.join(str(record.get('message') or '').split())}"
+    return "pending", ""
+
+
 def _check_failover(body: dict[str, Any], source_alias: str | None) -> None:
     """What can be refused before anything is written: an invalid resource, no mirror with a
-    checkpoint connector, a request already pending."""
+    checkpoint connector, a request already on the resource (pending, refused or invalid)."""
     meta = body["metadata"]
     try:
         resource = KafkaMirrorMaker2Resource.model_validate(body)
@@ -470,12 +495,22 @@ def _check_failover(body: dict[str, Any], source_alias: str | None) -> None:
         raise PluginError(f"{facts.message} ({facts.reason}); nothing was changed", EXIT_USAGE)
     annotations = meta.get("annotations") or {}
     for key in (ANNOTATION_FAILOVER_GROUP, ANNOTATION_OFFSETS):
-        if key in annotations:
-            raise PluginError(
-                f"KafkaMirrorMaker2 {meta['namespace']}/{meta['name']} already has a pending request {key}="
-                f"{annotations[key]}; wait for it to finish",
-                EXIT_USAGE,
-            )
+        if key not in annotations:
+            continue
+        found = _failover_state(body) if key == ANNOTATION_FAILOVER_GROUP else existing_request(MIRROR, body)
+        state, why = found or ("pending", "")
+        keys = (
+            [ANNOTATION_FAILOVER_GROUP, ANNOTATION_FAILOVER_FROM, ANNOTATION_REQUEST_ID, ANNOTATION_DRY_RUN]
+            if key == ANNOTATION_FAILOVER_GROUP
+            else [ANNOTATION_OFFSETS, ANNOTATION_MM2_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_DRY_RUN]
+        )
+        removals = " ".join(f"{k}-" for k in keys if k in annotations)
+        text = existing_request_text(key, annotations[key], state, why)
+        raise PluginError(
+            f"KafkaMirrorMaker2 {meta['namespace']}/{meta['name']} {text}: kubectl annotate comm2 {meta['name']} "
+            f"-n {meta['namespace']} {removals}",
+            EXIT_USAGE,
+        )
 
 
 async def _withdraw(kube: KubernetesApi, namespace: str, mirror: str, annotations: dict[str, str]) -> None:

@@ -12,12 +12,14 @@ from connect_offsets.tools.exit_codes import epilog
 from connect_offsets.tools.kubectl.api import Connection
 from connect_offsets.tools.kubectl.common import (
     CONNECTOR,
+    DRY_RUN_STRATEGIES,
     EXIT_USAGE,
     OUTPUT_FORMATS,
     PLUGIN,
     PluginError,
     parse_duration,
     parse_kind,
+    parse_output,
     parse_request_timeout,
     split_name,
 )
@@ -43,8 +45,10 @@ examples:
   kubectl connect-offsets alter my-connector -n kafka --from-file offsets.json
   # let the operator stop the connector, alter, and resume it
   kubectl connect-offsets alter my-connector --from-file offsets.json --stop-connector
-  # show what would change without changing anything
+  # show what would change without changing anything (the operator's preview)
   kubectl connect-offsets alter my-connector --from-file offsets.json --dry-run
+  # check that the API server (admission, RBAC) takes the writes, without keeping them
+  kubectl connect-offsets alter my-connector --from-file offsets.json --dry-run=server
   # apply what is already in spec.alterOffsets.fromConfigMap
   kubectl connect-offsets alter my-connector
 """,
@@ -85,14 +89,16 @@ DESCRIPTIONS = {
     "restore": "Put a backup of a connector's offsets back (the newest, or --from-backup NAME).",
 }
 DESCRIPTIONS["lag"] = (
-    "Show a KafkaMirrorMaker2's replication lag per mirror (status.replicationLag), or a KafkaConnector's "
-    "progress (cokc/NAME: status.progress, the Progressing condition)."
+    "Show a KafkaConnector's progress (status.progress, the Progressing condition) or a KafkaMirrorMaker2's "
+    "replication lag per mirror (status.replicationLag), whichever is named NAME; when both are, say which "
+    "(cokc/NAME, mm2/NAME or --kind)."
 )
 EXAMPLES["lag"] = """\
 examples:
   kubectl connect-offsets lag east-to-west -n kafka
   kubectl connect-offsets lag mm2/east-to-west -o json
   kubectl connect-offsets lag cokc/orders-sink -n kafka
+  kubectl connect-offsets lag orders-sink -o jsonpath='{.totalLag}'
 """
 # `lag` is a read-only view rather than an annotation request: its own function (lag_command),
 # not a Runner operation.
@@ -155,10 +161,10 @@ def _view_options(parser: argparse.ArgumentParser, *, kinds: bool = True) -> Non
     parser.add_argument(
         "-o",
         "--output",
-        choices=OUTPUT_FORMATS,
+        type=parse_output,
         metavar="FORMAT",
         default=s,
-        help="output format: " + "|".join(OUTPUT_FORMATS) + " (default: text)",
+        help="output format: " + "|".join(OUTPUT_FORMATS) + "|jsonpath=TEMPLATE (default: text)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", default=s, help="show details of errors")
 
@@ -213,7 +219,83 @@ DEFAULTS: dict[str, Any] = {
     "progress": None,
     "output": "text",
     "verbose": False,
+    "dry_run": "none",
 }
+
+DRY_RUN_HELP = {
+    "list": "client: print the request without making it; server: send it with dryRun=All (the API server "
+    "checks it, nothing is kept, the operator is not asked). A list changes no offsets: there is no operator "
+    "preview of it",
+    "changes": "bare, or =operator: the operator reports what would change (printed, and kept in the listOffsets "
+    "ConfigMap, key dry-run.json); Connect is only read. alter --from-file: the file goes to ConfigMap "
+    "<resource>-dry-run-input, never to the alterOffsets ConfigMap. =client: print the writes without making "
+    "them; =server: send them with dryRun=All (admission, RBAC; nothing is kept, the operator is not asked)",
+}
+
+
+def _dry_run_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--dry-run[=STRATEGY]``: ``normalize`` turns ``--dry-run=X`` and ``--dry-run X`` into the
+    hidden ``--dry-run-strategy X``; bare ``--dry-run`` is the operator's preview."""
+    parser.add_argument(
+        "--dry-run",
+        dest="dry_run",
+        action="store_const",
+        const="operator",
+        default="none",
+        help="[=none|client|server|operator] " + help_text,
+    )
+    parser.add_argument("--dry-run-strategy", dest="dry_run", default="none", help=argparse.SUPPRESS)
+
+
+def normalize(argv: Sequence[str]) -> list[str]:
+    """The words with kubectl's ``--dry-run=STRATEGY`` (and ``--dry-run STRATEGY``) turned into
+    ``--dry-run-strategy STRATEGY``; a bad strategy is a usage error. ``lag``, which changes nothing,
+    keeps its words (argparse then refuses --dry-run)."""
+    words = list(argv)
+    if command_of(words) == "lag":
+        return words
+    out: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        value: str | None = None
+        if word.startswith("--dry-run="):
+            value = word.partition("=")[2]
+        elif word == "--dry-run" and index + 1 < len(words) and words[index + 1] in DRY_RUN_STRATEGIES:
+            value = words[index + 1]
+            index += 1
+        index += 1
+        if value is None:
+            out.append(word)
+            continue
+        if value not in DRY_RUN_STRATEGIES:
+            raise PluginError(
+                f'invalid --dry-run value {value!r}: must be "none", "client", "server" or "operator" '
+                "(bare --dry-run: operator)",
+                EXIT_USAGE,
+            )
+        out += ["--dry-run-strategy", value]
+    return out
+
+
+def command_of(words: Sequence[str]) -> str | None:
+    """The command of a command line: its first word that is neither an option nor an option's value."""
+    root = build_parser()
+    takes_value = {o for a in root._actions if a.nargs != 0 for o in a.option_strings}
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word in takes_value:
+            index += 1
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line as argparse reads it, after ``normalize``."""
+    return build_parser().parse_args(normalize(sys.argv[1:] if argv is None else argv))
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -250,13 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="let the operator stop a running connector first and resume it afterwards",
             )
-            cmd.add_argument(
-                "--dry-run",
-                action="store_true",
-                help="report what would change (printed, and kept in the listOffsets ConfigMap, key dry-run.json); "
-                "change nothing. alter --from-file: the file goes to ConfigMap <resource>-dry-run-input, never to "
-                "the alterOffsets ConfigMap",
-            )
+        _dry_run_option(cmd, DRY_RUN_HELP["list" if command == "list" else "changes"])
         if command == "restore":
             cmd.add_argument("--from-backup", metavar="CONFIGMAP", help="the backup to restore (default: the newest)")
         if command == "reset":
@@ -272,7 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["lag"],
         formatter_class=_Formatter,
     )
-    lag.add_argument("name", metavar="NAME", help="KafkaMirrorMaker2 name, mm2/NAME, or cokc/NAME for a KafkaConnector")
+    lag.add_argument(
+        "name",
+        metavar="NAME",
+        help="a KafkaConnector or KafkaMirrorMaker2 name (whichever exists), or TYPE/NAME (cokc/x, mm2/x)",
+    )
     _view_options(lag)
     copy = sub.add_parser(
         "copy",
@@ -299,11 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="an existing TO: let the operator stop it first and resume it afterwards",
     )
-    copy.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="an existing TO: report what would change (and which of FROM's partitions will not match it); a new "
-        "TO: print the KafkaConnector that would be created. Change nothing",
+    _dry_run_option(
+        copy,
+        "an existing TO: as alter's (the operator's preview lists what would change and which of FROM's "
+        "partitions will not match it). A new TO: bare or =client prints the KafkaConnector that would be created, "
+        "=server sends its creation with dryRun=All",
     )
     _view_options(copy, kinds=False)
     _wait_options(copy)
@@ -319,10 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
     failover.add_argument(
         "--source-cluster", metavar="ALIAS", help="the mirror's source cluster alias (when several have checkpoints)"
     )
-    failover.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the translated offsets (kept in a ConfigMap of the KafkaMirrorMaker2); commit nothing",
+    _dry_run_option(
+        failover,
+        "bare or =operator: print the translated offsets (kept in a ConfigMap of the KafkaMirrorMaker2), commit "
+        "nothing; =client: print the request without making it; =server: send it with dryRun=All",
     )
     _view_options(failover, kinds=False)
     _wait_options(failover)
@@ -361,8 +441,7 @@ def connection(values: dict[str, Any]) -> Connection:
 
 def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
     """Parse and check the command line; returns the options and how to reach the API server."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
     if values["selector"] is None and not values["name"]:
         raise PluginError(
@@ -387,8 +466,15 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
         )
     if not kind.is_mirror and values["mirrormaker_connector"] is not None:
         raise PluginError("--mirrormaker-connector only applies to KafkaMirrorMaker2 (use mm2/NAME)", EXIT_USAGE)
-    if values.get("dry_run") and values.get("stop_connector"):
+    strategy = values["dry_run"]
+    if strategy == "operator" and values.get("stop_connector"):
         raise PluginError("--dry-run changes nothing, so --stop-connector has no effect with it; drop one", EXIT_USAGE)
+    if strategy == "operator" and args.command == "list":
+        raise PluginError(
+            "list changes no offsets, so there is nothing for the operator to preview; --dry-run=client or "
+            "--dry-run=server show the request without making it",
+            EXIT_USAGE,
+        )
     offsets_text, source = None, ""
     if values.get("from_file"):
         offsets_text, source = _read_file(values["from_file"])
@@ -403,7 +489,7 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
         timeout=values["timeout"],
         output=values["output"],
         verbose=values["verbose"],
-        dry_run=bool(values.get("dry_run")),
+        dry_run=strategy == "operator",
         stop_connector=bool(values.get("stop_connector")),
         from_backup=values.get("from_backup"),
         offsets_text=offsets_text,
@@ -412,6 +498,7 @@ def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
         all_namespaces=values["all_namespaces"],
         progress=sys.stderr.isatty() if values["progress"] is None else values["progress"],
         request_timeout=values["request_timeout"],
+        dry_run_strategy=strategy if strategy in ("client", "server") else "none",
     )
     return options, connection(values)
 

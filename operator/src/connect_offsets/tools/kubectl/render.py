@@ -1,9 +1,12 @@
 """What the plugin prints: one result, or a kubectl-style table of many, and the error lines.
 
-The output formats, as kubectl users know them (``-o``): ``text`` (default: the result, or with
-``-l`` a table), ``wide`` (the table with every column: reason, backup, request id), ``json`` and
-``yaml`` (the same record per resource; a list with ``-l``), ``name`` (``TYPE.GROUP/NAME`` of each
-resource whose request succeeded, one a line, for pipes). Errors always go to stderr.
+The output formats, as kubectl users know them (``-o``), with one meaning per command whether it
+works on one resource or on many (``-l``): ``text`` (default: the result - ``list`` the offsets
+document, a preview the report, a change the operator's message; with ``-l`` the table of one row
+per resource), ``wide`` (those rows with every column: reason, backup, request id), ``json`` and
+``yaml`` (the result record per resource; a list with ``-l``), ``jsonpath=TEMPLATE`` (kubectl's
+JSONPath on what ``-o json`` prints), ``name`` (``TYPE.GROUP/NAME`` of each resource whose request
+succeeded, one a line, for pipes). Errors always go to stderr.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from connect_offsets.tools.kubectl.common import EXIT_OK, MIRROR, PLUGIN
+from connect_offsets.tools.kubectl.common import EXIT_OK, JSONPATH_PREFIX, MIRROR, PLUGIN
 from connect_offsets.tools.kubectl.completion import RequestOutcome
+from connect_offsets.tools.kubectl.jsonpath import render as render_jsonpath
 from connect_offsets.tools.kubectl.request import Options
 from connect_offsets.vocabulary import API_GROUP
 
@@ -31,8 +35,26 @@ def to_yaml(data: Any) -> str:
 
 
 def serialize(data: Any, output: str) -> str:
-    """``data`` as ``-o json`` or ``-o yaml``."""
+    """``data`` as ``-o json``, ``-o yaml`` or ``-o jsonpath=TEMPLATE`` (kubectl prints a template's
+    result without a newline of its own: ``emit`` adds none either)."""
+    if output.startswith(JSONPATH_PREFIX):
+        return render_jsonpath(output[len(JSONPATH_PREFIX) :], data)
     return to_yaml(data) if output == "yaml" else to_json(data)
+
+
+def is_document(output: str) -> bool:
+    """``-o json``, ``yaml`` or ``jsonpath=...``: the record(s), not text or a table."""
+    return output in ("json", "yaml") or output.startswith(JSONPATH_PREFIX)
+
+
+def emit(text: str, output: str, stream: TextIO | None = None) -> None:
+    """Print ``text`` on stdout: a line, except a JSONPath template's result, printed exactly (kubectl)."""
+    target = stream or sys.stdout
+    if output.startswith(JSONPATH_PREFIX):
+        target.write(text)
+        target.flush()
+    else:
+        print(text, file=target)
 
 
 def resource_name(kind: str, name: str) -> str:
@@ -119,9 +141,25 @@ class WaitProgress:
         print(f"{resource}: {operation}: {text}", file=self.stream or sys.stderr, flush=True)
 
 
+#: How kubectl says what a write did (``configmap/x configured (server dry run)``).
+WRITE_VERBS = {"create": "created", "patch": "configured", "annotate": "annotated"}
+
+
+def write_lines(outcome: RequestOutcome) -> list[str]:
+    """``--dry-run=client|server``: one kubectl-style line per write (``TYPE/NAME VERBED (client dry run)``)."""
+    lines = []
+    for write in outcome.writes:
+        kind = str(write.get("kind", ""))
+        what = f"configmap/{write.get('name')}" if kind == "ConfigMap" else resource_name(kind, str(write.get("name")))
+        lines.append(
+            f"{what} {WRITE_VERBS.get(str(write.get('verb')), write.get('verb'))} ({outcome.dry_run_strategy} dry run)"
+        )
+    return lines
+
+
 def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
     """(stdout, stderr) for one resource. stdout carries only the result (JSON for list)."""
-    if options.output in ("json", "yaml"):
+    if is_document(options.output):
         out = serialize(outcome.to_json_obj(), options.output)
         return out, error_text(outcome, options) if outcome.code else ""
     if options.output == "wide":
@@ -130,14 +168,18 @@ def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
         return "", error_text(outcome, options)
     if options.output == "name":
         return render_names([outcome]), ""
-        return "", error_text(outcome, options)
     if outcome.result == "Requested":
         return f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message}", ""
     if outcome.offsets is not None:
         return to_json(outcome.offsets), ""
+    if outcome.result == "DryRun" and outcome.dry_run is None:
+        return "\n".join(write_lines(outcome)), ""
     lines = [f"{outcome.kind} {outcome.namespace}/{outcome.name}: {outcome.message or outcome.operation + ' done'}"]
     if outcome.dry_run is not None:
-        lines = [to_json(outcome.dry_run)]
+        # A preview's report; copy to a new TO: the KafkaConnector that would be created, as YAML
+        # (ready for kubectl apply -f -)
+        created = outcome.result == "DryRun" and outcome.operation == "copy"
+        lines = [to_yaml(outcome.dry_run) if created else to_json(outcome.dry_run)]
     if outcome.backup:
         lines.append(
             f"backup of the previous offsets: ConfigMap {outcome.backup} (undo: {PLUGIN} restore {outcome.name} "
@@ -159,12 +201,23 @@ def error_text(outcome: RequestOutcome, options: Options) -> str:
             where += f" ({outcome.connector})"
         elif outcome.kind == MIRROR.kind:
             where += f" (connector {outcome.connector})"
+        if outcome.refused_here:
+            # Refused by the plugin before anything was written: no request, no status record.
+            return _with_hint(
+                f"error: {where}: {outcome.operation} refused ({outcome.reason or 'Refused'}): {outcome.message}",
+                outcome,
+                options,
+            )
         text = f"error: {where}: {outcome.operation} failed ({outcome.reason or 'Failed'}): {outcome.message}"
         kept = {"failover-group": "status.groupFailovers"}.get(outcome.operation, "status.lastOffsetsOperation")
         if outcome.reason != "Withdrawn" and not (outcome.operation == "copy" and outcome.hint):
             text += f"\nthe request annotations were removed; the failure stays in {kept}"
     else:
         text = f"error: {outcome.message}"
+    return _with_hint(text, outcome, options)
+
+
+def _with_hint(text: str, outcome: RequestOutcome, options: Options) -> str:
     if outcome.hint:
         text += f"\nhint: {outcome.hint}"
     if options.verbose:
@@ -181,12 +234,12 @@ def report(outcomes: Sequence[RequestOutcome], options: Options) -> int:
     if options.selector is None:
         out, err = render_single(outcomes[0], options)
         if out:
-            print(out)
+            emit(out, options.output)
         if err:
             print(err, file=sys.stderr)
         return outcomes[0].code
-    if options.output in ("json", "yaml"):
-        print(serialize([o.to_json_obj() for o in outcomes], options.output))
+    if is_document(options.output):
+        emit(serialize([o.to_json_obj() for o in outcomes], options.output), options.output)
     elif options.output == "wide":
         print(render_wide(outcomes))
     elif options.output == "name":

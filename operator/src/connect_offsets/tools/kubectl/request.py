@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connect_offsets.models.crds import KafkaConnectorResource, KafkaMirrorMaker2Resource
+from connect_offsets.models.crds import ConnectorState, KafkaConnectorResource, KafkaMirrorMaker2Resource
 from connect_offsets.offsets import OffsetsValidationError, parse_for_connector
 from connect_offsets.planning import ConnectorTarget, mirror_targets, target_for_connector
 from connect_offsets.planning.targets import MAX_NAME_LENGTH
-from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError
+from connect_offsets.tools.kubectl.common import EXIT_USAGE, Kind, PluginError, Refused
 from connect_offsets.vocabulary import (
     ANNOTATION_ALTER_FROM_CLUSTER,
     ANNOTATION_ALTER_FROM_CONNECTOR,
@@ -30,6 +30,7 @@ from connect_offsets.vocabulary import (
     ANNOTATION_RESTORE_FROM,
     ANNOTATION_STOP_CONNECTOR,
     MIRROR_CLASSES,
+    OFFSETS_OPERATIONS,
     REQUEST_ANNOTATIONS,
     short_hash,
 )
@@ -119,6 +120,9 @@ class Resolved:
     body: dict[str, Any]
     target: ConnectorTarget
     is_sink: bool | None
+    #: The connector's state in Connect as the operator last recorded it (status.connectorStatus;
+    #: MirrorMaker 2: its status.connectors[] entry), None when status does not say.
+    connect_state: str | None = None
 
     @property
     def namespace(self) -> str:
@@ -155,7 +159,9 @@ def resolve(kind: Kind, body: dict[str, Any], mirror_connector: str | None) -> R
         if mirror_connector is not None:
             raise PluginError("--mirrormaker-connector only applies to KafkaMirrorMaker2 resources", EXIT_USAGE)
         connector_status = resource.status.connector_status or {}
-        return Resolved(kind, body, target_for_connector(resource), _sink_type(connector_status))
+        return Resolved(
+            kind, body, target_for_connector(resource), _sink_type(connector_status), _connect_state(connector_status)
+        )
     targets = mirror_targets(resource, {}).targets  # secret values play no part in validation
     names = [t.name for t in targets]
     if mirror_connector is None:
@@ -172,12 +178,19 @@ def resolve(kind: Kind, body: dict[str, Any], mirror_connector: str | None) -> R
             EXIT_USAGE,
         )
     entry = next((c for c in resource.status.connectors if c.name == target.name), None)
-    return Resolved(kind, body, target, _sink_type(entry.connector_status or {}) if entry else None)
+    status = (entry.connector_status or {}) if entry else {}
+    return Resolved(kind, body, target, _sink_type(status) if entry else None, _connect_state(status))
 
 
 def _sink_type(connector_status: dict[str, Any]) -> bool | None:
     kind = connector_status.get("type")
     return kind == "sink" if isinstance(kind, str) and kind else None
+
+
+def _connect_state(connector_status: dict[str, Any]) -> str | None:
+    connector = connector_status.get("connector")
+    state = connector.get("state") if isinstance(connector, dict) else None
+    return state if isinstance(state, str) and state else None
 
 
 def _spec_hint(resolved: Resolved, block: str, configmap: str) -> str:
@@ -193,21 +206,66 @@ def _spec_hint(resolved: Resolved, block: str, configmap: str) -> str:
     )
 
 
+def existing_request(kind: Kind, body: dict[str, Any]) -> tuple[str, str] | None:
+    """What the resource's own ``connector-offsets`` annotation is, if it has one: ``("invalid", why)``
+    (a value the operator does not know, or one it marked InvalidAnnotation), ``("refused", why)``
+    (the operator answered it with Failed and keeps it, retrying only when its inputs change),
+    ``("handled", why)`` (its request id was already handled: the operator ignores it), or
+    ``("pending", "")`` (the operator has not answered it yet)."""
+    annotations = body["metadata"].get("annotations") or {}
+    value = annotations.get(ANNOTATION_OFFSETS)
+    if value is None:
+        return None
+    if value not in OFFSETS_OPERATIONS:
+        return "invalid", f"not one of {', '.join(OFFSETS_OPERATIONS)}, so the operator does nothing with it"
+    request_id = annotations.get(ANNOTATION_REQUEST_ID)
+    status = body.get("status") or {}
+    if kind.is_mirror:
+        named = annotations.get(ANNOTATION_MM2_CONNECTOR)
+        entry = next((e for e in status.get("connectors") or [] if isinstance(e, dict) and e.get("name") == named), {})
+        record = entry.get("lastOffsetsOperation")
+    else:
+        record = status.get("lastOffsetsOperation")
+    handled = status.get("handledRequestIds") or []  # MirrorMaker 2: the resource's, for all its connectors
+    dry_run = annotations.get(ANNOTATION_DRY_RUN) == "true"
+    if request_id is not None and (f"{request_id}/dry-run" if dry_run else request_id) in handled:
+        return "handled", f"request id {request_id} was already handled, so the operator ignores it"
+    if not isinstance(record, dict) or record.get("operation") != value or record.get("result") != "Failed":
+        return "pending", ""
+    ids = {record.get(key) for key in ("requestId", "requestID")} - {None}
+    if request_id is not None and ids and request_id not in ids:
+        return "pending", ""  # the failure is an earlier request's: this one is not answered yet
+    why = f"{record.get('reason') or 'Failed'}: {' '.join(str(record.get('message') or '').split())}"
+    if record.get("reason") == "InvalidAnnotation":
+        return "invalid", why
+    return "refused", why
+
+
+def existing_request_text(key: str, value: str, state: str, why: str) -> str:
+    """How a request annotation already on a resource is named in an error, by what it is; the
+    caller adds how to remove it."""
+    return {
+        "pending": f"already has a pending request {key}={value}; wait for it, or cancel it with",
+        "refused": f"has a refused request {key}={value} ({why}); the operator keeps it and tries again only when "
+        "the resource or its inputs change. Remove it to make a new request",
+        "invalid": f"has an invalid request annotation {key}={value!r} ({why}). Remove it to make a new request",
+        "handled": f"has a finished request {key}={value} still annotated ({why}). Remove it to make a new request",
+    }[state]
+
+
 def check_request(resolved: Resolved, request: Request) -> None:
-    """Everything that can be checked before writing anything; raises PluginError (exit 2)."""
+    """Everything that can be checked before writing anything; raises PluginError (exit 2), or
+    Refused (exit 1, the operator's reason) for a connector the operator would refuse to change."""
     target = resolved.target
     annotations = resolved.body["metadata"].get("annotations") or {}
-    pending = annotations.get(ANNOTATION_OFFSETS)
-    if pending is not None:
+    existing = existing_request(resolved.kind, resolved.body)
+    if existing is not None:
         # Cancelling removes the whole request: a request-id (or dry-run, ...) left behind would
         # join the next request someone makes by hand.
         removals = " ".join(f"{key}-" for key in PENDING_REQUEST_ANNOTATIONS if key in annotations)
-        raise PluginError(
-            f"{resolved.display} already has a pending request {ANNOTATION_OFFSETS}={pending}; wait for it, "
-            f"or cancel it with: kubectl annotate {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} "
-            f"{removals}",
-            EXIT_USAGE,
-        )
+        remove = f"kubectl annotate {resolved.kind.kubectl_type} {resolved.name} -n {resolved.namespace} {removals}"
+        text = existing_request_text(ANNOTATION_OFFSETS, annotations[ANNOTATION_OFFSETS], *existing)
+        raise PluginError(f"{resolved.display} {text}: {remove}", EXIT_USAGE)
     suggested = f"{resolved.name}-offsets"
     if request.operation == "list" and target.list_configmap is None:
         raise PluginError(
@@ -224,6 +282,39 @@ def check_request(resolved: Resolved, request: Request) -> None:
         raise PluginError("--reset-offset-syncs only applies to a MirrorSourceConnector", EXIT_USAGE)
     if request.offsets_text is not None:
         validate_offsets(resolved, request.offsets_text, request.offsets_source)
+    check_stopped(resolved, request)
+
+
+#: The operations that change a connector's offsets: Connect takes them only from a STOPPED connector.
+CHANGES = ("alter", "reset", "restore")
+
+
+def check_stopped(resolved: Resolved, request: Request) -> None:
+    """Refuse (``ConnectorNotStopped``, before anything is written) what the operator would refuse: a
+    change of a connector status shows not STOPPED, when nobody stops it first - no --stop-connector,
+    no ``offsetsPolicy.stopConnector``, and ``spec.state`` is not ``stopped`` (with it, the operator
+    waits for the stop). A preview (--dry-run) only reads, so any state will do; a status that does
+    not say leaves the decision to the operator."""
+    target = resolved.target
+    state = resolved.connect_state
+    if (
+        request.operation not in CHANGES
+        or request.dry_run
+        or request.stop_connector
+        or target.stop_policy
+        or target.state is ConnectorState.STOPPED
+        or state is None
+        or state == "STOPPED"
+    ):
+        return
+    where = "spec" if target.spec_path == "spec" else target.spec_path
+    raise Refused(
+        f"{resolved.display} is {state} (its status, as the operator last saw it in Connect) and {request.operation} "
+        f"needs it STOPPED; nothing was changed",
+        "ConnectorNotStopped",
+        "add --stop-connector to let the operator stop the connector, do this, and resume it; or set "
+        f"{where}.state: stopped and wait for Ready=True (ConnectorStopped)",
+    )
 
 
 def validate_offsets(resolved: Resolved, text: str, source: str) -> None:
@@ -276,6 +367,9 @@ class Options:
     all_namespaces: bool = False  # -A with -l
     progress: bool = False  # progress lines on stderr while waiting
     request_timeout: float = 0.0  # --request-timeout (the wait's watch uses it to connect)
+    #: --dry-run=client (nothing is written) or =server (each write sent with dryRun=All); "none"
+    #: otherwise. The operator's preview (bare --dry-run, --dry-run=operator) is ``dry_run``.
+    dry_run_strategy: str = "none"
 
     def request(self) -> Request:
         return Request(

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesError, label_value
 from connect_offsets.models.crds import KafkaConnectorResource
 from connect_offsets.planning import OffsetsConfigMap, offsets_request_fingerprint
-from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, api_host, is_conflict, kube_error
+from connect_offsets.tools.kubectl.api import ResourceWatch, WatchFailed, Writes, api_host, is_conflict, kube_error
 from connect_offsets.tools.kubectl.common import (
     EXIT_FAILED,
     EXIT_KUBE,
@@ -25,6 +25,7 @@ from connect_offsets.tools.kubectl.common import (
     POLL_INTERVAL_S,
     Kind,
     PluginError,
+    Refused,
     format_duration,
 )
 from connect_offsets.tools.kubectl.completion import (
@@ -35,7 +36,7 @@ from connect_offsets.tools.kubectl.completion import (
     own_backup,
     progress_text,
 )
-from connect_offsets.tools.kubectl.render import WaitProgress, one_line
+from connect_offsets.tools.kubectl.render import WaitProgress, one_line, write_lines
 from connect_offsets.tools.kubectl.request import (
     Options,
     Request,
@@ -71,6 +72,11 @@ class Runner:
         )
         try:
             return await self._run(kind, namespace, name, body, request, base)
+        except Refused as error:
+            # What the operator would refuse, refused before anything was written: its reason, exit 1.
+            base.result, base.code, base.reason = "Failed", error.code, error.reason
+            base.message, base.hint, base.refused_here = str(error), error.hint, True
+            return base
         except PluginError as error:
             base.result = "Invalid" if error.code == EXIT_USAGE else "Error"
             base.code, base.message, base.detail = error.code, str(error), error.detail
@@ -108,20 +114,30 @@ class Runner:
         check_request(resolved, request)
         if request.operation == "restore" and request.from_backup is not None:
             await self._check_backup(resolved, request.from_backup)
+        if request.previews_a_file:
+            request = replace(request, dry_run_from=dry_run_input_name(name))
+            await self._check_dry_run_input(resolved, request.dry_run_from or "")
+        # Every check is done: only writes from here on (--dry-run=client|server: described, or
+        # sent with dryRun=All, and nothing kept).
+        writes = Writes(self.kube, self.options.dry_run_strategy)
         configmap_rv = ""
         if request.previews_a_file:
             # The preview's document goes to the plugin's own ConfigMap, named by dry-run-from:
             # the alterOffsets ConfigMap (the user's document, maybe applyOnChange) is never touched.
-            request = replace(request, dry_run_from=dry_run_input_name(name))
-            configmap_rv = await self._write_offsets(resolved, request, request.dry_run_from or "")
+            configmap_rv = await self._write_offsets(resolved, request, request.dry_run_from or "", writes)
         elif request.operation == "alter" and request.offsets_source.startswith("file "):
-            configmap_rv = await self._write_offsets(resolved, request, str(resolved.target.alter_configmap))
+            configmap_rv = await self._write_offsets(resolved, request, str(resolved.target.alter_configmap), writes)
         elif request.operation == "alter" and request.copy_from is None:
             current = await self.kube.get_configmap(namespace, str(resolved.target.alter_configmap))
             configmap_rv = current.resource_version if current else ""
         before = last_operation(kind, body, resolved.target.name)
         started = datetime.now(UTC).replace(microsecond=0)
-        body = await self._annotate(resolved, request)
+        body = await self._annotate(resolved, request, writes)
+        if writes.dry:
+            outcome.result, outcome.code = "DryRun", EXIT_OK
+            outcome.dry_run_strategy, outcome.writes = writes.strategy, writes.made
+            outcome.message = "; ".join(write_lines(outcome)) + "; nothing was changed"
+            return outcome
         outcome.request_id = request.request_id
         fingerprint = self._fingerprint(kind, body, request, configmap_rv)
         if not self.options.wait:
@@ -188,20 +204,23 @@ class Runner:
                 EXIT_USAGE,
             )
 
-    async def _write_offsets(self, resolved: Resolved, request: Request, name: str) -> str:
+    async def _check_dry_run_input(self, resolved: Resolved, name: str) -> None:
+        """The ConfigMap a preview of a file keeps it in is absent or the resource's own: someone else's
+        ConfigMap of that name is never overwritten."""
+        meta = resolved.body["metadata"]
+        existing = await self.kube.get_configmap(resolved.namespace, name)
+        if existing is not None and not any(o.get("uid") == meta["uid"] for o in existing.owner_references):
+            raise PluginError(
+                f"ConfigMap {resolved.namespace}/{name} exists and is not owned by {resolved.display}; the "
+                "dry run keeps its document there: rename or delete that ConfigMap, or preview without "
+                "--from-file (the alterOffsets ConfigMap's own document)",
+                EXIT_USAGE,
+            )
+
+    async def _write_offsets(self, resolved: Resolved, request: Request, name: str, writes: Writes) -> str:
         """Write the file into ConfigMap ``name`` (the target's offsets key); its resourceVersion after."""
         assert request.offsets_text is not None
         meta = resolved.body["metadata"]
-        if request.dry_run_from is not None:
-            existing = await self.kube.get_configmap(resolved.namespace, name)
-            if existing is not None and not any(o.get("uid") == meta["uid"] for o in existing.owner_references):
-                # Someone else's ConfigMap of that name: never overwrite it.
-                raise PluginError(
-                    f"ConfigMap {resolved.namespace}/{name} exists and is not owned by {resolved.display}; the "
-                    "dry run keeps its document there: rename or delete that ConfigMap, or preview without "
-                    "--from-file (the alterOffsets ConfigMap's own document)",
-                    EXIT_USAGE,
-                )
         owner = {
             "apiVersion": f"{API_GROUP}/{API_VERSION}",
             "kind": resolved.kind.kind,
@@ -212,31 +231,28 @@ class Runner:
         }
         labels = {f"{API_GROUP}/kind": resolved.kind.kind, f"{API_GROUP}/name": label_value(meta["name"])}
         text = request.offsets_text if request.offsets_text.endswith("\n") else request.offsets_text + "\n"
-        await self.kube.write_configmap_key(
+        return await writes.configmap_key(
             resolved.namespace, name, resolved.target.configmap_key, text, labels=labels, owner=owner
         )
-        written = await self.kube.get_configmap(resolved.namespace, name)
-        return written.resource_version if written else ""
 
-    async def _annotate(self, resolved: Resolved, request: Request) -> dict[str, Any]:
+    async def _annotate(self, resolved: Resolved, request: Request, writes: Writes) -> dict[str, Any]:
         """Set the request's annotations, atomically with the check that no other request is pending."""
         body = resolved.body
         for _ in range(5):
             try:
-                return await self.kube.patch_annotations_at(
-                    resolved.kind.plural,
+                return await writes.annotate(
+                    resolved.kind,
                     resolved.namespace,
                     resolved.name,
                     dict(request.annotations()),
                     body["metadata"]["resourceVersion"],
+                    body,
                 )
             except KubernetesError as error:
                 if not is_conflict(error):
                     raise
             body = await self._fetch(resolved.kind, resolved.namespace, resolved.name)
-            check_request(
-                Resolved(resolved.kind, body, resolved.target, resolved.is_sink), without_offsets_text(request)
-            )
+            check_request(resolve(resolved.kind, body, request.mirror_connector), without_offsets_text(request))
         raise PluginError(f"{resolved.display} kept changing; try again", EXIT_KUBE)
 
     def _fingerprint(self, kind: Kind, body: dict[str, Any], request: Request, configmap_rv: str) -> str | None:
