@@ -12,11 +12,13 @@ Covers:
   budgets, the unpublished default image;
 * sizing: the chart README's formula, computed from ``values.yaml``, fits the default memory limit;
 * the README's Install section: the image is not published, how to build, push and use it;
-* ``helm lint --strict`` and ``helm template`` in every mode.
+* ``helm lint --strict`` and ``helm template`` in every mode, every object a Kubernetes object
+  (it round-trips through the kubernetes client's models: no field the API does not know).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client import ApiClient
 
 from tests.chart import CHART, NAMESPACE, RELEASE, REPO, helm_binary, objects, one, render, run_helm, workloads
 
@@ -484,3 +487,34 @@ def test_every_mode_renders_its_workloads_and_budgets(values: tuple[str, ...]) -
     assert {w["kind"] for w in found} == {"StatefulSet" if shards > 1 else "Deployment"}
     assert all(w["spec"]["replicas"] == replicas for w in found)
     assert len(objects(docs, "PodDisruptionBudget")) == (shards if replicas > 1 else 0)
+
+
+#: The kubernetes client's model of each kind the chart renders, besides RBAC and monitoring objects.
+MODELS = {
+    "Deployment": "V1Deployment",
+    "StatefulSet": "V1StatefulSet",
+    "PodDisruptionBudget": "V1PodDisruptionBudget",
+    "Service": "V1Service",
+}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        *MODES,
+        ("sharding.shards=2", "replicaCount=2", "podDisruptionBudget.minAvailable=50%"),
+        ("replicaCount=3", "podDisruptionBudget.minAvailable=null", "podDisruptionBudget.maxUnavailable=1"),
+    ],
+    ids=mode_id,
+)
+def test_every_object_is_made_of_known_fields(values: tuple[str, ...]) -> None:
+    """Without a cluster: each object deserialized into the client's model and serialized back is
+    unchanged, so no field (of the budgets, affinity, spread constraints) is unknown or misplaced."""
+    api = ApiClient()
+    checked = 0
+    for doc in render(*values):
+        if doc["kind"] in MODELS:
+            model = api.deserialize(json.dumps(doc), MODELS[doc["kind"]], "application/json")
+            assert api.sanitize_for_serialization(model) == doc, (doc["kind"], doc["metadata"]["name"])
+            checked += 1
+    assert checked >= 2
