@@ -549,7 +549,7 @@ def test_a_running_mirror_connector_is_refused_too() -> None:
     kube = kube_with(mirror(status=status))
     refused = run(kube, ["reset", "mm2/e2w", "-n", NS, "--mirrormaker-connector", name], "e2w", kp.MIRROR)
     assert (refused.reason, refused.code) == ("ConnectorNotStopped", kp.EXIT_FAILED) and writes_made(kube) == []
-    assert "spec.mirrors[0].sourceConnector.state: stopped" in refused.hint or ".state: stopped" in refused.hint
+    assert "or set spec.mirrors[0].sourceConnector.state: stopped and wait for" in refused.hint
 
 
 def test_with_a_selector_a_refused_connector_is_one_failed_row(capsys: pytest.CaptureFixture[str]) -> None:
