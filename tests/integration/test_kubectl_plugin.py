@@ -137,17 +137,23 @@ def test_list_alter_reset_restore_file_source(
         assert result["offsets"] == source_offsets(source, size)  # the entries, not {"offsets": {"offsets": ...}}
         assert result["requestId"].startswith("kubectl-")
 
-        # alter on a running connector: the operator refuses; exit 1, its reason, request withdrawn
+        # alter on a running connector: the plugin refuses before any write (issue 49: it used to
+        # overwrite the ConfigMap, then the operator refused); exit 1 and the operator's reason
         offsets_file = tmp_path / "offsets.json"
         offsets_file.write_text(json.dumps({"offsets": source_offsets(source, 6)}, indent=2))
+        configmap_before = core.read_namespaced_config_map(cm, namespace)
+        body_before = get_connector(custom, namespace, name)
         refused = plugin(stack, "alter", name, "-n", namespace, "--from-file", str(offsets_file))
         assert refused.returncode == 1, refused.stderr
-        assert "alter failed (ConnectorNotStopped)" in refused.stderr
-        assert "needs it STOPPED" in refused.stderr
-        assert "hint: add --stop-connector" in refused.stderr
+        assert "alter refused (ConnectorNotStopped)" in refused.stderr
+        assert "needs it STOPPED; nothing was changed" in refused.stderr
+        assert "add --stop-connector" in refused.stderr
         body = get_connector(custom, namespace, name)
         assert annotation(body, "connector-offsets") is None
-        assert body["status"]["lastOffsetsOperation"]["reason"] == "ConnectorNotStopped"
+        assert request_annotations(body) == request_annotations(body_before)
+        assert body["status"].get("lastOffsetsOperation") == body_before["status"].get("lastOffsetsOperation")
+        configmap_after = core.read_namespaced_config_map(cm, namespace)
+        assert configmap_after.metadata.resource_version == configmap_before.metadata.resource_version
         assert connect_offsets(connect, name) == source_offsets(source, size)
         assert connect_state(connect, name) == "RUNNING"
 
