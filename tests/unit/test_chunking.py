@@ -320,7 +320,7 @@ async def test_rejection_and_transport_errors_keep_their_classes() -> None:
     async with client_for(handler) as client:
         with pytest.raises(ConnectBadRequest) as caught:
             await client.alter_offsets_chunked("src", doc(15), limits=ChunkLimits(max_entries=10))
-    assert not caught.value.retryable
+    assert caught.value.retryable and caught.value.not_stopped  # nothing changed: planned again, fresh
     assert caught.value.status_code == 400 and caught.value.message == stopped
     assert "no chunk of 2 was applied" in str(caught.value)
 

@@ -325,7 +325,7 @@ async def test_400_keeps_connect_message_verbatim() -> None:
     assert err.message == message
     assert err.error_code == 400
     assert str(err) == f"PATCH /connectors/x/offsets: 400 {message}"
-    assert err.retryable is False
+    assert err.retryable is True and err.not_stopped  # someone resumed it: a fresh pass plans again
 
 
 async def test_409_conflict_on_create_is_retryable_and_flags_already_exists() -> None:

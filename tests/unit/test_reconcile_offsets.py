@@ -310,3 +310,25 @@ def test_a_transient_failure_keeps_a_standing_refusal() -> None:
     )
     assert standing_refusal({"status": {"conditions": [ready]}}) == []
     assert standing_refusal({}) == []
+
+
+async def test_a_change_refused_because_someone_resumed_the_connector_is_planned_again(stack: Stack) -> None:
+    """Status said STOPPED, but someone had just resumed the connector (the status follows the target
+    state a moment later): Connect answers the PATCH 400 "must be in the STOPPED state". Nothing was
+    changed, so it is not a failure for the user to fix: the pass ends in a transient error and the
+    next one, from fresh reads, sends it again; applied once (clean-clone CI run 10)."""
+    await stack.created("stopped")
+    await stack.put_document(document(position(6)))
+    stack.connect.fail(
+        "PATCH", OFFSETS_PATH, 400, "Connectors must be in the STOPPED state before their offsets can be modified."
+    )
+    stack.annotate(connector_offsets="alter")
+
+    outcomes = await stack.until_request_done()
+
+    assert outcomes[0].transient_error is not None and "STOPPED state" in outcomes[0].transient_error
+    assert [c for c in stack.connect.changes() if c.startswith("PATCH")] == [f"PATCH {OFFSETS_PATH}"] * 2
+    assert stack.connect.connectors[NAME].offsets == position(6)  # the refused one changed nothing
+    last = stack.status()["lastOffsetsOperation"]
+    assert last["result"] == "Succeeded", last
+    assert len(stack.backups()) == 1  # the retry reused the backup of the first try

@@ -120,7 +120,21 @@ class ConnectNotFound(ConnectHTTPError):
 
 
 class ConnectBadRequest(ConnectHTTPError):
-    """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Only 429 is retryable."""
+    """Any other 4xx: 400, 401, 403, 405, 422, 429 ... Retryable: 429, and an offsets change refused
+    because the connector is not STOPPED (``not_stopped``)."""
+
+    @property
+    def not_stopped(self) -> bool:
+        """An offsets change refused because the connector is not STOPPED in Connect's config,
+        though its status still said STOPPED when the operator read it: someone resumed it just
+        before (the status follows the target state a moment later). Nothing was changed; a pass
+        from fresh reads plans again, with a stop first (clean-clone CI run 10:
+        test_a_connector_resumed_by_someone_else_right_before_an_alter_is_changed_safely)."""
+        return self.status_code == httpx.codes.BAD_REQUEST and "must be in the STOPPED state" in self.message
+
+    @property
+    def retryable(self) -> bool:
+        return super().retryable or self.not_stopped
 
 
 class ConnectResponseTooLarge(ConnectError, UserError):
