@@ -14,6 +14,7 @@ import pytest
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl as kp
 from connect_offsets.tools.exit_codes import epilog
+from tests.plugin_bodies import east_to_west_spec
 
 NS = "kafka"
 
@@ -48,10 +49,6 @@ def connector_body(
 
 
 def mirror_body(annotations: dict[str, str] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    block = {
-        "listOffsets": {"toConfigMap": {"name": "mm2-offsets"}},
-        "alterOffsets": {"fromConfigMap": {"name": "mm2"}},
-    }
     return {
         "kind": "KafkaMirrorMaker2",
         "metadata": {
@@ -61,15 +58,7 @@ def mirror_body(annotations: dict[str, str] | None = None, status: dict[str, Any
             "resourceVersion": "3",
             "annotations": annotations or {},
         },
-        "spec": {
-            "clusters": [
-                {"alias": "east", "bootstrapServers": "a:9092"},
-                {"alias": "west", "bootstrapServers": "b:9092"},
-            ],
-            "mirrors": [
-                {"sourceCluster": "east", "targetCluster": "west", "sourceConnector": block, "checkpointConnector": {}}
-            ],
-        },
+        "spec": east_to_west_spec(),
         "status": status or {},
     }
 

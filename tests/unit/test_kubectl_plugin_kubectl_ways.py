@@ -31,6 +31,7 @@ from connect_offsets.tools.kubectl.lag import resolve_lag_target
 from connect_offsets.tools.kubectl.main import main
 from connect_offsets.vocabulary import CONNECTORS, MIRRORS
 from tests.fakes import FakeKube
+from tests.plugin_bodies import east_to_west_spec
 
 NS = "kafka"
 GOOD = json.dumps({"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 4}}]})
@@ -77,23 +78,11 @@ def connector(
 
 
 def mirror(annotations: dict[str, str] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    block = {
-        "listOffsets": {"toConfigMap": {"name": "mm2-offsets"}},
-        "alterOffsets": {"fromConfigMap": {"name": "mm2"}},
-    }
     return {
         "apiVersion": "connect-offsets.io/v1alpha1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": "e2w", "namespace": NS, "uid": "uid-e2w", "annotations": dict(annotations or {})},
-        "spec": {
-            "clusters": [
-                {"alias": "east", "bootstrapServers": "a:9092"},
-                {"alias": "west", "bootstrapServers": "b:9092"},
-            ],
-            "mirrors": [
-                {"sourceCluster": "east", "targetCluster": "west", "sourceConnector": block, "checkpointConnector": {}}
-            ],
-        },
+        "spec": east_to_west_spec(),
         "status": status or {},
     }
 
