@@ -14,15 +14,25 @@ Every call runs in the tenant pool (``clients.tenant_io``, through ``clients.kaf
 a limit per namespace, failures remembered per address. Answers are bounded (16 MiB per response;
 at most ``MAX_CHECKPOINT_RECORDS`` records read within ``timeout``). ``KafkaGroups`` bundles the
 calls so that a test (the unit simulation) can put a fake in its place.
+
+Checkpoints written in transactions (a checkpoint connector on a worker with
+``exactly.once.source.support=enabled``, issue 46): the topic then holds commit and abort markers,
+which librdkafka never hands to the application, and records of aborted transactions. The reader
+uses ``isolation.level=read_committed`` (aborted records skipped, as MirrorMaker 2's own reader
+does), reads up to the last stable offset (what ``get_watermark_offsets`` answers a read_committed
+consumer: librdkafka's ListOffsets carries the consumer's isolation level), and measures how far it
+got by the consumer's position, which librdkafka moves past control records, not by the offsets of
+the messages it saw: a topic whose last record is a commit marker would otherwise never be read to
+its end.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -48,12 +58,15 @@ __all__ = [
     "MAX_CHECKPOINT_RECORDS",
     "TP",
     "Checkpoint",
+    "CheckpointConsumer",
+    "CheckpointMessage",
     "CheckpointRead",
     "GroupActive",
     "GroupState",
     "KafkaGroups",
     "decode_checkpoint",
     "encode_checkpoint",
+    "read_checkpoints",
 ]
 
 TP = tuple[str, int]
@@ -157,6 +170,92 @@ def _group_error(error: KafkaException) -> KafkaError | None:
     return found if isinstance(found, KafkaError) else None
 
 
+class CheckpointMessage(Protocol):
+    """What ``read_checkpoints`` uses of a confluent_kafka ``Message``."""
+
+    def error(self) -> KafkaError | None: ...
+
+    def offset(self) -> int | None: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+
+class CheckpointConsumer(Protocol):
+    """What ``read_checkpoints`` uses of a confluent_kafka ``Consumer`` (a fake stands in for it in
+    unit tests)."""
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = ..., cached: bool = ...
+    ) -> tuple[int, int]: ...
+
+    def assign(self, partitions: list[TopicPartition]) -> None: ...
+
+    def consume(self, num_messages: int = ..., timeout: float = ...) -> Sequence[CheckpointMessage]: ...
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
+
+
+def read_checkpoints(
+    consumer: CheckpointConsumer,
+    topic: str,
+    group: str,
+    where: str,
+    *,
+    timeout: float,
+    deadline_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> CheckpointRead:
+    """Partition 0 of ``topic`` (it exists) read from its start to its end: the newest checkpoint of
+    ``group`` per downstream partition.
+
+    The end is what ``get_watermark_offsets`` answers: with ``isolation.level=read_committed`` the
+    last stable offset (records of a transaction still open are not waited for). Progress is the
+    consumer's position, which librdkafka moves past commit and abort markers and past aborted
+    records it drops; the offset of the last message seen stops short of a trailing marker.
+    """
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+    newest: dict[TP, Checkpoint] = {}
+    records = undecodable = 0
+    if high <= low:
+        return CheckpointRead(True, newest, records, undecodable)
+    consumer.assign([TopicPartition(topic, 0, low)])
+    position = low
+    started = clock()
+    while position < high:
+        if records >= MAX_CHECKPOINT_RECORDS:
+            raise KafkaAdminError(
+                f"checkpoints topic {topic} on {where}: more than {MAX_CHECKPOINT_RECORDS} records; not read to its end"
+            )
+        if clock() - started > deadline_s:
+            raise KafkaAdminError(
+                f"checkpoints topic {topic} on {where}: not read to its end within {deadline_s:.0f} s "
+                f"(at offset {position} of {low}..{high}, {records} record(s) read)"
+            )
+        for message in consumer.consume(num_messages=1000, timeout=1.0):
+            failure = message.error()
+            if failure is not None:
+                raise KafkaAdminError(f"reading {topic} on {where}: {failure.str()}")
+            records += 1
+            position = max(position, (message.offset() or 0) + 1)
+            key, value = message.key(), message.value()
+            if key is None or value is None:
+                continue  # a tombstone: no checkpoint
+            try:
+                checkpoint = decode_checkpoint(key, value)
+            except ValueError:
+                undecodable += 1
+                continue
+            if checkpoint.group == group:
+                newest[(checkpoint.topic, checkpoint.partition)] = checkpoint
+        # Past control records and aborted transactions, which no message stands for.
+        (at,) = consumer.position([TopicPartition(topic, 0)])
+        if at.error is None and at.offset is not None and at.offset >= 0:
+            position = max(position, at.offset)
+    return CheckpointRead(True, newest, records, undecodable)
+
+
 class KafkaGroups:
     """The consumer-group and checkpoint calls of a failover, against the brokers of ``config``
     (librdkafka settings, ``clients.kafka.librdkafka_config``), for a resource of ``namespace``."""
@@ -172,6 +271,8 @@ class KafkaGroups:
             "group.id": "connect-offsets-checkpoints-reader",  # assign() only: it never joins a group
             "enable.auto.commit": False,
             "enable.partition.eof": False,
+            # Transactional checkpoints: aborted records skipped, the end is the last stable offset.
+            "isolation.level": "read_committed",
             "fetch.max.bytes": MAX_KAFKA_RESPONSE_BYTES // 2,
             "max.partition.fetch.bytes": MAX_KAFKA_RESPONSE_BYTES // 2,
             "queued.max.messages.kbytes": 16384,
@@ -191,41 +292,7 @@ class KafkaGroups:
                     if found is not None and found.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                         raise KafkaAdminError(f"checkpoints topic {topic} on {where}: {found.error.str()}")
                     return CheckpointRead(False, {}, 0, 0)
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=self.timeout)
-                newest: dict[TP, Checkpoint] = {}
-                records = undecodable = 0
-                if high > low:
-                    consumer.assign([TopicPartition(topic, 0, low)])
-                    position = low
-                    started = time.monotonic()
-                    while position < high:
-                        if records >= MAX_CHECKPOINT_RECORDS:
-                            raise KafkaAdminError(
-                                f"checkpoints topic {topic} on {where}: more than {MAX_CHECKPOINT_RECORDS} records; "
-                                "not read to its end"
-                            )
-                        if time.monotonic() - started > deadline_s:
-                            raise KafkaAdminError(
-                                f"checkpoints topic {topic} on {where}: not read to its end within {deadline_s:.0f} s "
-                                f"({position - low} of {high - low} records)"
-                            )
-                        for message in consumer.consume(num_messages=1000, timeout=1.0):
-                            failure = message.error()
-                            if failure is not None:
-                                raise KafkaAdminError(f"reading {topic} on {where}: {failure.str()}")
-                            records += 1
-                            position = max(position, (message.offset() or 0) + 1)
-                            key, value = message.key(), message.value()
-                            if key is None or value is None:
-                                continue  # a tombstone: no checkpoint
-                            try:
-                                checkpoint = decode_checkpoint(key, value)
-                            except ValueError:
-                                undecodable += 1
-                                continue
-                            if checkpoint.group == group:
-                                newest[(checkpoint.topic, checkpoint.partition)] = checkpoint
-                return CheckpointRead(True, newest, records, undecodable)
+                return read_checkpoints(consumer, topic, group, where, timeout=self.timeout, deadline_s=deadline_s)
             except KafkaException as error:
                 raise KafkaAdminError(f"checkpoints topic {topic} on {where}: {kafka_text(error)}") from error
             finally:
