@@ -847,15 +847,24 @@ class CrdKeeper:
                     [self.kubectl, "get", "crd", name, "-o", "json"], env=self.env, capture_output=True, check=True
                 ).stdout
             )
-            served_schema = served["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-            my_schema = mine["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-            columns = mine["spec"]["versions"][0].get("additionalPrinterColumns")
-            if _covers(served_schema, my_schema) and served["spec"]["versions"][0].get("additionalPrinterColumns") == (
-                columns
-            ):
+            # Each version by name: this checkout's CRDs serve v1beta1 (stored) and v1alpha1.
+            served_versions = {v["name"]: v for v in served["spec"]["versions"]}
+            stale = [
+                v
+                for v in mine["spec"]["versions"]
+                if v["name"] not in served_versions
+                or not _covers(served_versions[v["name"]]["schema"]["openAPIV3Schema"], v["schema"]["openAPIV3Schema"])
+                or served_versions[v["name"]].get("additionalPrinterColumns") != v.get("additionalPrinterColumns")
+            ]
+            if not stale:
                 continue
             document = json.loads(json.dumps(mine))
-            document["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = _union_schema(served_schema, my_schema)
+            for version in document["spec"]["versions"]:
+                if version["name"] in served_versions:
+                    version["schema"]["openAPIV3Schema"] = _union_schema(
+                        served_versions[version["name"]]["schema"]["openAPIV3Schema"],
+                        version["schema"]["openAPIV3Schema"],
+                    )
             subprocess.run(
                 [self.kubectl, "apply", "--server-side", "--force-conflicts", "-f", "-"],
                 input=json.dumps(document).encode(),

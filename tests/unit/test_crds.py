@@ -36,7 +36,7 @@ from connect_offsets.models.crds import (
     KeyRef,
     TLSSpec,
 )
-from connect_offsets.models.schema import crd_documents, structural_schema
+from connect_offsets.models.schema import DEPRECATED_VERSIONS, crd_documents, structural_schema
 from connect_offsets.reconcile.clusters import cluster_display
 from connect_offsets.tools.cli import CRD_HEADER, main, render_crds
 from connect_offsets.vocabulary import (
@@ -135,8 +135,8 @@ def all_dicts(value: Any) -> Iterator[dict[str, Any]]:
 def crd_schemas() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for name, doc in crd_documents().items():
-        (version,) = doc["spec"]["versions"]
-        out.append((name, version["schema"]["openAPIV3Schema"]))
+        for version in doc["spec"]["versions"]:
+            out.append((f"{name}@{version['name']}", version["schema"]["openAPIV3Schema"]))
     return out
 
 
@@ -240,11 +240,25 @@ def test_crd_envelope(name: str, doc: dict[str, Any]) -> None:
     assert spec["group"] == API_GROUP
     assert spec["scope"] == "Namespaced"
     assert spec["names"]["plural"] == plural
-    (version,) = spec["versions"]
+    # docs/api-versions.md: the new version stored, each older one still served, deprecated, with a
+    # warning naming the new one, and the same schema and columns (so no conversion webhook).
+    version, *older = spec["versions"]
+    assert spec["conversion"] == {"strategy": "None"}
+    assert [v["name"] for v in older] == list(reversed(DEPRECATED_VERSIONS))
     assert version["name"] == API_VERSION
     assert version["served"] is True
     assert version["storage"] is True
+    assert "deprecated" not in version
     assert version["subresources"] == {"status": {}}
+    for old in older:
+        assert old["served"] is True
+        assert old["storage"] is False
+        assert old["deprecated"] is True
+        assert f"use {API_GROUP}/{API_VERSION}" in old["deprecationWarning"]
+        assert spec["names"]["kind"] in old["deprecationWarning"]
+        assert {k: v for k, v in old.items() if k not in ("name", "storage", "deprecated", "deprecationWarning")} == {
+            k: v for k, v in version.items() if k not in ("name", "storage")
+        }
     root = version["schema"]["openAPIV3Schema"]
     assert root["type"] == "object"
     assert root["required"] == ["spec"]

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 API_GROUP = "connect-offsets.io"
-API_VERSION = "v1alpha1"
+API_VERSION = "v1beta1"
 
 # --- resources (plurals, as in RBAC rules and API paths) ----------------------------------------
 

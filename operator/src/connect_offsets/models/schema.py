@@ -8,10 +8,17 @@ models' docstrings and ``Field(description=...)``; Kubernetes' own words for api
 metadata is ObjectMeta's, which the API server publishes itself), so ``kubectl explain`` has
 something to say about each. This module does that conversion,
 and nothing else, so ``crds/*.yaml`` is a pure function of the ``models/crds`` package.
+
+Versions (docs/api-versions.md): ``API_VERSION`` (v1beta1) is served and stored; each version of
+``DEPRECATED_VERSIONS`` (v1alpha1) is still served, marked ``deprecated`` with a warning naming
+the version to move to, and with the same schema. Same schema, so no conversion webhook: with the
+CRD's default conversion strategy ``None`` the API server only rewrites ``apiVersion``. A
+version whose schema must differ needs a webhook, and gets its own model then.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,7 +32,11 @@ from connect_offsets.vocabulary import (
     MIRRORS,
 )
 
-__all__ = ["crd_documents", "structural_schema"]
+__all__ = ["DEPRECATED_VERSIONS", "crd_documents", "structural_schema"]
+
+#: Versions still served beside ``API_VERSION``, oldest first, with the same schema. One leaves this
+#: tuple only as docs/api-versions.md allows (how long a deprecated version stays served).
+DEPRECATED_VERSIONS: tuple[str, ...] = ("v1alpha1",)
 
 _DROP = {"title", "$defs"}
 
@@ -126,6 +137,26 @@ def _crd(
     description: str,
     after_ready: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": _API_VERSION_TEXT},
+            "kind": {"type": "string", "description": _KIND_TEXT},
+            # The API server refuses anything but the type here, and publishes
+            # ObjectMeta's own schema and description for it.
+            "metadata": {"type": "object"},
+            "spec": structural_schema(spec_model),
+            "status": structural_schema(status_model),
+        },
+    }
+    columns = [
+        *columns,
+        *_condition_columns(),
+        *(after_ready or []),
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -144,38 +175,30 @@ def _crd(
                 "shortNames": short_names,
                 "categories": ["connect-offsets"],
             },
+            # The API server only rewrites apiVersion between versions: their schemas are the same.
+            "conversion": {"strategy": "None"},
             "versions": [
-                {
-                    "name": API_VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        *columns,
-                        *_condition_columns(),
-                        *(after_ready or []),
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": description,
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string", "description": _API_VERSION_TEXT},
-                                "kind": {"type": "string", "description": _KIND_TEXT},
-                                # The API server refuses anything but the type here, and publishes
-                                # ObjectMeta's own schema and description for it.
-                                "metadata": {"type": "object"},
-                                "spec": structural_schema(spec_model),
-                                "status": structural_schema(status_model),
-                            },
-                        }
-                    },
-                }
+                _version(API_VERSION, kind, schema, columns),
+                *(_version(old, kind, schema, columns) for old in reversed(DEPRECATED_VERSIONS)),
             ],
         },
     }
+
+
+def _version(name: str, kind: str, schema: dict[str, Any], columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """One entry of ``spec.versions``: the stored version, or a deprecated one served beside it."""
+    entry: dict[str, Any] = {"name": name, "served": True, "storage": name == API_VERSION}
+    if name != API_VERSION:
+        entry["deprecated"] = True
+        entry["deprecationWarning"] = (
+            f"{API_GROUP}/{name} {kind} is deprecated; use {API_GROUP}/{API_VERSION} "
+            "(same fields; docs/api-versions.md)"
+        )
+    # Copies: a YAML dump would write one object reached twice as an anchor and an alias.
+    entry["subresources"] = {"status": {}}
+    entry["additionalPrinterColumns"] = copy.deepcopy(columns)
+    entry["schema"] = {"openAPIV3Schema": copy.deepcopy(schema)}
+    return entry
 
 
 def crd_documents() -> dict[str, dict[str, Any]]:
