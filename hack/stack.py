@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Start, stop and describe the local stack: etcd, kube-apiserver, kube-controller-manager,
-two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1; on demand, a Spark
-standalone master and worker for the offsets pipeline (``up spark-worker``).
+two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1; on demand, a third
+Kafka cluster and an exactly-once Connect worker on it for MirrorMaker 2's harder cases
+(``up connect-eos``), and a Spark standalone master and worker for the offsets pipeline
+(``up spark-worker``).
 
 Why a script of its own (stdlib only): it must run before the project's virtualenv exists,
 from ``make`` and from the pytest session fixture alike, and every test must see the same
@@ -82,6 +84,8 @@ PORTS = {
     "kafka-a-controller": 19093,
     "kafka-b": 29092,
     "kafka-b-controller": 29093,
+    "kafka-c": 39092,
+    "kafka-c-controller": 39093,
     "connect": 18083,
     "connect-auth": 18084,
     "connect-aux": 18085,
@@ -89,6 +93,7 @@ PORTS = {
     "connect-standalone": 18087,
     "connect-fault": 18088,
     "connect-fault-2": 18089,
+    "connect-eos": 18090,
     "spark-master": 17077,
     "spark-master-ui": 18070,
     "spark-worker-ui": 18071,
@@ -203,20 +208,27 @@ def kafka_cluster_id() -> str:
 
 
 def state() -> dict[str, str]:
-    """Credentials generated once per stack (random, never committed)."""
+    """Credentials and cluster ids generated once per stack (random, never committed).
+
+    A stack made before a value existed (kafka-c's cluster id came later) gets the missing ones added
+    and kept; the values already there never change, since running components use them."""
     path = RUN_DIR / "state.json"
-    if path.exists():
-        data: dict[str, str] = json.loads(path.read_text())
-        return data
-    data = {
-        "admin_token": secrets.token_hex(16),
-        "connect_auth_user": "connect-admin",
-        "connect_auth_password": secrets.token_hex(12),
-        "kafka_a_cluster_id": kafka_cluster_id(),
-        "kafka_b_cluster_id": kafka_cluster_id(),
+    data: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    wanted: dict[str, Callable[[], str]] = {
+        "admin_token": lambda: secrets.token_hex(16),
+        "connect_auth_user": lambda: "connect-admin",
+        "connect_auth_password": lambda: secrets.token_hex(12),
+        "kafka_a_cluster_id": kafka_cluster_id,
+        "kafka_b_cluster_id": kafka_cluster_id,
+        "kafka_c_cluster_id": kafka_cluster_id,
     }
-    write(path, json.dumps(data, indent=2))
-    path.chmod(0o600)
+    missing = [key for key in wanted if key not in data]
+    if missing:
+        data.update({key: wanted[key]() for key in missing})
+        # Whole or not at all: every test process reads this file (``info``) while another may write it.
+        partial = write(path.with_name(f"{path.name}.{os.getpid()}"), json.dumps(data, indent=2))
+        partial.chmod(0o600)
+        partial.replace(path)
     return data
 
 
@@ -389,16 +401,21 @@ def kafka_ready(which: str) -> Callable[[], bool]:
 
 
 def prepare_connect(
-    name: str, *, basic_auth: bool = False, group: str | None = None, settings: list[str] | None = None
+    name: str,
+    *,
+    basic_auth: bool = False,
+    group: str | None = None,
+    settings: list[str] | None = None,
+    kafka: str = "kafka-a",
 ) -> Callable[[], list[str]]:
     """A distributed worker; ``group`` (a suffix) puts several workers in one Connect cluster; ``settings``
-    (``key=value``) override the defaults below."""
+    (``key=value``) override the defaults below; ``kafka``: the stack's Kafka cluster it uses."""
 
     def prepare() -> list[str]:
         port = PORTS[name]
         suffix = "" if name == "connect" else f"-{group or name.removeprefix('connect-')}"
         lines = [
-            f"bootstrap.servers={HOST}:{PORTS['kafka-a']}",
+            f"bootstrap.servers={HOST}:{PORTS[kafka]}",
             f"group.id=connect-cluster{suffix}",
             f"listeners=http://{HOST}:{port}",
             f"rest.advertised.host.name={HOST}",
@@ -580,6 +597,13 @@ def spark_components(
 #: (KIP-898) instead of a reflective scan of every jar, which takes 20 s of the start-up here.
 FAST_RESTART = ["plugin.discovery=service_load"]
 
+#: The exactly-once worker (KIP-618): every source task writes its records and its offsets in one
+#: transaction per batch, so MirrorMaker 2's checkpoints and mirrored records carry transaction
+#: markers, and the leader fences zombie tasks through the config topic with a transactional producer
+#: too. Kafka C (single broker) already has a transaction state log of replication factor 1
+#: (prepare_kafka). Plugins through their ServiceLoader manifests: it starts in about half the time.
+EXACTLY_ONCE = ["exactly.once.source.support=enabled", *FAST_RESTART]
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in [
@@ -600,6 +624,10 @@ COMPONENTS: dict[str, Component] = {
         ),
         Component("kafka-a", [PORTS["kafka-a"], PORTS["kafka-a-controller"]], [], prepare_kafka("a"), kafka_ready("a")),
         Component("kafka-b", [PORTS["kafka-b"], PORTS["kafka-b-controller"]], [], prepare_kafka("b"), kafka_ready("b")),
+        # On demand, for MirrorMaker 2 tests that need a third site (a chain of two mirrors: MirrorMaker 2
+        # never mirrors a topic back to a cluster it came from, so two clusters make one hop at most)
+        # and for the exactly-once worker below, whose Kafka it is.
+        Component("kafka-c", [PORTS["kafka-c"], PORTS["kafka-c-controller"]], [], prepare_kafka("c"), kafka_ready("c")),
         Component("connect", [PORTS["connect"]], ["kafka-a"], prepare_connect("connect"), connect_ready("connect")),
         Component(
             "connect-auth",
@@ -647,6 +675,16 @@ COMPONENTS: dict[str, Component] = {
             ["kafka-a"],
             prepare_connect("connect-fault-2", group="fault", settings=FAST_RESTART),
             connect_ready("connect-fault-2"),
+        ),
+        # On demand, for MirrorMaker 2 with exactly-once source support (tests/integration/
+        # test_mirrormaker2_exactly_once.py): a worker of its own (group connect-cluster-eos, -eos topics)
+        # on Kafka C, so that a mirror into C writes its checkpoints in transactions.
+        Component(
+            "connect-eos",
+            [PORTS["connect-eos"]],
+            ["kafka-c"],
+            prepare_connect("connect-eos", settings=EXACTLY_ONCE, kafka="kafka-c"),
+            connect_ready("connect-eos"),
         ),
         # On demand, for running the offsets pipeline with spark-submit against a real cluster by hand
         # (docs/pipeline.md); `up spark-worker` starts the master too, `down` stops the worker first.
@@ -821,7 +859,7 @@ def cmd_down() -> None:
     for name in reversed(list(COMPONENTS)):
         if stop(COMPONENTS[name]):
             print(f"  {name:<20} stopped")
-    for name in ("etcd-data", "kafka-a-data", "kafka-b-data", "run", "pki"):
+    for name in ("etcd-data", "kafka-a-data", "kafka-b-data", "kafka-c-data", "run", "pki"):
         shutil.rmtree(STACK_DIR / name, ignore_errors=True)
     kubeconfig_path().unlink(missing_ok=True)
     print("stack down")
@@ -829,12 +867,15 @@ def cmd_down() -> None:
 
 def info() -> dict[str, object]:
     running = {name: read_pid(c) is not None for name, c in COMPONENTS.items()}
-    creds = state() if (RUN_DIR / "state.json").exists() else {}
+    # Read only: ``info`` runs in every test process at once, and only ``up`` (under its lock) adds values.
+    saved = RUN_DIR / "state.json"
+    creds: dict[str, str] = json.loads(saved.read_text()) if saved.exists() else {}
     return {
         "kubeconfig": str(kubeconfig_path()),
         "apiserver": f"https://{HOST}:{PORTS['apiserver']}",
         "kafka_a": f"{HOST}:{PORTS['kafka-a']}",
         "kafka_b": f"{HOST}:{PORTS['kafka-b']}",
+        "kafka_c": f"{HOST}:{PORTS['kafka-c']}",
         "connect_url": f"http://{HOST}:{PORTS['connect']}",
         "connect_auth_url": f"http://{HOST}:{PORTS['connect-auth']}",
         "connect_aux_url": f"http://{HOST}:{PORTS['connect-aux']}",
@@ -842,6 +883,7 @@ def info() -> dict[str, object]:
         "connect_standalone_url": f"http://{HOST}:{PORTS['connect-standalone']}",
         "connect_fault_url": f"http://{HOST}:{PORTS['connect-fault']}",
         "connect_fault_2_url": f"http://{HOST}:{PORTS['connect-fault-2']}",
+        "connect_eos_url": f"http://{HOST}:{PORTS['connect-eos']}",
         "spark_master_url": f"spark://{HOST}:{PORTS['spark-master']}",
         "spark_master_ui": f"http://{HOST}:{PORTS['spark-master-ui']}",
         "run_dir": str(RUN_DIR),
@@ -872,6 +914,8 @@ def cmd_env() -> None:
     print(f"export CONNECT_URL={data['connect_url']}")
     print(f"export KAFKA_BOOTSTRAP={data['kafka_a']}")
     print(f"export KAFKA_B_BOOTSTRAP={data['kafka_b']}")
+    print(f"export KAFKA_C_BOOTSTRAP={data['kafka_c']}")
+    print(f"export CONNECT_EOS_URL={data['connect_eos_url']}")
     print(f"export PATH={BIN_DIR}:$PATH")
 
 
