@@ -9,6 +9,9 @@ Subcommands:
   dedicated MirrorMaker 2 (no REST offsets API), history (``--from-beginning``) and copying
   offsets between clusters or connectors.
 - ``crds``: write the CRD manifests generated from the models.
+- ``migrate-storage``: rewrite every stored object of the three kinds in the CRDs' storage version
+  and drop the older versions from ``status.storedVersions`` (tools/storage_migration.py,
+  docs/api-versions.md).
 
 Exit codes (tools/exit_codes.py, shared with the pipeline and the kubectl plugin): 0 success (a dry
 run included), 1 the store could not be read or written (Kafka or file error), 2 bad usage or input
@@ -56,6 +59,8 @@ from connect_offsets.tools.offline.store import (
 )
 from connect_offsets.tools.offline.worker_config import WorkerConfig, WorkerConfigError
 from connect_offsets.tools.pipeline.command import register as register_pipeline
+from connect_offsets.tools.storage_migration import MigrationError, migrate_storage
+from connect_offsets.tools.storage_migration import register as register_migration
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "EXIT_REFUSED", "main", "render_crds"]
 
@@ -533,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-unknown", action="store_true", help="write offsets for connectors not in the config topic"
     )
     imp.set_defaults(func=_cmd_import)
+    register_migration(sub, lambda args: migrate_storage(args, sys.stdout), _EXIT_CODES)
     # The PySpark pipeline: pyspark is imported only when a pipeline job runs (the [spark] extra).
     register_pipeline(sub)
     return parser
@@ -563,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(error, EXIT_INVALID, args, [], sys.stderr)
     except WorkerStoreError as error:
         return _fail(error, EXIT_FAILED, args, [], sys.stderr)
+    except MigrationError as error:
+        return _fail(error, error.code, args, [], sys.stderr)
     except KeyboardInterrupt:
         print("connect-offsets: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

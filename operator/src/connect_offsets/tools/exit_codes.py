@@ -24,7 +24,7 @@ Tool = Literal["connect-offsets", "pipeline", "kubectl"]
 
 #: Display names, in table order.
 TOOLS: Final[dict[Tool, str]] = {
-    "connect-offsets": "connect-offsets export, import, crds",
+    "connect-offsets": "connect-offsets export, import, crds, migrate-storage",
     "pipeline": "connect-offsets pipeline",
     "kubectl": "kubectl connect-offsets",
 }
@@ -62,8 +62,11 @@ _MEANINGS: Final[dict[ExitCode, str]] = {
 TOOL_DETAILS: Final[dict[Tool, dict[ExitCode, str]]] = {
     "connect-offsets": {
         ExitCode.OK: "",
-        ExitCode.FAILED: "the store could not be read or written (Kafka unreachable, a topic or file error)",
+        ExitCode.FAILED: "the store could not be read or written (Kafka unreachable, a topic or file error); "
+        "migrate-storage: an object the API server would not write back (its message is printed)",
         ExitCode.INVALID: "bad flags, document or worker config",
+        ExitCode.KUBERNETES: "migrate-storage: the Kubernetes API could not be used (kubeconfig, connection, "
+        "permissions)",
         ExitCode.REFUSED: "a connector not STOPPED or unknown, a running standalone worker; "
         "--force / --allow-unknown override",
         ExitCode.INTERRUPTED: "",
