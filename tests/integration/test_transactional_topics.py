@@ -4,17 +4,51 @@
   transactional producer, committed and aborted transactions, ending in a commit marker: it finishes,
   skips the aborted checkpoints and returns the newest committed one per partition, and does not wait
   for a transaction still open.
+* Progress of a FileStreamSink on a topic written by a transactional producer (committed and
+  aborted transactions): its group commits the last record + 1, where the commit marker sits, so
+  its committed offset stays below the end for ever. Once caught up it is ``Progressing=True/
+  UpToDate`` with lag 0, and stays so after ``stallAfter`` (15 s) has passed (it read
+  ``NotAdvancing`` before, with 1 record waiting). Then its file, a named pipe, is no longer read:
+  the next committed transaction (more than the pipe's buffer) blocks the task in ``put()``, nothing
+  is committed, and it turns ``False/NotAdvancing`` with the records waiting. The pipe is read
+  again before the connector is deleted, so no blocked task thread is left in the shared worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connect_offsets.clients.kafka_groups import Checkpoint, KafkaGroups, encode_checkpoint
+from tests.conftest import REPO, OperatorProcess, wait_for
+from tests.integration.support import (
+    FILE_SINK,
+    CrdKeeper,
+    create_cluster,
+    create_connector_kept,
+    get_connector,
+    wait_condition,
+)
+
+STALL_AFTER_S = 15
+
+
+@pytest.fixture(autouse=True)
+def this_branch_crds(stack: dict[str, Any]) -> Iterator[None]:
+    """The CRDs of this checkout, applied again (another session's older CRDs prune spec.progress)."""
+    with CrdKeeper(stack, REPO / "crds"):
+        yield
 
 
 def _topic(bootstrap: str, topic: str) -> None:
@@ -66,3 +100,97 @@ def test_transactional_checkpoints_are_read_to_their_end(stack: dict[str, Any], 
         assert read.checkpoints == {("east.orders", 0): first, ("east.orders", 1): newest}
     finally:
         producer.abort_transaction(30)
+
+
+class PausablePipeReader:
+    """Reads a named pipe in a thread while ``reading`` is set (``cat pipe > /dev/null`` that can be
+    paused); paused, it keeps the pipe open, so the writer blocks once the pipe's buffer is full."""
+
+    def __init__(self, pipe: Path) -> None:
+        self.pipe = pipe
+        self.bytes = 0
+        self.reading = threading.Event()
+        self.reading.set()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+
+    def _read(self) -> None:
+        with self.pipe.open("rb", buffering=0) as reader:
+            while True:
+                self.reading.wait()
+                chunk = reader.read(4096)
+                if not chunk:
+                    return
+                self.bytes += len(chunk)
+
+
+def _progressing(body: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in body["status"]["conditions"] if c["type"] == "Progressing")
+
+
+def test_a_sink_on_a_transactional_topic_is_up_to_date_then_not_advancing_when_blocked(
+    stack: dict[str, Any],
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    bootstrap = stack["kafka_a"]
+    topic = name = f"txsink-{unique}"
+    _topic(bootstrap, topic)
+    producer = _transactional(bootstrap, f"sink-{unique}")
+
+    def transaction(count: int, *, commit: bool, size: int = 10) -> None:
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(topic, value=json.dumps(f"{i:0{size}d}").encode(), partition=0)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    transaction(5, commit=True)
+    transaction(3, commit=False)
+    transaction(4, commit=True)  # the log ends in a commit marker
+    pipe = tmp_path / "sink.fifo"
+    os.mkfifo(pipe)
+    reader = PausablePipeReader(pipe)
+    reader.thread.start()
+    create_cluster(custom, namespace, connect_url, kafka={"bootstrapServers": bootstrap})
+    create_connector_kept(
+        custom,
+        namespace,
+        name,
+        {
+            "class": FILE_SINK,
+            "tasksMax": 1,
+            "config": {"topics": topic, "file": str(pipe)},
+            "progress": {"stallAfter": f"{STALL_AFTER_S}s"},
+        },
+    )
+    try:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning")
+        wait_condition(custom, namespace, name, "Progressing", status="True", reason="UpToDate", timeout=120)
+        body = get_connector(custom, namespace, name)
+        assert body["status"]["progress"]["totalLag"] == 0, body["status"]["progress"]
+        # Past stallAfter (and a few drift intervals), the caught-up sink is still up to date.
+        since = time.monotonic()
+        wait_for("stallAfter passed", lambda: time.monotonic() - since > STALL_AFTER_S + 15, timeout=60, interval=1)
+        body = get_connector(custom, namespace, name)
+        condition = _progressing(body)
+        assert (condition["status"], condition["reason"]) == ("True", "UpToDate"), condition
+        assert body["status"]["progress"]["totalLag"] == 0, body["status"]["progress"]
+
+        reader.reading.clear()  # nobody reads the pipe any more
+        transaction(3000, commit=True, size=100)  # ~300 KB: more than the pipe's buffer
+        condition = wait_condition(custom, namespace, name, "Progressing", status="False", timeout=180)
+        assert condition["reason"] == "NotAdvancing", condition
+        assert "record(s) waiting on 1 partition(s)" in condition["message"], condition
+        progress = get_connector(custom, namespace, name)["status"]["progress"]
+        assert progress["totalLag"] > 0 and progress["partitionsBehind"] == 1, progress
+    finally:
+        reader.reading.set()  # never leave the task blocked in the shared worker
+        connect.delete(f"/connectors/{name}")
+        reader.thread.join(timeout=60)

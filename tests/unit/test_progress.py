@@ -153,6 +153,11 @@ class Kafka:
     def __init__(self) -> None:
         self.ends: dict[tuple[str, int], int] = {}
         self.committed: dict[str, dict[tuple[str, int], int]] = {}
+        #: High watermarks where a transaction is open (else the last stable offset, ``ends``).
+        self.highs: dict[tuple[str, int], int] = {}
+        #: Tails (partition, from) holding only markers and aborted records.
+        self.empty: set[tuple[tuple[str, int], int]] = set()
+        self.tails: list[list[tuple[tuple[str, int], int]]] = []  # per round: the tails asked to be read
         self.rounds: list[dict[str, Any]] = []
         self.fail: str | None = None
 
@@ -162,11 +167,15 @@ class Kafka:
         topics = kwargs["topics"] or {"orders-topic": 1, "audit-topic": 1, "other-topic": 1}
         partitions = kwargs["partitions_of"](topics)
         ends = {tp: self.ends.get(tp, 0) for tp in partitions}
-        reads = kwargs["groups_to_read"](ends)
-        self.rounds.append({"namespace": kwargs["namespace"], "partitions": partitions, "groups": sorted(reads)})
+        highs = {tp: self.highs.get(tp, ends[tp]) for tp in partitions}
+        reads = kwargs["groups_to_read"](ends, highs)
         committed = {group: dict(self.committed.get(group, {})) for group in reads}
-        requests = {"metadata": 0 if kwargs["topics"] else 1, "list_offsets": 1, "group_offsets": len(reads)}
-        return SinkPositions(topics, ends, {tp: 0 for tp in partitions}, committed, {}, requests)
+        tails = sorted(kwargs["tails_to_read"](committed, ends))
+        self.rounds.append({"namespace": kwargs["namespace"], "partitions": partitions, "groups": sorted(reads)})
+        self.tails.append(tails)
+        empty = frozenset((tp, offset, ends[tp]) for tp, offset in tails if (tp, offset) in self.empty)
+        requests = {"metadata": 0 if kwargs["topics"] else 1, "list_offsets": 2, "group_offsets": len(reads)}
+        return SinkPositions(topics, ends, {tp: 0 for tp in partitions}, committed, {}, requests, highs, empty)
 
 
 @pytest.fixture
@@ -249,3 +258,72 @@ async def test_kafka_trouble_is_not_measured_never_stalled(kafka: Kafka) -> None
     await monitor.measure("ns", "local", CLIENT, {"orders": connector("orders")})
     entry = monitor.registry.get("ns", "orders")
     assert entry is not None and entry.measured_at is None and "_TRANSPORT" in (entry.error or "")
+
+
+# --- topics written in transactions (issue 46, item 3) ----------------------------------------------
+
+TP0 = ("orders-topic", 0)
+
+
+async def test_a_caught_up_sink_on_a_transactional_topic_is_up_to_date(kafka: Kafka) -> None:
+    """Its last record + 1 is committed, the commit marker sits there: the tail up to the last stable
+    offset is read once, holds nothing a read_committed consumer is given, and the lag is 0."""
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 7}}
+    kafka.empty = {(TP0, 7)}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.tails == [[(TP0, 7)]]
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(0, 0, 1) and entry.empty_tails == {(TP0, 7, 8)}
+    _, condition = judge(entry, ProgressSpec(stall_after="1s"), datetime.now(UTC) + timedelta(hours=1))
+    assert condition is not None and (condition.status, condition.reason) == ("True", "UpToDate")
+    # Idle from then on: the group is not read, the tail not read again.
+    monitor.registry.report("ns", "orders", SPEC, datetime.now(UTC))
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert [r["groups"] for r in kafka.rounds] == [["connect-orders"], []] and kafka.tails[-1] == []
+
+
+async def test_a_blocked_sink_on_a_transactional_topic_is_not_advancing(kafka: Kafka) -> None:
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 7}}
+    kafka.empty = {(TP0, 7)}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    kafka.ends = {TP0: 20}  # a committed transaction of 11 records and its marker: not read by the sink
+    kafka.empty = set()  # from offset 7 on, records are there now
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.tails[-1] == [(TP0, 7)]  # its tail to the new last stable offset is read
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(13, 1, 1) and entry.empty_tails == frozenset()
+    _, condition = judge(entry, ProgressSpec(stall_after="1s"), datetime.now(UTC) + timedelta(hours=1))
+    assert condition is not None and (condition.status, condition.reason) == ("False", "NotAdvancing")
+
+
+async def test_a_moving_sink_is_not_read_for_its_tail(kafka: Kafka) -> None:
+    monitor, _ = make_monitor([resource("orders")])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {TP0: 30}, {"connect-orders": {TP0: 10}}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    kafka.committed = {"connect-orders": {TP0: 20}}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.tails == [[(TP0, 10)], []]  # the first look, then it moved: Advancing, no read
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(10, 1, 1)
+
+
+async def test_a_sink_behind_an_open_transaction_says_so(kafka: Kafka) -> None:
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 8}}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    monitor.registry.report("ns", "orders", SPEC, datetime.now(UTC))
+    kafka.highs = {TP0: 13}  # a transaction opened: 5 records past the last stable offset
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.rounds[-1]["groups"] == ["connect-orders"]  # the high watermark moved: read again
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and (entry.open_records, entry.open_partitions) == (5, 1)
+    status, condition = judge(entry, ProgressSpec(stall_after="1s"), datetime.now(UTC) + timedelta(hours=1))
+    assert condition is not None and (condition.status, condition.reason) == ("True", "UpToDate")
+    assert "5 record(s) of a transaction still open on 1 partition(s)" in condition.message
+    assert status is not None and status.total_lag == 0 and "transaction still open" in (status.message or "")

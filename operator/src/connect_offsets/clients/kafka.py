@@ -21,10 +21,18 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from confluent_kafka import OFFSET_INVALID, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from connect_offsets import fencing
@@ -33,6 +41,7 @@ from connect_offsets.errors import TransientError
 
 __all__ = [
     "MAX_KAFKA_RESPONSE_BYTES",
+    "MAX_TAIL_PROBES",
     "ClusterIdCache",
     "KafkaAdminError",
     "LogOffsets",
@@ -287,12 +296,23 @@ def _selected_partitions(
 
 
 def _list(
-    admin: AdminClient, partitions: list[tuple[str, int]], spec: OffsetSpec, timeout: float, what: str
+    admin: AdminClient,
+    partitions: list[tuple[str, int]],
+    spec: OffsetSpec,
+    timeout: float,
+    what: str,
+    *,
+    read_committed: bool = False,
 ) -> dict[tuple[str, int], int]:
+    """One batched ListOffsets; ``read_committed``: with IsolationLevel READ_COMMITTED, for which
+    the broker answers the latest offset with the last stable offset (KIP-98), not the high watermark."""
     if not partitions:
         return {}
+    isolation = {"isolation_level": IsolationLevel.READ_COMMITTED} if read_committed else {}
     try:
-        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout)
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout, **isolation
+        )
         return {(tp.topic, tp.partition): int(f.result(timeout=timeout + 5).offset) for tp, f in futures.items()}
     except KafkaException as error:
         raise KafkaAdminError(f"{what}: {_kafka_text(error)}") from error
@@ -339,6 +359,13 @@ async def offsets_for_timestamp(
 
 
 TP = tuple[str, int]
+TP3 = tuple[TP, int, int]
+
+
+#: Partitions whose tail (committed offset .. last stable offset) one round reads at most, and what
+#: one read may fetch: enough to see whether a data record is there, not to read a backlog.
+MAX_TAIL_PROBES: Final = 256
+_TAIL_FETCH_BYTES: Final = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -346,11 +373,16 @@ class SinkPositions:
     """One cluster's round of sink progress (``sink_positions``)."""
 
     topics: dict[str, int]  # the metadata used: partitions per topic
-    ends: dict[TP, int]
+    ends: dict[TP, int]  # last stable offsets: the end a read_committed consumer can reach
     starts: dict[TP, int]  # earliest offsets, of the partitions a read group has no commit for
     committed: dict[str, dict[TP, int]]  # per group read: its committed offsets (a partition absent: none)
     group_errors: dict[str, str]  # groups whose read failed, and why
-    requests: dict[str, int]  # Kafka requests made, by kind: metadata, list_offsets, group_offsets
+    requests: dict[str, int]  # Kafka requests made, by kind: metadata, list_offsets, group_offsets, tail_reads
+    #: High watermarks (read_uncommitted ends): above ``ends`` while a transaction is open.
+    highs: dict[TP, int] = field(default_factory=dict)
+    #: Tails read (``tails_to_read``) that hold no record a read_committed consumer is given - only
+    #: commit/abort markers and aborted records: (partition, from offset, last stable offset).
+    empty_tails: frozenset[tuple[TP, int, int]] = frozenset()
 
 
 async def sink_positions(
@@ -358,7 +390,8 @@ async def sink_positions(
     *,
     topics: dict[str, int] | None,
     partitions_of: Callable[[dict[str, int]], Collection[TP]],
-    groups_to_read: Callable[[dict[TP, int]], dict[str, list[TP]]],
+    groups_to_read: Callable[[dict[TP, int], dict[TP, int]], dict[str, list[TP]]],
+    tails_to_read: Callable[[dict[str, dict[TP, int]], dict[TP, int]], Collection[tuple[TP, int]]] | None = None,
     namespace: str,
     timeout: float = 10.0,
 ) -> SinkPositions:
@@ -366,17 +399,27 @@ async def sink_positions(
     of the consumer groups worth reading, in one call in the tenant pool (``clients.tenant_io``).
 
     Requests: a metadata request only when ``topics`` is None (the caller keeps the answer for a
-    while), one batched ListOffsets for every partition of every sink (``partitions_of``), then one
-    ListConsumerGroupOffsets per group ``groups_to_read`` names once it has seen the end offsets (a
-    group whose input did not move and that had nothing waiting is not read), all sent at once on
-    one connection, and one more batched ListOffsets (earliest) only for partitions such a group has
-    no commit for. librdkafka takes one group per ListConsumerGroupOffsets (confluent-kafka 2.16
-    refuses more: "Currently we support listing only 1 consumer groups offset information"), so the
-    groups are not one request; idle groups cost nothing.
+    while), two batched ListOffsets for every partition of every sink (``partitions_of``): the last
+    stable offsets (READ_COMMITTED) and the high watermarks, which differ only while a transaction
+    is open; then one ListConsumerGroupOffsets per group ``groups_to_read`` names once it has seen
+    the end offsets (last stable, high) (a group whose input did not move and that had nothing
+    waiting is not read), all sent at once on one connection, and one more batched ListOffsets
+    (earliest) only for partitions such a group has no commit for. librdkafka takes one group per
+    ListConsumerGroupOffsets (confluent-kafka 2.16 refuses more: "Currently we support listing only
+    1 consumer groups offset information"), so the groups are not one request; idle groups cost
+    nothing.
+
+    Topics written in transactions: a sink that read everything commits its last record + 1, and
+    the commit marker sits at that offset, so the committed offset stays one (or, after aborted
+    transactions, more) below the last stable offset for ever. ``tails_to_read`` names the
+    partitions (and the committed offset) worth a look; one read_committed consumer, assigned at
+    those offsets, tells which hold no record it is given before the last stable offset
+    (``empty_tails``): librdkafka hands it no markers and no aborted records, and moves its position
+    past them.
     """
 
     def run() -> SinkPositions:
-        requests = {"metadata": 0, "list_offsets": 0, "group_offsets": 0}
+        requests = {"metadata": 0, "list_offsets": 0, "group_offsets": 0, "tail_reads": 0}
         admin = _admin(_client_settings(config, timeout))
         where = f"cluster {config.get('bootstrap.servers', '?')}"
         known = topics
@@ -389,9 +432,10 @@ async def sink_positions(
             known = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
         partitions = sorted(set(partitions_of(known)))
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
-        requests["list_offsets"] += 1 if partitions else 0
-        reads = groups_to_read(ends)
+        ends = _list(admin, partitions, latest, timeout, f"last stable offsets on {where}", read_committed=True)
+        highs = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
+        requests["list_offsets"] += 2 if partitions else 0
+        reads = groups_to_read(ends, highs)
         futures = {}
         for group, wanted in reads.items():
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in wanted] or None)
@@ -419,9 +463,72 @@ async def sink_positions(
         earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         starts = _list(admin, uncommitted, earliest, timeout, f"start offsets on {where}")
         requests["list_offsets"] += 1 if uncommitted else 0
-        return SinkPositions(known, ends, starts, committed, errors, requests)
+        empty: frozenset[tuple[TP, int, int]] = frozenset()
+        if tails_to_read is not None:
+            tails: dict[TP, tuple[int, int]] = {}
+            for tp, offset in tails_to_read(committed, ends):
+                end = ends.get(tp)
+                if end is not None and offset < end and tp not in tails and len(tails) < MAX_TAIL_PROBES:
+                    tails[tp] = (offset, end)
+            if tails:
+                requests["tail_reads"] += 1
+                empty = _empty_tails(config, tails, timeout)
+        return SinkPositions(known, ends, starts, committed, errors, requests, highs, empty)
 
     return await _tenant_call(namespace, config, run)
+
+
+def _empty_tails(config: dict[str, Any], tails: dict[TP, tuple[int, int]], timeout: float) -> frozenset[TP3]:
+    """Which of ``tails`` (partition: (from, last stable offset)) hold no record a read_committed
+    consumer is given: one consumer assigned at each ``from``, until its position reaches the last
+    stable offset (empty) or it is given a record before it (not empty), within ``timeout``. A
+    partition not decided in time, or whose read failed, is not empty: it is counted as records
+    waiting, as before."""
+    settings = {
+        **_client_settings(config, timeout),
+        "group.id": "connect-offsets-progress-tails",  # assign() only: it never joins or commits
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "isolation.level": "read_committed",
+        "fetch.max.bytes": _TAIL_FETCH_BYTES,
+        "max.partition.fetch.bytes": _TAIL_FETCH_BYTES // 4,
+        "queued.max.messages.kbytes": _TAIL_FETCH_BYTES // 1024,
+    }
+    try:
+        consumer = Consumer(settings)
+    except KafkaException as error:
+        log.debug("tail reads on %s: %s", config.get("bootstrap.servers", "?"), _kafka_text(error))
+        return frozenset()
+    empty: set[TP3] = set()
+    pending = dict(tails)
+    try:
+        consumer.assign([TopicPartition(t, p, offset) for (t, p), (offset, _) in sorted(pending.items())])
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            decided: list[TP] = []
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                topic, partition = message.topic(), message.partition()
+                if topic is None or partition is None:
+                    continue
+                tp = (topic, partition)
+                if tp not in pending:
+                    continue
+                if message.error() is not None or (message.offset() or 0) < pending[tp][1]:
+                    decided.append(tp)  # a record it is given before the end: records wait
+                    pending.pop(tp)
+            for at in consumer.position([TopicPartition(t, p) for t, p in pending]):
+                tp = (at.topic, at.partition)
+                if tp in pending and at.error is None and at.offset is not None and at.offset >= pending[tp][1]:
+                    offset, end = pending.pop(tp)
+                    empty.add((tp, offset, end))
+                    decided.append(tp)
+            if decided:
+                consumer.pause([TopicPartition(t, p) for t, p in decided])
+    except KafkaException as error:
+        log.debug("tail reads on %s: %s", config.get("bootstrap.servers", "?"), _kafka_text(error))
+    finally:
+        consumer.close()
+    return frozenset(empty)
 
 
 # The helpers above, for the other modules of clients that talk to tenants' brokers (kafka_groups):

@@ -7,7 +7,8 @@ Nothing is read for a connector no resource of this cluster owns.
 
 * **Sinks**, all of the cluster's in one call in the tenant pool (``clients.kafka.sink_positions``,
   the ConnectCluster's ``spec.kafka`` through the credentials policy, counted against the
-  ConnectCluster's namespace like every tenant Kafka call): one batched ListOffsets per interval,
+  ConnectCluster's namespace like every tenant Kafka call): two batched ListOffsets per interval
+  (last stable offsets and high watermarks: topics written in transactions),
   a metadata request every ``METADATA_REFRESH_S``, and the committed offsets only of the groups
   whose input moved or that had records waiting. Idle sinks cost nothing per connector.
 * **Sources**: ``GET /connectors/<name>/offsets`` of each RUNNING source connector every
@@ -250,7 +251,7 @@ class ProgressMonitor:
 
         groups = {key: _group(c) for c in sinks if (key := (c.namespace, c.name)) in selectors}
 
-        def groups_to_read(ends: dict[TP, int]) -> dict[str, list[TP]]:
+        def groups_to_read(ends: dict[TP, int], highs: dict[TP, int]) -> dict[str, list[TP]]:
             reads: dict[str, set[TP]] = {}
             for key, parts in partitions.items():
                 previous = started[key]
@@ -261,10 +262,29 @@ class ProgressMonitor:
                     and previous.measured_at is not None
                     and set(previous.ends) == set(parts)
                     and all(previous.ends.get(tp) == ends.get(tp) for tp in parts)
+                    and all(previous.highs.get(tp) == highs.get(tp) for tp in parts)
                 )
                 if not idle:
                     reads.setdefault(groups[key], set()).update(parts)
             return {group: sorted(parts) for group, parts in reads.items()}
+
+        def tails_to_read(committed: dict[str, dict[TP, int]], ends: dict[TP, int]) -> list[tuple[TP, int]]:
+            # Partitions whose committed offset is below the last stable offset and did not move since
+            # the last round (a sink that moves is Advancing anyway): is anything readable left there,
+            # or only markers and aborted records? Tails known empty are not read again.
+            wanted: list[tuple[TP, int]] = []
+            for key, parts in partitions.items():
+                previous = started[key]
+                offsets = committed.get(groups[key])
+                if offsets is None:
+                    continue
+                for tp in parts:
+                    offset, end = offsets.get(tp), ends.get(tp)
+                    if offset is None or end is None or offset >= end or (tp, offset, end) in previous.empty_tails:
+                        continue
+                    if previous.committed is None or previous.committed.get(tp) == offset:
+                        wanted.append((tp, offset))
+            return wanted
 
         try:
             positions = await sink_positions(
@@ -272,6 +292,7 @@ class ProgressMonitor:
                 topics=state.topics,
                 partitions_of=partitions_of,
                 groups_to_read=groups_to_read,
+                tails_to_read=tails_to_read,
                 namespace=namespace,
             )
         except KafkaAdminError as error:
@@ -292,16 +313,29 @@ class ProgressMonitor:
                 continue
             parts = partitions.get(key, [])
             ends = {tp: positions.ends[tp] for tp in parts if tp in positions.ends}
+            highs = {tp: positions.highs[tp] for tp in parts if tp in positions.highs}
             group = groups[key]
             if group in positions.group_errors:
                 self._failed(candidate, started, positions.group_errors[group])
                 continue
             if group not in positions.committed:  # idle: nothing moved, nothing waiting
-                self.registry.put(*key, replace(previous, ends=ends, measured_at=now, error=None))
+                self.registry.put(*key, replace(previous, ends=ends, highs=highs, measured_at=now, error=None))
                 continue
             committed = {tp: offset for tp, offset in positions.committed[group].items() if tp in ends}
+            empty = {
+                tail
+                for tail in positions.empty_tails | previous.empty_tails
+                if tail[0] in committed and (committed[tail[0]], ends[tail[0]]) == tail[1:]
+            }
+            # What a read_committed consumer can still be given: nothing past an empty tail.
+            reached = {tp: ends[tp] if (tp, offset, ends[tp]) in empty else offset for tp, offset in committed.items()}
             from_latest = candidate.config.get("consumer.override.auto.offset.reset", "").strip() == "latest"
-            lag = sink_lag(parts, committed, ends, positions.starts, from_latest=from_latest)
+            lag = sink_lag(parts, reached, ends, positions.starts, from_latest=from_latest)
+            open_tps = [
+                tp
+                for tp in parts
+                if tp in reached and reached[tp] >= ends[tp] and highs.get(tp, ends[tp]) > max(ends[tp], reached[tp])
+            ]
             moved = previous.committed is not None and committed != previous.committed
             self.registry.put(
                 *key,
@@ -310,6 +344,11 @@ class ProgressMonitor:
                     lag=lag,
                     committed=committed,
                     ends=ends,
+                    highs=highs,
+                    empty_tails=frozenset(empty),
+                    # A sink reading uncommitted records may be past the last stable offset already.
+                    open_records=sum(highs[tp] - max(ends[tp], reached[tp]) for tp in open_tps),
+                    open_partitions=len(open_tps),
                     last_moved=now if moved else previous.last_moved,
                     measured_at=now,
                     error=None,

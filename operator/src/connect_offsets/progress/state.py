@@ -7,7 +7,11 @@ ConnectCluster's pass) and read by the resource's own pass, the one place that w
 
 ``judge`` decides the ``Progressing`` condition and the bounded ``status.progress`` summary:
 
-* a sink with nothing waiting (lag 0) is ``True/UpToDate``;
+* a sink with nothing waiting (lag 0) is ``True/UpToDate``; on topics written in transactions
+  "waiting" is what a read_committed consumer can still be given: up to the last stable offset,
+  and not the commit/abort markers and aborted records after the last record it read (the monitor
+  reads such tails, ``clients.kafka.sink_positions``). Records of a transaction still open are not
+  waiting yet; a sink caught up to one is ``UpToDate`` and its message says so;
 * a connector whose offsets moved within ``stallAfter`` is ``True/Advancing``;
 * a RUNNING sink with records waiting whose offsets have not moved for ``stallAfter`` (counted from
   the last move seen, or from when the operator began watching it) is ``False/NotAdvancing``; so is
@@ -89,7 +93,14 @@ class ConnectorProgress:
     running: bool = True
     lag: SinkLag | None = None
     committed: dict[TP, int] | None = None  # sink: the group's committed offsets last read
-    ends: dict[TP, int] = field(default_factory=dict)  # sink: end offsets of its partitions last read
+    ends: dict[TP, int] = field(default_factory=dict)  # sink: last stable offsets of its partitions last read
+    highs: dict[TP, int] = field(default_factory=dict)  # sink: their high watermarks (above: an open transaction)
+    #: sink: tails known to hold nothing a read_committed consumer is given (partition, from, to).
+    empty_tails: frozenset[tuple[TP, int, int]] = frozenset()
+    #: sink: records of transactions still open past the last stable offset of partitions it caught
+    #: up to, and on how many partitions.
+    open_records: int = 0
+    open_partitions: int = 0
     digest: str | None = None  # source: digest of Connect's offsets last read
     partitions: int | None = None  # source: partitions in Connect's offsets
     last_moved: datetime | None = None
@@ -118,16 +129,25 @@ def judge(
     still = now - since >= stall_after
     if progress.kind == "sink":
         lag = progress.lag or SinkLag(0, 0, 0)
+        open_note = (
+            f"{progress.open_records} record(s) of a transaction still open on {progress.open_partitions} "
+            "partition(s), past the last stable offset: a read_committed consumer gets them once their "
+            "transaction commits"
+            if progress.open_records
+            else ""
+        )
         status = ProgressStatus(
             type="sink",
             total_lag=lag.total,
             partitions_behind=lag.behind,
             partitions=lag.partitions,
             last_moved=last_moved,
-            message=(progress.error or "")[:512],
+            message=(progress.error or open_note)[:512],
         )
         if lag.total == 0:
-            return status, ConditionSpec(CONDITION, "True", "UpToDate", "no records waiting")
+            return status, ConditionSpec(
+                CONDITION, "True", "UpToDate", f"no records waiting; {open_note}" if open_note else "no records waiting"
+            )
         if not still:
             return status, ConditionSpec(
                 CONDITION, "True", "Advancing", f"{lag.total} record(s) waiting on {lag.behind} partition(s)"
