@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps bytecode go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench krew lock clean
+.PHONY: help deps bytecode go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench plugin krew lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -20,6 +20,8 @@ help:
 	@echo "make image       build the operator image with podman, no registry needed (hack/build-image.sh)"
 	@echo "make test-image  build it and run the operator from it against the stack (one list, one alter)"
 	@echo "make bench       run the benchmarks in bench/ and record results in bench/README.md"
+	@echo "make plugin      build the kubectl plugin as one file that needs no Python (build/plugin/)"
+	@echo "make krew        that file's krew archive and manifest (build/plugin/krew/)"
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
@@ -124,11 +126,17 @@ demo: deps
 	@$(PYTHON) hack/stack.py up
 	@$(VPY) hack/demo.py
 
-# The kubectl plugin's krew archive (dist/connect-offsets-krew-vVERSION.tar.gz), byte for byte the one
-# deploy/krew/connect-offsets.yaml pins; see docs/kubectl-plugin.md (Install with krew).
-krew:
-	@$(PYTHON) hack/krew.py --check
+# The kubectl plugin as one file that needs no Python (issue 49): build/plugin/kubectl-connect_offsets, a
+# PyInstaller binary, and kubectl's completion executable beside it (hack/build_plugin.py; cached under
+# $(CACHE)/plugin, rebuilt only when the plugin's sources or pins change). See docs/kubectl-plugin.md.
+plugin: venv
+	@$(VPY) hack/build_plugin.py
+
+# Its krew archive and the manifest that pins it (build/plugin/krew/, rendered from
+# deploy/krew/connect-offsets.yaml), checked after rendering; see docs/kubectl-plugin.md (Install with krew).
+krew: plugin
 	@$(PYTHON) hack/krew.py
+	@$(PYTHON) hack/krew.py --check
 
 lock:
 	$(PYTHON) -m venv /tmp/connect-offsets-lock && /tmp/connect-offsets-lock/bin/pip install -q -e '.[dev]' hatchling

@@ -1,18 +1,21 @@
-"""The krew archive of the kubectl plugin, and the manifest's checksum of it.
+"""The krew archive of the one-file kubectl plugin, and the krew manifest that pins it.
 
-krew installs a plugin from an archive named by the manifest (``deploy/krew/connect-offsets.yaml``)
-and checks its sha256. The plugin is Python, so the archive holds only the shim
-``deploy/krew/kubectl-connect_offsets``; the shim
-runs ``python3 -m connect_offsets.tools.kubectl``. The archive is built byte for byte the same on
-every machine (fixed order, times, owners, modes; gzip without a timestamp), so the checksum in the
-manifest can be checked in and verified:
+krew installs a plugin from an archive named by a manifest and checks the archive's sha256. The
+archive holds what ``make plugin`` (hack/build_plugin.py) builds into ``build/plugin/``: the
+self-contained ``kubectl-connect_offsets`` (no Python needed) and ``kubectl_complete-connect_offsets``,
+kubectl's completion executable. Both as regular files: krew's unpacker takes nothing else (no
+links). The manifest is rendered from the template ``deploy/krew/connect-offsets.yaml`` with the
+package version, the platform the binary was built for (krew's ``os``/``arch`` selector: a frozen
+binary runs only there), the release ``uri`` and the archive's sha256 — a checksum belongs to one
+build, so it is never checked in. The archive itself is the same bytes for the same two files (fixed
+order, times, owners, modes; gzip without a timestamp), so a release can rebuild and compare it:
 
-    python3 hack/krew.py            # build dist/connect-offsets-krew-vVERSION.tar.gz, print its sha256
-    python3 hack/krew.py --write    # also write the version, uri and sha256 into the manifest
-    python3 hack/krew.py --check    # exit 1 if the manifest does not match the archive (tests run this)
+    python3 hack/krew.py            # build/plugin/krew/: the archive and connect-offsets.yaml
+    python3 hack/krew.py --check    # exit 1 if the rendered manifest does not pin that archive
 
-Until a release publishes the archive at the manifest's ``uri``, install it locally:
-``kubectl krew install --manifest=deploy/krew/connect-offsets.yaml --archive=dist/connect-offsets-krew-v0.1.0.tar.gz``.
+Install from a checkout (until a release publishes the archive at the manifest's ``uri``):
+``kubectl krew install --manifest=build/plugin/krew/connect-offsets.yaml
+--archive=build/plugin/krew/connect-offsets-krew-v0.1.0-linux-amd64.tar.gz``.
 """
 
 from __future__ import annotations
@@ -21,16 +24,22 @@ import argparse
 import gzip
 import hashlib
 import io
+import platform
 import re
 import sys
 import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIM = ROOT / "deploy" / "krew" / "kubectl-connect_offsets"
-MANIFEST = ROOT / "deploy" / "krew" / "connect-offsets.yaml"
+TEMPLATE = ROOT / "deploy" / "krew" / "connect-offsets.yaml"
+PLUGIN_DIR = ROOT / "build" / "plugin"
+#: The archive's files, in this order (the manifest's ``files``; ``bin`` is the first).
+EXECUTABLES = ("kubectl-connect_offsets", "kubectl_complete-connect_offsets")
 #: Where a release publishes the archive (the GitHub project behind ghcr.io/connect-offsets, see the chart).
 RELEASES = "https://github.com/connect-offsets/connect-offsets-operator/releases/download"
+#: krew's names (Go's GOOS/GOARCH) for what Python's platform module says.
+OS_NAMES = {"Linux": "linux", "Darwin": "darwin"}
+ARCH_NAMES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 def version() -> str:
@@ -41,66 +50,98 @@ def version() -> str:
     return found.group(1)
 
 
-def archive_name(release: str) -> str:
-    return f"connect-offsets-krew-v{release}.tar.gz"
+def build_platform() -> tuple[str, str]:
+    """krew's (os, arch) of this machine, which the binary was frozen on."""
+    system, machine = platform.system(), platform.machine()
+    if system not in OS_NAMES or machine not in ARCH_NAMES:
+        raise SystemExit(f"no krew platform for {system}/{machine}")
+    return OS_NAMES[system], ARCH_NAMES[machine]
 
 
-def archive_bytes() -> bytes:
-    """The archive: the shim alone, with fixed metadata so that the same shim gives the same bytes."""
+def archive_name(release: str, os_name: str, arch: str) -> str:
+    return f"connect-offsets-krew-v{release}-{os_name}-{arch}.tar.gz"
+
+
+def archive_bytes(plugin_dir: Path) -> bytes:
+    """The archive of the two executables in ``plugin_dir``, with fixed metadata (same files, same bytes)."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        data = SHIM.read_bytes()
-        info = tarfile.TarInfo(SHIM.name)
-        info.size, info.mode, info.mtime = len(data), 0o755, 0
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        tar.addfile(info, io.BytesIO(data))
+        for name in EXECUTABLES:
+            path = plugin_dir / name
+            if not path.is_file():
+                raise SystemExit(f"{path}: missing; build it first (make plugin)")
+            data = path.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o755, 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
-def sha256() -> str:
-    return hashlib.sha256(archive_bytes()).hexdigest()
-
-
-def expected_fields() -> dict[str, str]:
-    release = version()
-    return {
-        "version": f"v{release}",
-        "uri": f"{RELEASES}/v{release}/{archive_name(release)}",
-        "sha256": sha256(),
+def render(template: str, release: str, os_name: str, arch: str, sha256: str) -> str:
+    """The manifest: the template with this version, platform, uri and checksum."""
+    previous = re.search(r"^  version: v(\S+)$", template, re.MULTILINE)
+    if previous is None:
+        raise SystemExit(f"{TEMPLATE}: no spec.version")
+    text = template.replace(f"v{previous.group(1)}", f"v{release}")  # spec.version and the caveats' store path
+    fields = {
+        "os": os_name,
+        "arch": arch,
+        "uri": f"{RELEASES}/v{release}/{archive_name(release, os_name, arch)}",
+        "sha256": sha256,
     }
+    for key, value in fields.items():
+        text, count = re.subn(rf"^(\s*(?:- )?{key}: )\S+$", rf"\g<1>{value}", text, flags=re.MULTILINE)
+        if count != 1:
+            raise SystemExit(f"{TEMPLATE}: expected one {key}: line, found {count}")
+    return text
 
 
-def mismatches(text: str) -> list[str]:
-    """The manifest lines that disagree with the archive and the package version."""
+def mismatches(manifest: str, archive: bytes, release: str, os_name: str, arch: str) -> list[str]:
+    """What in a rendered manifest disagrees with the archive, the version and the platform."""
+    expected = {
+        "version": f"v{release}",
+        "os": os_name,
+        "arch": arch,
+        "uri": f"{RELEASES}/v{release}/{archive_name(release, os_name, arch)}",
+        "sha256": hashlib.sha256(archive).hexdigest(),
+        "bin": EXECUTABLES[0],
+    }
     problems = []
-    for key, value in expected_fields().items():
-        found = re.findall(rf"^\s*(?:- )?{key}: (\S+)$", text, re.MULTILINE)
-        if not found or any(v != value for v in found):
+    for key, value in expected.items():
+        found = re.findall(rf"^\s*(?:- )?{key}: (\S+)$", manifest, re.MULTILINE)
+        if found != [value]:
             problems.append(f"{key}: manifest has {found or 'nothing'}, expected {value}")
+    listed = re.findall(r"^\s*- from: (\S+)$", manifest, re.MULTILINE)
+    if listed != list(EXECUTABLES):
+        problems.append(f"files: manifest has {listed}, expected {list(EXECUTABLES)}")
     return problems
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write version, uri and sha256 into the manifest")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the manifest does not match")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the rendered manifest does not match")
+    parser.add_argument("--plugin-dir", type=Path, default=PLUGIN_DIR, help="where make plugin put the executables")
     args = parser.parse_args(argv)
-    release = version()
+    release, (os_name, arch) = version(), build_platform()
+    out = args.plugin_dir / "krew"
+    archive = archive_bytes(args.plugin_dir)
+    manifest_path = out / TEMPLATE.name
     if args.check:
-        problems = mismatches(MANIFEST.read_text())
+        if not manifest_path.exists():
+            print(f"{manifest_path}: missing; run python3 hack/krew.py", file=sys.stderr)
+            return 1
+        problems = mismatches(manifest_path.read_text(), archive, release, os_name, arch)
         for problem in problems:
-            print(f"{MANIFEST.relative_to(ROOT)}: {problem}", file=sys.stderr)
+            print(f"{manifest_path}: {problem}", file=sys.stderr)
         return 1 if problems else 0
-    target = ROOT / "dist" / archive_name(release)
-    target.parent.mkdir(exist_ok=True)
-    target.write_bytes(archive_bytes())
-    print(f"{target.relative_to(ROOT)} sha256 {sha256()}")
-    if args.write:
-        text = MANIFEST.read_text()
-        for key, value in expected_fields().items():
-            text = re.sub(rf"^(\s*(?:- )?{key}: )\S+$", rf"\g<1>{value}", text, flags=re.MULTILINE)
-        MANIFEST.write_text(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / archive_name(release, os_name, arch)).write_bytes(archive)
+    sha256 = hashlib.sha256(archive).hexdigest()
+    manifest_path.write_text(render(TEMPLATE.read_text(), release, os_name, arch, sha256))
+    print(f"{out / archive_name(release, os_name, arch)} sha256 {sha256}")
+    print(f"{manifest_path}")
     return 0
 
 

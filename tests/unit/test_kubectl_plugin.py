@@ -14,6 +14,7 @@ import pytest
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl as kp
 from connect_offsets.tools.exit_codes import epilog
+from connect_offsets.vocabulary import API_GROUP, API_VERSION
 from tests.plugin_bodies import east_to_west_spec
 
 NS = "kafka"
@@ -33,7 +34,7 @@ def connector_body(
     if alter_cm:
         spec["alterOffsets"] = {"fromConfigMap": {"name": alter_cm}}
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "KafkaConnector",
         "metadata": {
             "name": name,

@@ -29,7 +29,7 @@ from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl as kp
 from connect_offsets.tools.kubectl.lag import resolve_lag_target
 from connect_offsets.tools.kubectl.main import main
-from connect_offsets.vocabulary import CONNECTORS, MIRRORS
+from connect_offsets.vocabulary import API_GROUP, API_VERSION, CONNECTORS, MIRRORS
 from tests.fakes import FakeKube
 from tests.plugin_bodies import east_to_west_spec
 
@@ -63,7 +63,7 @@ def connector(
     if stop_policy:
         spec["offsetsPolicy"] = {"stopConnector": True}
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "KafkaConnector",
         "metadata": {
             "name": name,
@@ -79,7 +79,7 @@ def connector(
 
 def mirror(annotations: dict[str, str] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": "e2w", "namespace": NS, "uid": "uid-e2w", "annotations": dict(annotations or {})},
         "spec": east_to_west_spec(),
@@ -264,7 +264,7 @@ def api_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Fa
     return kube, server
 
 
-GROUP_PATH = f"/apis/connect-offsets.io/v1alpha1/namespaces/{NS}"
+GROUP_PATH = f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{NS}"
 
 
 def test_a_server_dry_run_sends_every_write_with_dry_run_all(

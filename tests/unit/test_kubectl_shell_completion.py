@@ -22,6 +22,7 @@ import yaml
 
 from connect_offsets.tools.kubectl import shell_completion as sc
 from connect_offsets.tools.kubectl.common import MIRROR, Kind
+from connect_offsets.vocabulary import API_GROUP, API_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "kubectl_complete-connect_offsets"
@@ -232,8 +233,8 @@ def test_names_from_the_api_server_are_names_only_bounded_and_print_no_credentia
     )
     paths = sorted(path for path, _, _ in sent)
     assert paths == [
-        "/apis/connect-offsets.io/v1alpha1/namespaces/kafka/kafkaconnectors",  # the context's namespace
-        "/apis/connect-offsets.io/v1alpha1/namespaces/kafka/kafkamirrormaker2s",
+        f"/apis/{API_GROUP}/{API_VERSION}/namespaces/kafka/kafkaconnectors",  # the context's namespace
+        f"/apis/{API_GROUP}/{API_VERSION}/namespaces/kafka/kafkamirrormaker2s",
     ]
     for _, query, headers in sent:
         assert query["limit"] == [str(sc.NAME_LIMIT)]
@@ -243,8 +244,8 @@ def test_names_from_the_api_server_are_names_only_bounded_and_print_no_credentia
     sent.clear()
     sc.complete(["--kubeconfig", str(config), "--context", "y", "lag", ""])
     assert {path for path, _, _ in sent} == {
-        "/apis/connect-offsets.io/v1alpha1/namespaces/default/kafkaconnectors",
-        "/apis/connect-offsets.io/v1alpha1/namespaces/default/kafkamirrormaker2s",
+        f"/apis/{API_GROUP}/{API_VERSION}/namespaces/default/kafkaconnectors",
+        f"/apis/{API_GROUP}/{API_VERSION}/namespaces/default/kafkamirrormaker2s",
     }
     assert sc.complete(["--kubeconfig", str(config), "--context", ""]) == "x\ny\n:4\n"
 

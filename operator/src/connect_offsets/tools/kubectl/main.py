@@ -1,4 +1,4 @@
-"""The entry point of the console script ``kubectl-connect_offsets``."""
+"""The entry point of the console script ``kubectl-connect_offsets`` and of the one-file build (make plugin)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from connect_offsets.tools.kubectl import shell_completion
 from connect_offsets.tools.kubectl.api import load_kube
 from connect_offsets.tools.kubectl.common import EXIT_FAILED, EXIT_INTERRUPTED, PluginError
 from connect_offsets.tools.kubectl.lag import lag_command
@@ -15,9 +16,15 @@ from connect_offsets.tools.kubectl.parser import build_parser, normalize, parse_
 from connect_offsets.tools.kubectl.render import report
 from connect_offsets.tools.kubectl.runner import run
 
+#: ``kubectl-connect_offsets __complete WORDS`` answers as ``kubectl_complete-connect_offsets WORDS``
+#: (no resource name can be ``__complete``: Kubernetes names have no ``_``).
+COMPLETE = "__complete"
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == [COMPLETE]:  # cobra's hidden command: what the completion executable runs
+        return shell_completion.main(words[1:], silence_stderr=argv is None)
     verbose = "-v" in words or "--verbose" in words
     try:
         own = {"lag": lag_command, "copy": copy_command, "failover-group": failover_command}

@@ -461,10 +461,15 @@ def complete(words: Sequence[str], names: Names | None = None) -> str:
         return render([], DIRECTIVE_NO_FILE_COMP)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The console script ``kubectl_complete-connect_offsets``: kubectl passes the plugin's words."""
+def main(argv: Sequence[str] | None = None, *, silence_stderr: bool | None = None) -> int:
+    """The console script ``kubectl_complete-connect_offsets``: kubectl passes the plugin's words.
+
+    Also ``kubectl-connect_offsets __complete WORDS`` (cobra's name for it), which the one-file
+    build's completion executable runs (``deploy/krew/kubectl_complete-connect_offsets``);
+    ``silence_stderr`` defaults to what a process of its own wants (``argv`` from the command line).
+    """
     words = sys.argv[1:] if argv is None else list(argv)
-    if argv is None:
+    if argv is None if silence_stderr is None else silence_stderr:
         # kubectl shows this program's stderr on the user's terminal while they type: nothing may
         # reach it, not even from a kubeconfig's exec credential plugin.
         os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
