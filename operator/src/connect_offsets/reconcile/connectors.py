@@ -28,9 +28,16 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning import (
     ConditionSpec,
+    ConnectorTarget,
     Observed,
     plan_target,
     target_for_connector,
+)
+from connect_offsets.planning.plugin_versions import (
+    NOT_INSTALLED_REASON,
+    VersionRefusal,
+    check_plugin_versions,
+    has_version_keys,
 )
 from connect_offsets.progress import CONDITION as PROGRESSING
 from connect_offsets.progress import ProgressRegistry
@@ -48,7 +55,13 @@ from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
 from connect_offsets.reconcile.sources import SourceReader
-from connect_offsets.reconcile.status import load_resource, report_refusal, write_status, write_status_fields
+from connect_offsets.reconcile.status import (
+    load_resource,
+    record_event,
+    report_refusal,
+    write_status,
+    write_status_fields,
+)
 from connect_offsets.vocabulary import (
     CONNECTORS,
 )
@@ -56,6 +69,12 @@ from connect_offsets.vocabulary import (
 log = logging.getLogger(__name__)
 
 _KIND = "KafkaConnector"
+
+#: How long a Connect cluster's plugin listing is trusted when it allows the version asked for
+#: (plugins change when workers restart), and how old it may be when it refuses: a refusal asks
+#: again first, so a plugin just installed is seen within this long of the next pass.
+PLUGINS_TRUSTED_S = 300.0
+PLUGINS_RECHECK_S = 30.0
 
 
 def _running(status: ConnectorStatus | None) -> bool:
@@ -153,16 +172,23 @@ class ConnectorService:
         try:
             client, info = await resolve_cluster(self.clusters, namespace, resource.metadata.labels, [target.name])
             check_connector_config(self.clusters, cluster_ref(namespace, resource.metadata.labels), namespace, target)
-            refusal = plugin_version_refusal(info.version) if resource.spec.version is not None else None
-            if refusal is not None:
+            too_old = plugin_version_refusal(info.version)
+            if too_old is not None and resource.spec.version is not None:
                 # An older worker ignores connector.plugin.version: the version asked would not be
                 # the one running. Nothing is created or changed until the spec or worker changes.
-                raise ClusterUnusable(refusal, "PluginVersionUnsupported")
+                raise ClusterUnusable(too_old, "PluginVersionUnsupported")
+            if too_old is None:
+                versions = await _version_refusal(client, cluster_ref(namespace, resource.metadata.labels), target)
+                if versions is not None:
+                    raise _VersionRefused(versions.message, versions.reason)
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
             unreachable = isinstance(error, ClusterUnreachable)
             await write_status(self.kube, CONNECTORS, body, plan.conditions, now, shown_cluster, transient=unreachable)
+            if isinstance(error, _VersionRefused) and _newly_refused(resource, reason, str(error)):
+                # Once per refusal (its passes repeat every 30 s): after the status that says it.
+                await record_event(self.kube, body, "Warning", reason, str(error))
             if unreachable:
                 outcome.transient_error = str(error)
             else:
@@ -283,3 +309,38 @@ class ConnectorService:
         return await delete_owned(
             self.clusters, self.kube, body, resource.metadata.labels, [resource.connector_name], give_up=give_up
         )
+
+
+class _VersionRefused(ClusterUnusable):
+    """A plugin version the Connect cluster does not have (PluginVersionNotInstalled) or that is
+    not a version (InvalidSpec): reported like an unusable cluster (nothing is created or changed,
+    looked at again every 30 s), and posted once as a Warning Event."""
+
+
+async def _version_refusal(
+    client: ConnectClient, cluster: tuple[str, str], target: ConnectorTarget
+) -> VersionRefusal | None:
+    """Whether the plugin versions the config asks for (``spec.version``, and the converters',
+    transforms' and predicates' ``*.plugin.version`` keys spec.config holds) are installed on the
+    Connect cluster (Kafka Connect 4.1+), from its cached plugin listing; a refusal is confirmed
+    against a listing at most ``PLUGINS_RECHECK_S`` old. None: nothing to refuse, or the listing
+    could not be read (Connect's own answer then decides)."""
+    if not has_version_keys(target.config):
+        return None
+    where = f"the Connect worker of ConnectCluster {cluster[1]}"
+    refusal: VersionRefusal | None = None
+    for max_age in (PLUGINS_TRUSTED_S, PLUGINS_RECHECK_S):
+        installed = await client.installed_plugins.get(max_age=max_age)
+        if installed is None:
+            return None
+        refusal = check_plugin_versions(target.config, installed, where=where)
+        if refusal is None or refusal.reason != NOT_INSTALLED_REASON:
+            return refusal
+    return refusal
+
+
+def _newly_refused(resource: KafkaConnectorResource, reason: str, message: str) -> bool:
+    """Whether the resource's Ready condition did not already say this refusal."""
+    return not any(
+        c.type == "Ready" and c.reason == reason and c.message == message for c in resource.status.conditions
+    )

@@ -60,6 +60,7 @@ Why this package looks the way it does
 The package, one module per job (each says what it holds; later ones never import earlier ones):
 
 ``client``     :class:`ConnectClient`: requests, answers mapped to errors, chunked alters
+``plugins``    :class:`InstalledPlugins`: the installed plugins and versions, asked once per cluster
 ``breaker``    :class:`CircuitBreaker`: a cluster that times out is asked once per back-off
 ``responses``  bounded (gzip-bomb-safe) body reading, response models, the expand snapshot's parsing
 ``endpoint``   :class:`ConnectEndpoint`, :class:`ConnectAuth`: URL, credentials, TLS, redaction
@@ -88,7 +89,8 @@ from connect_offsets.clients.connect.errors import (
     ConnectServerError,
     ConnectUnavailable,
 )
-from connect_offsets.clients.connect.responses import ChunkedAlterResult, ExpandedConnector
+from connect_offsets.clients.connect.plugins import InstalledPlugins
+from connect_offsets.clients.connect.responses import ChunkedAlterResult, ExpandedConnector, PluginInfo
 from connect_offsets.models.connect import (
     ConnectorStatus,
     RuntimeState,
@@ -114,6 +116,8 @@ __all__ = [
     "ConnectUnavailable",
     "ConnectorStatus",
     "ExpandedConnector",
+    "InstalledPlugins",
+    "PluginInfo",
     "RuntimeState",
     "ServerInfo",
     "TaskState",

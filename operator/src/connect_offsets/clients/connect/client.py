@@ -47,8 +47,10 @@ from connect_offsets.clients.connect.errors import (
     _with_chunk_failure,
 )
 from connect_offsets.clients.connect.outages import admit, deadline, settle
+from connect_offsets.clients.connect.plugins import InstalledPlugins
 from connect_offsets.clients.connect.responses import (
     _ACCEPT_ENCODING,
+    _ALL_PLUGINS,
     _CONFIG,
     _JSON_OBJECT,
     _MESSAGE,
@@ -60,6 +62,7 @@ from connect_offsets.clients.connect.responses import (
     _WORKER_HEALTH,
     ChunkedAlterResult,
     ExpandedConnector,
+    PluginInfo,
     _decoded_parts,
     _expanded_unless_same,
     _read_capped,
@@ -147,6 +150,8 @@ class ConnectClient:
         self._last_write: dict[str, int] = {}
         #: The last snapshot answer's sha256 and parse (``_expanded_unless_same``).
         self._last_listing: tuple[str, dict[str, ExpandedConnector]] | None = None
+        #: Every installed plugin and version, asked once per cluster (``spec.version``'s check).
+        self.installed_plugins = InstalledPlugins(self.plugin_versions)
         self._client = httpx.AsyncClient(
             base_url=endpoint.url,
             # No deadline for waiting on a pooled connection: the pool is this operator's own queue
@@ -248,6 +253,14 @@ class ConnectClient:
         """Connector plugin classes (``connectorsOnly=true``: no transforms/converters/predicates)."""
         plugins = await self._get_model("/connector-plugins", _PLUGINS, params={"connectorsOnly": "true"})
         return [p.class_ for p in plugins]
+
+    async def plugin_versions(self) -> list[PluginInfo]:
+        """``GET /connector-plugins?connectorsOnly=false``: every installed plugin (connectors,
+        converters, header converters, transformations, predicates), one entry per installed
+        version of a class (Kafka Connect 4.1+, KIP-891). Cached per cluster by
+        ``installed_plugins``; ask that instead."""
+        plugins = await self._get_model("/connector-plugins", _ALL_PLUGINS, params={"connectorsOnly": "false"})
+        return [PluginInfo(p.class_, p.type, p.version) for p in plugins]
 
     async def validate_config(self, config: dict[str, str]) -> list[str]:
         """``PUT /connector-plugins/{class}/config/validate``: the problems, as ``key: message`` lines.

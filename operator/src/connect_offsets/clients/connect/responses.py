@@ -33,6 +33,28 @@ class _PluginInfo(BaseModel):
     class_: str = Field(alias="class")
 
 
+class _PluginEntry(BaseModel):
+    """One plugin of ``GET /connector-plugins?connectorsOnly=false`` (Connect's ``PluginInfo``): the
+    version is left out when the plugin has none (``undefined``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    class_: str = Field(alias="class")
+    type: str
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """An installed plugin: its class, Connect's lower-case type (source, sink, converter,
+    header_converter, transformation, predicate) and version (None: undefined). Every installed
+    version of a class is an entry of its own (KIP-891, Kafka Connect 4.1+)."""
+
+    class_name: str
+    type: str
+    version: str | None
+
+
 class _TopicsEntry(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -58,6 +80,7 @@ _SERVER_INFO: Final = TypeAdapter(ServerInfo)
 _WORKER_HEALTH: Final = TypeAdapter(_WorkerHealth)
 _STATUS: Final = TypeAdapter(ConnectorStatus)
 _PLUGINS: Final = TypeAdapter(list[_PluginInfo])
+_ALL_PLUGINS: Final = TypeAdapter(list[_PluginEntry])
 _STR_LIST: Final = TypeAdapter(list[str])
 _CONFIG: Final = TypeAdapter(dict[str, str])
 _TOPICS: Final = TypeAdapter(dict[str, _TopicsEntry])
