@@ -10,7 +10,9 @@ can translate: one at or after an offset sync of the source connector (``emit.of
 The translation of upstream offset U is the newest sync's downstream offset D, plus one when U is
 past the sync's upstream offset: the consumer may read again up to ``offset.lag.max`` (100) records
 it had read, never skip one. The translated offsets of a group are the newest checkpoint per
-downstream partition, topics renamed by the replication policy (``<source alias>.<topic>``).
+downstream partition, topics renamed by the replication policy (``<source alias>.<topic>``; a topic
+that came from the target goes back to its original name, every hop stripped: ``ReplicationPolicy``
+in ``planning.mirror_topics``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from connect_offsets.models.crds import KafkaMirrorMaker2Resource
 from connect_offsets.models.java_regex import PatternRefused
 from connect_offsets.planning.mirror_topics import (
     DEFAULT_GROUPS_EXCLUDE,
+    ReplicationPolicy,
     mirrored_group_filter,
     mirrored_topic_filter,
+    replication_policy,
 )
 from connect_offsets.planning.mirrors import mirror_connector_name, mirror_targets
 from connect_offsets.planning.plan import PlannedRefusal
@@ -41,9 +45,6 @@ __all__ = [
 ]
 
 TP = tuple[str, int]
-
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 #: Reasons a failover (of a group, or of a sink connector's offsets) is refused for.
 FAILOVER_REFUSALS = (
@@ -73,8 +74,7 @@ class MirrorFacts:
     emit_interval: str  # emit.checkpoints.interval.seconds as configured
     checkpoints_enabled: bool
     offset_syncs: bool  # the source connector writes offset syncs (emit.offset-syncs.enabled)
-    separator: str
-    identity: bool  # IdentityReplicationPolicy: remote topics keep their names
+    policy: ReplicationPolicy  # the checkpoint connector's replication.policy.class and separator
     #: Whether a source topic is replicated (None: a custom topic filter, unknowable from outside).
     replicated: Callable[[str], bool] | None
     #: Whether a group is checkpointed (None: a custom group filter).
@@ -82,13 +82,9 @@ class MirrorFacts:
     groups_text: str  # how groups / groups.exclude read, for messages
 
     def remote(self, topic: str) -> str:
-        """``MirrorCheckpointTask.renameTopicPartition``: the name of ``topic`` on the target."""
-        if self.identity:
-            return topic
-        prefix = f"{self.target_alias}{self.separator}"
-        if topic.startswith(prefix):  # it came from the target cluster: back to its own name
-            return topic[len(prefix) :]
-        return f"{self.source_alias}{self.separator}{topic}"
+        """``MirrorCheckpointTask.renameTopicPartition``: the name of ``topic`` on the target, as its
+        checkpoints carry it (a multi-hop topic that came from the target: its original name)."""
+        return self.policy.checkpoint_topic(topic, self.source_alias, self.target_alias)
 
 
 def _flag(config: Mapping[str, str], key: str) -> bool:
@@ -122,15 +118,12 @@ def mirror_facts(resource: KafkaMirrorMaker2Resource, source_alias: str | None) 
     checkpoint_name = mirror_connector_name(mirror.source_cluster, mirror.target_cluster, "MirrorCheckpointConnector")
     checkpoint = targets[checkpoint_name].config
     source = targets.get(mirror_connector_name(mirror.source_cluster, mirror.target_cluster, "MirrorSourceConnector"))
-    policy = checkpoint.get("replication.policy.class", DEFAULT_POLICY)
-    if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
-        return PlannedRefusal(
-            "CustomReplicationPolicy",
-            f"{where} mirror {mirror.source_cluster}->{mirror.target_cluster} uses replication.policy.class {policy}: "
-            "the checkpoints topic and remote topic names it chooses cannot be known from outside",
-        )
-    separator = checkpoint.get("replication.policy.separator", ".") or "."
-    internal = separator if _flag(checkpoint, "replication.policy.internal.topic.separator.enabled") else "."
+    policy = replication_policy(
+        checkpoint,
+        f"{where} mirror {mirror.source_cluster}->{mirror.target_cluster} (its checkpoint connector's config)",
+    )
+    if isinstance(policy, str):
+        return PlannedRefusal("CustomReplicationPolicy", policy)
     include = checkpoint.get("groups", ".*")
     exclude = checkpoint.get("groups.exclude", checkpoint.get("groups.blacklist", DEFAULT_GROUPS_EXCLUDE))
     try:
@@ -143,12 +136,11 @@ def mirror_facts(resource: KafkaMirrorMaker2Resource, source_alias: str | None) 
         source_alias=mirror.source_cluster,
         target_alias=mirror.target_cluster,
         checkpoint_connector=checkpoint_name,
-        checkpoints_topic=f"{mirror.source_cluster}{internal}checkpoints{internal}internal",
+        checkpoints_topic=policy.checkpoints_topic(mirror.source_cluster),
         emit_interval=checkpoint.get("emit.checkpoints.interval.seconds", "60"),
         checkpoints_enabled=_flag(checkpoint, "emit.checkpoints.enabled"),
         offset_syncs=source is None or _flag(source.config, "emit.offset-syncs.enabled"),
-        separator=separator,
-        identity=policy == IDENTITY_POLICY,
+        policy=policy,
         replicated=replicated,
         groups=groups,
         groups_text=f"groups {include!r}, groups.exclude {exclude!r}",

@@ -1,19 +1,37 @@
-"""Which topics a MirrorSourceConnector replicates, decided from its config alone (pure).
+"""Which topics a MirrorSourceConnector replicates, and what its replication policy calls them,
+decided from its config alone (pure).
 
 Separate from the lag monitor (lag.py) because it is Connect's own rule, restated: MM2's
 DefaultTopicFilter, its replication policies and their defaults. The lag monitor uses it to tell
 which source topics a mirror should keep up with; user regexes go through the linear-time
 matcher (models/java_regex.py).
+
+``ReplicationPolicy`` restates ``DefaultReplicationPolicy`` (its ``replication.policy.separator``,
+remote topics nesting once per hop: ``a.b.t`` came from ``a``, where it came from ``b``;
+``originalTopic`` strips every alias, recursively) and ``IdentityReplicationPolicy`` (names kept,
+but heartbeats named as by the default policy), from ``connect/mirror-client``; the class comes
+from the mirror's config (``replication.policy.class``), and a class neither of those cannot be
+known from outside (``replication_policy`` says why).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from connect_offsets.models.java_regex import JavaPattern, compile_java
 
-__all__ = ["DEFAULT_EXCLUDE", "DEFAULT_GROUPS_EXCLUDE", "mirrored_group_filter", "mirrored_topic_filter"]
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "DEFAULT_GROUPS_EXCLUDE",
+    "DEFAULT_POLICY",
+    "IDENTITY_POLICY",
+    "ReplicationPolicy",
+    "mirrored_group_filter",
+    "mirrored_topic_filter",
+    "replication_policy",
+]
 
 DEFAULT_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -43,6 +61,87 @@ def exclude_reference_groups(exclude: str) -> str:
 DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
 #: ConfigDef's LIST type splits on commas with surrounding whitespace.
 _LIST_SPLIT = re.compile(r"\s*,\s*")
+
+
+# --- what the replication policy calls topics ----------------------------------------------------
+
+#: Remote topics nest once per hop; a name is never taken apart more often than this.
+MAX_HOPS = 64
+
+
+@dataclass(frozen=True)
+class ReplicationPolicy:
+    """``DefaultReplicationPolicy`` or ``IdentityReplicationPolicy`` as configured on a mirror."""
+
+    identity: bool
+    separator: str
+    internal_separator: str  # replication.policy.internal.topic.separator.enabled=false: "."
+    heartbeats_topic: str = "heartbeats"
+    #: Identity: what ``topicSource`` answers for any topic but heartbeats (``source.cluster.alias``).
+    source_alias: str | None = None
+
+    def _heartbeat(self, topic: str) -> bool:
+        return topic.endswith(self.heartbeats_topic)
+
+    def format_remote(self, source_alias: str, topic: str) -> str:
+        """``formatRemoteTopic``: ``<alias><separator><topic>``; identity keeps the name."""
+        if self.identity and not self._heartbeat(topic):
+            return topic
+        return f"{source_alias}{self.separator}{topic}"
+
+    def topic_source(self, topic: str) -> str | None:
+        """``topicSource``: the alias before the first separator (None: not a remote topic)."""
+        if self.identity and not self._heartbeat(topic):
+            return self.source_alias
+        return _topic_source(topic, self.separator)
+
+    def upstream_topic(self, topic: str) -> str | None:
+        """``upstreamTopic``: the name one hop up (identity: the same name)."""
+        if self.identity and not self._heartbeat(topic):
+            return topic
+        source = _topic_source(topic, self.separator)
+        return None if source is None else topic[len(source) + len(self.separator) :]
+
+    def original_topic(self, topic: str) -> str:
+        """``originalTopic``: ``upstreamTopic`` until it is no remote topic (``a.b.t`` -> ``t``)."""
+        current = topic
+        for _ in range(MAX_HOPS):
+            upstream = self.upstream_topic(current)
+            if upstream is None or upstream == current:
+                return current
+            current = upstream
+        return current
+
+    def checkpoint_topic(self, topic: str, source_alias: str, target_alias: str) -> str:
+        """``MirrorCheckpointTask.renameTopicPartition``: what a checkpoint of ``source_alias`` ->
+        ``target_alias`` calls the source cluster's ``topic``: a topic that came from the target
+        goes back to its original name (every hop stripped), any other gets the source's alias."""
+        if self.topic_source(topic) == target_alias:
+            return self.original_topic(topic)
+        return self.format_remote(source_alias, topic)
+
+    def checkpoints_topic(self, alias: str) -> str:
+        """``checkpointsTopic``: ``<alias>.checkpoints.internal`` with the internal separator."""
+        return f"{alias}{self.internal_separator}checkpoints{self.internal_separator}internal"
+
+
+def replication_policy(config: Mapping[str, str], where: str) -> ReplicationPolicy | str:
+    """The replication policy ``config`` (a mirror connector's) configures, or why it cannot be known:
+    a ``replication.policy.class`` other than MirrorMaker 2's two names its topics in code."""
+    policy = config.get("replication.policy.class", DEFAULT_POLICY).strip()
+    if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
+        return (
+            f"{where}: replication.policy.class {policy!r} is not {DEFAULT_POLICY} or {IDENTITY_POLICY}; the "
+            "checkpoints topic and the remote topic names a custom policy chooses cannot be known from outside"
+        )
+    separator = config.get("replication.policy.separator", ".") or "."
+    enabled = config.get("replication.policy.internal.topic.separator.enabled", "true").strip().lower() != "false"
+    return ReplicationPolicy(
+        identity=policy == IDENTITY_POLICY,
+        separator=separator,
+        internal_separator=separator if enabled else ".",
+        source_alias=config.get("source.cluster.alias") or None,
+    )
 
 
 # --- which topics MirrorSourceConnector replicates ----------------------------------------------
