@@ -86,7 +86,7 @@ class ApiError(Exception):
 
 
 @dataclass
-class Outcome:
+class MigrationOutcome:
     """What the migration did for one CRD."""
 
     crd: str
@@ -135,10 +135,10 @@ class StorageMigration:
             clock,
         )
 
-    def run(self, plurals: tuple[str, ...] = PLURALS) -> list[Outcome]:
+    def run(self, plurals: tuple[str, ...] = PLURALS) -> list[MigrationOutcome]:
         return [self.migrate(plural) for plural in plurals]
 
-    def migrate(self, plural: str) -> Outcome:
+    def migrate(self, plural: str) -> MigrationOutcome:
         name = f"{plural}.{API_GROUP}"
         crd = self._call(
             "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", what=f"read CRD {name}"
@@ -148,7 +148,7 @@ class StorageMigration:
             raise MigrationError(f"CRD {name}: expected exactly one version with storage: true, found {stored}")
         storage = stored[0]
         kind = crd["spec"]["names"]["kind"]
-        outcome = Outcome(
+        outcome = MigrationOutcome(
             crd=name, storage=storage, stored_before=list(crd.get("status", {}).get("storedVersions", []))
         )
         outcome.stored_after = outcome.stored_before
@@ -198,7 +198,7 @@ class StorageMigration:
             if not token:
                 return
 
-    def _write_back(self, plural: str, storage: str, item: dict[str, Any], outcome: Outcome) -> None:
+    def _write_back(self, plural: str, storage: str, item: dict[str, Any], outcome: MigrationOutcome) -> None:
         meta = item["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         body = {**item, "apiVersion": f"{API_GROUP}/{storage}"}
