@@ -51,9 +51,24 @@ class TLSSpec(Model):
 
 
 class KafkaAccessSpec(Model):
-    """How the operator reaches the Connect cluster's Kafka (optional: only seek-to-timestamp needs it)."""
+    """How the operator reaches the Kafka cluster of this Connect cluster's sink connectors, as a Kafka client.
 
-    bootstrap_servers: Annotated[str, Field(min_length=1, description="host:port[,host:port...]")]
+    Optional, but two features of KafkaConnectors on this cluster read it: the progress of sink
+    connectors (``spec.progress``: the consumer group's committed offsets against the topics' end
+    offsets, so the LAG column and the Progressing condition; without it a sink's progress is
+    Unknown/NotMeasured) and seeking a sink to a time (``alterOffsets.toTimestamp``, the annotation
+    connect-offsets.io/seek-to). Source connectors' progress, offsets list/alter/reset and
+    MirrorMaker 2 (its own ``spec.clusters``) do not use it.
+    """
+
+    bootstrap_servers: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="Bootstrap servers of the Kafka cluster the sink connectors consume from: "
+            "host:port[,host:port...].",
+        ),
+    ]
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="Kafka client settings (Java names: security.protocol, sasl.mechanism, ...); no secrets.",
@@ -206,7 +221,13 @@ class ConnectClusterSpec(Model):
         float, Field(ge=1, le=600, description="Timeout of one REST request (Connect's own limit is 90 s).")
     ] = 120.0
     kafka: KafkaAccessSpec | None = Field(
-        None, description="Kafka access for sink seek-to-timestamp; not needed for anything else."
+        None,
+        description=(
+            "Kafka access for sink connectors' progress (spec.progress: their lag and the Progressing "
+            "condition; without it a sink shows no LAG and Progressing Unknown/NotMeasured) and for seeking "
+            "a sink to a time (alterOffsets.toTimestamp, the connect-offsets.io/seek-to annotation). "
+            "Source connectors, offsets list/alter/reset and MirrorMaker 2 do not need it."
+        ),
     )
     allowed_namespaces: list[Annotated[str, Field(pattern=NAMESPACE_NAME, max_length=63)]] = Field(
         default_factory=list,
