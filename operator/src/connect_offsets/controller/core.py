@@ -545,6 +545,8 @@ class Controller:
                 log.info("%s [%s %s/%s]", result, KINDS[plural], namespace, name)
             await deletions.release(plural, namespace, name, ours)
         except DeletionPending as error:  # the connector is stopping (offsetsOnDelete: reset)
+            # An expected wait, not a failure: INFO (log-based alerting watches WARNING and ERROR).
+            log.info("deletion waits %.0fs: %s [%s %s/%s]", error.delay, error, KINDS[plural], namespace, name)
             self.queue.add_after(key, error.delay)
         except (ConnectOffsetsError, KubernetesError) as error:
             if isinstance(error, fencing.FencedOff):
