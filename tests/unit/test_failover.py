@@ -120,10 +120,15 @@ def test_the_newest_checkpoint_per_partition_is_the_translation_and_gaps_are_lis
 
 
 def test_a_source_site_that_does_not_answer_leaves_the_checkpoints_alone() -> None:
+    """The checkpoints alone are a partial failover nobody can list (issue 46, item 5): refused
+    unless asked for with allowPartial."""
     facts = mirror_facts(mm2([mirror()]), None)
     assert not isinstance(facts, PlannedRefusal)
     translation = translate("app", facts, {("b.orders", 0): (55, 52)}, None, None)
-    assert translation.offsets == {("b.orders", 0): 52} and translation.refusal() is None
+    assert translation.offsets == {("b.orders", 0): 52} and translation.refusal(allow_partial=True) is None
+    refused = translation.refusal()
+    assert refused is not None and refused.reason == "UntranslatablePartitions"
+    assert "could not be read" in refused.message and "allowPartial" in refused.message
     assert "could not be read" in translation.notes[0]
     empty = translate("app", facts, {}, None, None).refusal()
     assert empty is not None and "no checkpoint of it yet" in empty.message

@@ -34,6 +34,7 @@ from connect_offsets.planning.plan import PlannedRefusal
 from connect_offsets.planning.targets import ConnectorTarget
 
 __all__ = [
+    "ALLOW_PARTIAL_HOW",
     "FAILOVER_REFUSALS",
     "MirrorFacts",
     "Translation",
@@ -179,6 +180,13 @@ class Untranslatable:
         return f"{self.topic}-{self.partition} (offset {self.offset}): {self.reason}: {self.why}"
 
 
+#: How a request asks for a partial failover, for messages.
+ALLOW_PARTIAL_HOW = (
+    "connect-offsets.io/allow-partial=true with the failover-group annotation, or "
+    "spec.mirrors[].groupFailover.allowPartial: true"
+)
+
+
 @dataclass(frozen=True)
 class Translation:
     """A group's offsets translated to the target: downstream (topic, partition) -> offset."""
@@ -188,22 +196,64 @@ class Translation:
     offsets: dict[TP, int]
     untranslatable: list[Untranslatable] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The group's offsets on the source could not be read: partitions it has there without a
+    #: checkpoint are unknown, so the translation may be partial without anyone knowing.
+    source_unread: bool = False
+    #: The checkpointed upstream offset of each translated partition (for the listing).
+    upstream: dict[TP, int] = field(default_factory=dict)
 
-    def refusal(self) -> PlannedRefusal | None:
-        """Untranslatable partitions refuse the whole failover: a partial one would skip or re-read them."""
-        if not self.untranslatable:
-            if not self.offsets:
+    @property
+    def partial(self) -> bool:
+        """Whether committing the translation may leave partitions of the group out."""
+        return bool(self.untranslatable) or self.source_unread
+
+    def partition_lines(self) -> list[str]:
+        """Every partition of the group with what happens to it: translated (the offset committed on
+        the target) or not, and why; at most ``MAX_LISTED_PARTITIONS`` lines, the rest counted."""
+        lines = [
+            f"{topic}-{partition}: translated to offset {offset} (checkpoint of upstream offset "
+            f"{self.upstream.get((topic, partition), '?')})"
+            for (topic, partition), offset in sorted(self.offsets.items())
+        ]
+        lines += [u.line() for u in self.untranslatable]
+        if self.source_unread:
+            lines.append(
+                "partitions without a checkpoint: unknown (the group's offsets on the source cluster could not be "
+                "read); they would start from the consumer's auto.offset.reset"
+            )
+        shown = lines[:MAX_LISTED_PARTITIONS]
+        more = len(lines) - len(shown)
+        return shown + ([f"... and {more} more"] if more else [])
+
+    def refusal(self, allow_partial: bool = False) -> PlannedRefusal | None:
+        """Why the translation is not committed: nothing translated, or a partial translation
+        (untranslatable partitions, or the source's offsets unread) not asked for with
+        ``allow_partial``: partitions left out would silently start from ``auto.offset.reset``."""
+        if not self.offsets:
+            if not self.untranslatable:
                 return PlannedRefusal(
                     "UntranslatablePartitions",
                     f"group {self.group}: mirror {self.mirror} has no checkpoint of it yet; nothing was changed",
                 )
+        elif not self.partial or allow_partial:
             return None
-        shown = [u.line() for u in self.untranslatable[:MAX_LISTED_PARTITIONS]]
-        more = len(self.untranslatable) - len(shown)
+        if self.untranslatable:
+            what = f"{len(self.untranslatable)} partition(s) cannot be translated through mirror {self.mirror}"
+        else:
+            what = (
+                f"the group's offsets on the source cluster could not be read, so the partitions it has there "
+                f"without a checkpoint of mirror {self.mirror} are unknown"
+            )
+        partial = (
+            f" A partial failover commits the {len(self.offsets)} translated partition(s) and leaves the rest to "
+            f"auto.offset.reset: ask for it with {ALLOW_PARTIAL_HOW}."
+            if self.offsets
+            else ""
+        )
         return PlannedRefusal(
             "UntranslatablePartitions",
-            f"group {self.group}: {len(self.untranslatable)} partition(s) cannot be translated through mirror "
-            f"{self.mirror}; nothing was changed:\n" + "\n".join(shown) + (f"\n... and {more} more" if more else ""),
+            f"group {self.group}: {what}; nothing was changed.{partial} Partitions:\n"
+            + "\n".join(self.partition_lines()),
         )
 
 
@@ -221,7 +271,8 @@ def translate(
     ``remote_topics``: the source topics' remote names that exist on the target (None: unknown).
     """
     offsets = {tp: downstream for tp, (_, downstream) in sorted(checkpoints.items())}
-    translation = Translation(group, facts.name, offsets)
+    upstream_of = {tp: up for tp, (up, _) in checkpoints.items()}
+    translation = Translation(group, facts.name, offsets, source_unread=upstream is None, upstream=upstream_of)
     if upstream is None:
         translation.notes.append(
             "the group's offsets on the source cluster could not be read: the checkpoints alone were used, and "

@@ -25,11 +25,13 @@ from connect_offsets.vocabulary import (
     ANNOTATION_FAILOVER_GROUP,
     ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
+    ANNOTATION_PREFIX,
     ANNOTATION_REQUEST_ID,
     short_hash,
 )
 
 __all__ = [
+    "ANNOTATION_ALLOW_PARTIAL",
     "ANNOTATION_RECORDS_KEPT",
     "FailoverRequest",
     "failover_key",
@@ -41,8 +43,21 @@ __all__ = [
 #: Records of annotation requests kept in status (the newest); declarative ones are kept per group.
 ANNOTATION_RECORDS_KEPT = 10
 
+#: ``true``: a failover-group request may commit a partial translation (issue 46, item 5; the
+#: spec's ``groupFailover.allowPartial``). Here rather than in ``vocabulary`` while that module is
+#: being reworked elsewhere; it belongs there.
+ANNOTATION_ALLOW_PARTIAL = ANNOTATION_PREFIX + "allow-partial"
+
 #: The annotations a failover request consists of (removed together once it finished).
-_REQUEST_KEYS = (ANNOTATION_FAILOVER_GROUP, ANNOTATION_FAILOVER_FROM, ANNOTATION_REQUEST_ID, ANNOTATION_DRY_RUN)
+_REQUEST_KEYS = (
+    ANNOTATION_FAILOVER_GROUP,
+    ANNOTATION_FAILOVER_FROM,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_ALLOW_PARTIAL,
+)
+#: Part of a request's identity only when present: requests made before it existed keep theirs.
+_OPTIONAL_KEYS = frozenset({ANNOTATION_ALLOW_PARTIAL})
 
 
 @dataclass(frozen=True)
@@ -63,13 +78,16 @@ class FailoverRequest:
     instance: str | None = None
     #: ``<source>-><target>`` when known before the mirror is looked up (spec entries, resumed records).
     mirror: str | None = None
+    #: A partial translation may be committed (``allow-partial`` annotation, ``groupFailover.allowPartial``).
+    allow_partial: bool = False
 
 
 def failover_key(annotations: dict[str, str]) -> str | None:
     """Identity of the failover request the annotations make (None: there is none)."""
     if ANNOTATION_FAILOVER_GROUP not in annotations:
         return None
-    return short_hash("\x00".join(["failover", *(f"{k}={annotations.get(k, '')}" for k in _REQUEST_KEYS)]))
+    keys = [k for k in _REQUEST_KEYS if k not in _OPTIONAL_KEYS or k in annotations]
+    return short_hash("\x00".join(["failover", *(f"{k}={annotations.get(k, '')}" for k in keys)]))
 
 
 def _removals(annotations: dict[str, str], instance: str) -> tuple[Action, ...]:
@@ -173,6 +191,16 @@ def failover_requests(
                     f"{ANNOTATION_FAILOVER_GROUP}: {group[:80]!r} is no group id",
                 )
             )
+        elif annotations.get(ANNOTATION_ALLOW_PARTIAL, "false") not in ("true", "false"):
+            conditions.append(
+                ConditionSpec(
+                    "InvalidAnnotation",
+                    "True",
+                    "UnknownValue",
+                    f"{ANNOTATION_ALLOW_PARTIAL}: {annotations[ANNOTATION_ALLOW_PARTIAL][:80]!r} is not 'true' or "
+                    f"'false'; the failover of group {group[:80]!r} waits for it to be corrected, nothing was done",
+                )
+            )
         else:
             dry_run = annotations.get(ANNOTATION_DRY_RUN) == "true"
             requests.append(
@@ -185,6 +213,7 @@ def failover_requests(
                     request_key=key,
                     removals=_removals(annotations, meta.resource_version),
                     instance=meta.resource_version or None,
+                    allow_partial=annotations.get(ANNOTATION_ALLOW_PARTIAL) == "true",
                 )
             )
     for mirror in resource.spec.mirrors:
@@ -211,7 +240,12 @@ def failover_requests(
                 continue
             requests.append(
                 FailoverRequest(
-                    "spec", group, mirror.source_cluster, instance=meta.resource_version or None, mirror=name
+                    "spec",
+                    group,
+                    mirror.source_cluster,
+                    instance=meta.resource_version or None,
+                    mirror=name,
+                    allow_partial=mirror.group_failover.allow_partial,
                 )
             )
     return requests, conditions, finish

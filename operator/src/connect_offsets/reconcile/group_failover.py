@@ -2,7 +2,8 @@
 checkpoints and commit them for the group on the mirror's target cluster, exactly once.
 
 Order, each step recorded before the next (``status.groupFailovers``): translate
-(``sources.translate_group``; untranslatable partitions refuse the whole failover), pin the
+(``sources.translate_group``; a partial translation - untranslatable partitions, or the source's
+offsets unread - refuses the whole failover unless the request allows it: ``allowPartial``), pin the
 translated offsets in a ConfigMap of the resource (a dry run stops here: the ConfigMap is its
 report), check that the group has no active members on the target, record the intent
 (``step: Committing``), commit, record the outcome. A restarted operator that finds ``Committing``
@@ -251,7 +252,7 @@ class GroupFailovers:
         translation = await translate_group(self.kafka, facts, clusters, request.group, namespace)
         if isinstance(translation, PlannedRefusal):
             raise _Outcome("Failed", translation.reason, translation.message)
-        refusal = translation.refusal()
+        refusal = translation.refusal(request.allow_partial)
         if refusal is not None:
             raise _Outcome("Failed", refusal.reason, refusal.message)
         assert isinstance(translation, Translation)
@@ -273,10 +274,17 @@ class GroupFailovers:
         base = base.model_copy(update={"pinned": pinned})
         notes = "".join(f"; {note}" for note in translation.notes)
         count = len(translation.offsets)
+        partial = (
+            "; partial (allowPartial): the partitions not translated start from auto.offset.reset"
+            if translation.partial
+            else ""
+        )
+        listing = "\nPartitions:\n" + "\n".join(translation.partition_lines())
         if request.dry_run:
             return (
                 f"dry run: {count} partition(s) would be committed for group {request.group} on cluster "
-                f"{facts.target_alias} (translated offsets in ConfigMap {pinned}){notes}; nothing was committed",
+                f"{facts.target_alias} (translated offsets in ConfigMap {pinned}){partial}{notes}; nothing was "
+                f"committed{listing}",
                 count,
                 base,
             )
@@ -297,7 +305,7 @@ class GroupFailovers:
         await self._commit(request.group, translation.offsets, clusters, namespace)
         return (
             f"committed {count} partition(s) for group {request.group} on cluster {facts.target_alias} "
-            f"(translated offsets in ConfigMap {pinned}){notes}",
+            f"(translated offsets in ConfigMap {pinned}){partial}{notes}" + (listing if translation.partial else ""),
             count,
             base,
         )

@@ -138,6 +138,13 @@ class GroupFailoverSpec(Model):
             "again to fail it over again.",
         ),
     ]
+    allow_partial: bool = Field(
+        False,
+        description="Commit a partial translation: the partitions MirrorMaker 2's checkpoints translate, when "
+        "some cannot be (or the group's offsets on the source cluster cannot be read, the source site being "
+        "down). The others start from the consumer's auto.offset.reset on the target. false (default): "
+        "refused, nothing committed, each partition listed with its reason.",
+    )
 
 
 class MirrorSpec(Model):
