@@ -188,8 +188,8 @@ def test_a_staged_reset_runs_once_while_another_client_patches_labels(
     time.sleep(6)  # more than one drift interval with the patchers still running
     assert label_patchers.patches[0] > 50, "the patchers barely ran"
     assert_one_staged_reset(stack, connect, name)
-    # kopf keeps no diff base (handlers/startup.NoDiffBase): it stored one with a PATCH of the
-    # resource when first seen and after each label change, a write nothing reads.
+    # kopf does not process our resources (handlers/watching.py streams them): its diff base, a
+    # PATCH of the resource when first seen and after each label change, is never written.
     annotations = get_connector(custom, namespace, name)["metadata"].get("annotations") or {}
     assert f"{GROUP}/last-handled-configuration" not in annotations, sorted(annotations)
     print(f"\n{label_patchers.patches[0]} label patches during the reset; one stop, one DELETE, one resume")

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import kopf
 import pytest
 
 from connect_offsets.clients.annotations_patch import finalizers_patch
@@ -432,38 +431,6 @@ def test_one_finalizer_whatever_the_shard_count_and_the_old_per_shard_ones_are_s
     live["metadata"]["finalizers"] = ["other.io/keep", FINALIZER]
     assert not needs_finalizer(live)
     assert not needs_finalizer(deleting())  # a finalizer cannot be added once deletion began
-
-
-def test_kopf_keeps_no_diff_base() -> None:
-    """kopf's diff base serves create/update/resume handlers, which the operator has none of: it
-    is never stored (kopf would PATCH every resource when first seen and on each label change), and
-    an event is never taken for a creation (fetch is never None), whatever the body holds."""
-    from kopf._core.intents.causes import Reason, detect_changing_cause
-
-    from connect_offsets.handlers.startup import NoDiffBase
-
-    storage = NoDiffBase()
-    body = kopf.Body({"metadata": {"name": NAME, "namespace": NS, "labels": {"team": "a"}}, "spec": {"x": 1}})
-    old, new = storage.fetch(body=body), storage.build(body=body)
-    assert old is not None and old == new == {}
-    patch = kopf.Patch()
-    storage.store(body=body, patch=patch, essence=new)
-    assert not patch
-    event = {"type": "MODIFIED", "object": dict(body)}
-    cause = detect_changing_cause(
-        finalizer=FINALIZER,
-        raw_event=event,
-        body=body,
-        old=old,
-        new=new,
-        diff=kopf.Diff([]),
-        resource=None,
-        logger=None,
-        indices=None,
-        memo=None,
-        patch=patch,
-    )
-    assert cause.reason is Reason.NOOP
 
 
 def deleting(*finalizers: str) -> dict[str, Any]:

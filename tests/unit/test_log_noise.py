@@ -1,34 +1,25 @@
-"""kopf's one line per watch event is dropped (handlers/main.QuietWatchHandlers), nothing else."""
+"""kopf runs the process, not the watches: no resource handler of ours is registered with kopf, so
+kopf neither streams our resources nor logs a line per watch event (``handlers/watching.py`` and
+``clients/watch.py`` do the watching)."""
 
 from __future__ import annotations
-
-import logging
 
 import kopf
 import pytest
 
 import connect_offsets.handlers  # noqa: F401  (registers the handlers)
-from connect_offsets.handlers.main import WATCH_HANDLERS, QuietWatchHandlers
 
 pytestmark = pytest.mark.unit
 
 
-def record(message: str, level: int = logging.INFO) -> logging.LogRecord:
-    return logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+def test_kopf_has_no_resource_handlers_of_ours() -> None:
+    registry = kopf.get_default_registry()
+    assert registry._watching.get_all_handlers() == []
+    assert registry._changing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
 
 
-def test_the_names_are_the_watch_event_handlers_kopf_runs() -> None:
-    registered = {handler.id for handler in kopf.get_default_registry()._watching.get_all_handlers()}
-    assert registered == set(WATCH_HANDLERS)
-
-
-def test_only_a_watch_handlers_success_is_dropped() -> None:
-    quiet = QuietWatchHandlers()
-    for name in WATCH_HANDLERS:
-        assert not quiet.filter(record(f"Handler {name!r} succeeded."))
-    kept = [
-        "Handler 'delete_connector' succeeded.",  # deletion runs once: its outcome stays in the log
-        "Handler 'connector_changed' failed with an exception. Will retry.",
-        "Deletion is processed: 1 succeeded; 0 failed.",
-    ]
-    assert all(quiet.filter(record(message, logging.ERROR)) for message in kept)
+def test_kopf_keeps_the_start_up_and_cleanup_handlers() -> None:
+    ids = {handler.id for handler in kopf.get_default_registry()._activities.get_all_handlers()}
+    assert {"configure", "close"} <= ids
+    assert ids - {"configure", "close"} == {"login_via_client"}  # kopf's own credentials

@@ -36,27 +36,6 @@ def lease_identity() -> str:
     return f"{os.environ.get(POD_NAME_ENV) or socket.gethostname()}_{secrets.token_hex(4)}"
 
 
-#: kopf's watch-event handlers (``handlers/``): they only feed the work queue (``Controller.observe``).
-WATCH_HANDLERS = ("connector_changed", "configmap_changed", "cluster_changed", "mirrormaker2_changed")
-
-
-class QuietWatchHandlers(logging.Filter):
-    """Drops kopf's ``Handler 'connector_changed' succeeded.`` and its kind for the watch-event
-    handlers, kept with ``--verbose``.
-
-    Why: kopf logs one such line per watch event, so every status write, every listing and a
-    start-up or take-over (10,000 lines at 10,000 resources) flooded the log with lines that say
-    nothing; a failure of these handlers is still logged, and so is every other handler's success.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._lines = frozenset(f"Handler {name!r} succeeded." for name in WATCH_HANDLERS)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg not in self._lines
-
-
 def _positive(raw: str) -> int:
     value = int(raw)
     if value < 1:
@@ -154,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         # One line per HTTP request drowns the operator's own messages.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("kopf.objects").addFilter(QuietWatchHandlers())
     # A kubeconfig with insecure-skip-tls-verify warns on every request; once is enough.
     warnings.filterwarnings("once", category=urllib3.exceptions.InsecureRequestWarning)
     if args.metrics_port is not None:

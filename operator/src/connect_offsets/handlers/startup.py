@@ -33,18 +33,18 @@ from connect_offsets.controller import (
     return_freed_memory,
     settle_after_start,
 )
+from connect_offsets.handlers.watching import Watching
 from connect_offsets.lag import LagMonitor, LagRegistry, MirrorSecrets
 from connect_offsets.progress import ProgressMonitor, ProgressRegistry, progress_enabled
+from connect_offsets.reconcile import settings as settings_of_reconcile
 from connect_offsets.reconcile.cluster_service import ClusterService
 from connect_offsets.reconcile.clusters import ClusterRegistry, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.vocabulary import (
-    API_GROUP,
     CLUSTERS,
     CONNECTORS,
     MIRRORS,
-    WATCH_LABEL,
 )
 
 __all__ = ["CONTROLLER_SETTINGS", "OperatorState", "state_of"]
@@ -70,28 +70,6 @@ def _env_float(name: str, default: float, *, zero_allowed: bool = False) -> floa
     return value
 
 
-class NoDiffBase(kopf.DiffBaseStorage):
-    """No diff base: every resource's essence is the same empty one, never stored.
-
-    Why: kopf's diff base serves on.create/on.update/on.resume handlers, and this operator has
-    none (the work queue takes every watch event, ``Controller.observe``; kopf runs only the
-    delete handlers, which deletionTimestamp decides). Kept, it deep-copied every event's body
-    (a fifth of kopf's CPU per event when a standby took over 4,200 resources, bench_shards), and
-    kopf stored it with a PATCH of each resource when first seen and after every change of its
-    spec, labels or annotations: writes nothing reads. ``last-handled-configuration`` annotations
-    that earlier versions stored are left as they are (``is_kopf_bookkeeping`` ignores them).
-    """
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return kopf.BodyEssence()  # never None: None would make every event a creation
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
 @dataclass
 class OperatorState:
     kube: KubernetesApi
@@ -107,12 +85,6 @@ class OperatorState:
 #: replica's shard and its Leases.
 CONTROLLER_SETTINGS = ControllerSettings()
 
-#: kopf's own finalizer name, which this operator never puts on anything. kopf removes its
-#: finalizer from resources none of its handlers needs one on; left at our ``FINALIZER`` it would
-#: take the controller's off every KafkaConnector (issue 44 moved deletion to the controller).
-KOPF_FINALIZER = f"{API_GROUP}/kopf-unused"
-
-
 def state_of(memo: Any) -> OperatorState:
     state = memo.get("state")
     if not isinstance(state, OperatorState):
@@ -122,19 +94,8 @@ def state_of(memo: Any) -> OperatorState:
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # kopf's own bookkeeping goes under our API group, not kopf.zalando.org.
-    settings.persistence.finalizer = KOPF_FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
-    settings.persistence.diffbase_storage = NoDiffBase()
     # Our service posts its own Events with Connect's messages; kopf's would only repeat them.
     settings.posting.level = logging.WARNING
-    # Least privilege in what is streamed to us: only ConfigMaps labelled for it (the operator's own
-    # list targets, and any a user labels), filtered by the API server, not every ConfigMap of the
-    # watched namespaces. Referenced ConfigMaps without the label are still re-read on each drift pass.
-    settings.watching.label_selectors[("", "v1", "configmaps")] = f"{WATCH_LABEL}=true"
-    # Re-establish watches regularly so a silently dropped connection cannot stall us for long.
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     try:
         # Where credentials may go; a malformed setting stops the operator rather than being guessed.
@@ -258,6 +219,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
     controller.first_checks.on_all_checked = all_checked
     asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, settle_after_start)
+    # Last: every event the streams hand over finds the controller and its services ready.
+    watching = Watching(controller, clusters, settings_of_reconcile.WATCHED_NAMESPACES)
+    memo["watching"] = watching
+    watching.start()
 
 
 @kopf.on.cleanup()
@@ -265,6 +230,9 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
     for task in (memo.get("event_loop_lag"), memo.get("memory_trim")):
         if isinstance(task, asyncio.Task):
             task.cancel()
+    watching = memo.get("watching")
+    if isinstance(watching, Watching):
+        watching.stop()
     state = memo.get("state")
     if isinstance(state, OperatorState):
         await state.controller.stop()

@@ -1,0 +1,318 @@
+"""The operator's own watch streams (clients/watch.py) against a scripted HTTP server: listing in
+pages, watching from the listing's version, bookmarks, 410 Gone and deletions missed while away,
+back-off after a refusal, and a stop that cuts an open watch; the pump's bounded batches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from kubernetes import client
+
+from connect_offsets.clients import watch
+from connect_offsets.clients.watch import EventPump, Watched, WatchEvent, WatchStream
+
+pytestmark = pytest.mark.unit
+
+KIND = Watched("connect-offsets.io", "v1beta1", "kafkaconnectors")
+
+
+def body(name: str, version: str, namespace: str = "team-a") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version}, "spec": {}}
+
+
+Script = Callable[["Handler", dict[str, list[str]]], None]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script: Script
+    requests: list[dict[str, list[str]]]
+
+    def do_GET(self) -> None:
+        query = parse_qs(urlparse(self.path).query)
+        type(self).requests.append(query)
+        type(self).script(self, query)
+
+    def send_json(self, status: int, document: dict[str, Any]) -> None:
+        data = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_events(self, events: list[dict[str, Any]], *, hold: threading.Event | None = None) -> None:
+        """A chunked watch response of ``events``; held open until ``hold`` is set, if given."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            line = json.dumps(event).encode() + b"\n"
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+        if hold is not None:
+            hold.wait(10)
+        with contextlib.suppress(OSError):  # the client may have cut the watch
+            self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a watch the stream cut (stop) resets its connection
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[type[Handler], client.ApiClient]]:
+    handler = type("ScriptedHandler", (Handler,), {"requests": []})
+    httpd = QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{httpd.server_address[1]}"
+    yield handler, client.ApiClient(configuration)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self.changed = threading.Condition()
+
+    def put(self, events: list[WatchEvent]) -> None:
+        with self.changed:
+            self.events.extend(events)
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[tuple[str, str, str | None]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.events) >= count, timeout), self.seen()
+            return self.seen()
+
+    def seen(self) -> list[tuple[str, str, str | None]]:
+        return [
+            (e.type, e.name, None if e.body is None else e.body["metadata"]["resourceVersion"]) for e in self.events
+        ]
+
+
+def stream_of(api: client.ApiClient, collected: Collected, **kwargs: Any) -> WatchStream:
+    return WatchStream(api, KIND, "team-a", collected, page_size=2, **kwargs)
+
+
+def test_it_lists_page_by_page_then_watches_from_the_listing_version(server: Any) -> None:
+    handler, api = server
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            if "continue" not in query:
+                request.send_json(
+                    200,
+                    {
+                        "metadata": {"resourceVersion": "10", "continue": "page-2"},
+                        "items": [body("a", "5"), body("b", "6")],
+                    },
+                )
+            else:
+                request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("c", "7")]})
+            return
+        request.send_events(
+            [
+                {"type": "MODIFIED", "object": body("a", "11")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                {"type": "DELETED", "object": body("b", "13")},
+                {"type": "ADDED", "object": body("d", "14")},
+            ],
+            hold=done,
+        )
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        seen = collected.wait_for(6)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [
+        ("ADDED", "a", "5"),
+        ("ADDED", "b", "6"),
+        ("ADDED", "c", "7"),
+        ("MODIFIED", "a", "11"),
+        ("DELETED", "b", None),
+        ("ADDED", "d", "14"),
+    ]
+    lists = [q for q in handler.requests if "watch" not in q]
+    assert [q.get("limit") for q in lists] == [["2"], ["2"]]
+    assert lists[1]["continue"] == ["page-2"]
+    first_watch = next(q for q in handler.requests if "watch" in q)
+    assert first_watch["resourceVersion"] == ["10"]
+    assert first_watch["allowWatchBookmarks"] == ["true"]
+
+
+def test_a_reconnect_resumes_from_the_last_bookmark_without_listing_again(server: Any) -> None:
+    handler, api = server
+    watches: list[str] = []
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("a", "5")]})
+            return
+        watches.append(query["resourceVersion"][0])
+        if len(watches) == 1:  # the server ends the watch after a bookmark (its timeoutSeconds)
+            request.send_events([{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}}])
+        else:
+            request.send_events([{"type": "MODIFIED", "object": body("a", "21")}], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        seen = collected.wait_for(2)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "21")]
+    assert watches[:2] == ["10", "20"]
+    assert stream.lists == 1
+
+
+def test_after_410_gone_it_lists_again_and_reports_what_was_deleted_meanwhile(server: Any) -> None:
+    handler, api = server
+    listings = [[body("a", "5"), body("b", "6")], [body("b", "30"), body("c", "31")]]
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            items = listings.pop(0) if listings else [body("b", "30"), body("c", "31")]
+            request.send_json(200, {"metadata": {"resourceVersion": str(40 - 10 * len(listings))}, "items": items})
+            return
+        if query["resourceVersion"] == ["30"]:
+            request.send_events([{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}])
+        else:
+            request.send_events([], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        seen = collected.wait_for(5)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [
+        ("ADDED", "a", "5"),
+        ("ADDED", "b", "6"),
+        ("ADDED", "b", "30"),
+        ("ADDED", "c", "31"),
+        ("DELETED", "a", None),  # gone while the stream could not see it
+    ]
+    assert stream.lists == 2
+
+
+def test_a_refused_listing_is_tried_again_after_a_back_off(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    handler, api = server
+    monkeypatch.setattr(watch, "MAX_BACKOFF_S", 0.2)
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        lists = [q for q in handler.requests if "watch" not in q]
+        if "watch" not in query:
+            if len(lists) == 1:
+                request.send_json(403, {"kind": "Status", "code": 403, "message": "forbidden: RBAC not granted yet"})
+            else:
+                request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("a", "5")]})
+            return
+        request.send_events([], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        assert collected.wait_for(1) == [("ADDED", "a", "5")]
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert len([q for q in handler.requests if "watch" not in q]) == 2
+
+
+def test_stop_cuts_an_open_watch(server: Any) -> None:
+    handler, api = server
+    never = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": []})
+        else:
+            request.send_events([], hold=never)
+
+    handler.script = script
+    stream = stream_of(api, Collected())
+    stream.start()
+    deadline = time.monotonic() + 10
+    while not any("watch" in q for q in handler.requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    stream.stop()
+    stream.join(5)
+    never.set()
+    assert stream._thread is not None and not stream._thread.is_alive()
+
+
+def test_the_pump_hands_events_over_in_order_a_bounded_number_a_turn() -> None:
+    async def run() -> tuple[list[str], list[int]]:
+        handled: list[str] = []
+        turns: list[int] = []
+        loop = asyncio.get_running_loop()
+        pump = EventPump(loop, lambda event: handled.append(event.name), per_turn=200)
+        pump.put([WatchEvent(KIND, "ADDED", "team-a", f"c{i}", body(f"c{i}", "1")) for i in range(450)])
+        while len(handled) < 450:
+            await asyncio.sleep(0)  # one turn of the loop: at most one batch
+            turns.append(len(handled))
+        return handled, turns
+
+    handled, turns = asyncio.run(run())
+    assert handled == [f"c{i}" for i in range(450)]
+    assert all(later - earlier <= 200 for earlier, later in zip([0, *turns], turns, strict=False))
+
+
+def test_an_event_that_fails_does_not_stop_the_next() -> None:
+    async def run() -> list[str]:
+        handled: list[str] = []
+
+        def handle(event: WatchEvent) -> None:
+            if event.name == "bad":
+                raise ValueError("broken body")
+            handled.append(event.name)
+
+        pump = EventPump(asyncio.get_running_loop(), handle)
+        pump.put([WatchEvent(KIND, "ADDED", "team-a", name, None) for name in ("a", "bad", "b")])
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return handled
+
+    assert asyncio.run(run()) == ["a", "b"]
