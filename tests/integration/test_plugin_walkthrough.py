@@ -4,7 +4,8 @@ commands on the real stack, as a user follows them.
 The walk-through: ``list`` -> edit -> ``alter --from-file --dry-run`` -> ``alter --from-file
 --stop-connector`` -> ``reset`` (connector STOPPED) -> ``alter --dry-run`` again (the issue's case:
 a dry run right after a reset printed the reset's backup as its undo) -> ``restore`` (newest) ->
-``restore --from-backup`` (undoing that restore) -> ``list -o wide`` and ``-o json``. After each step:
+``restore --from-backup`` (undoing that restore) -> ``list -o wide`` (refused: one resource, no
+table), ``list -l ... -o wide`` and ``-o json``. After each step:
 
 * the printed advice: ``backup of the previous offsets: ConfigMap X (undo: ... --from-backup X)``
   only for alter, reset and restore, naming exactly the backup that step made (a ConfigMap that did
@@ -241,8 +242,14 @@ def test_the_plugin_guide_walk_through_says_only_what_is_true(
         assert walk.new_record("restore", backup=True)["backup"] == fourth
         assert json.loads(walk.backups()[fourth].data["offsets.json"])["offsets"] == entries(source, size)
 
-        # 9. list -o wide: the BACKUP column is empty ("-") although earlier records had one
-        wide = walk.run("list", "-o", "wide")
+        # 9. list -o wide: one resource prints the offsets document, no table, so -o wide is refused
+        # before anything is written; with -l, the table's BACKUP column is empty ("-") for a list
+        # although earlier records had one
+        refused = plugin(stack, "list", name, "-n", namespace, "-o", "wide")
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.startswith("error: -o wide widens a table, and list on one resource prints none")
+        wide = plugin(stack, "list", "-l", f"{GROUP}/cluster=local", "-n", namespace, "-o", "wide")
+        assert wide.returncode == 0, wide.stderr
         header, row = wide.stdout.splitlines()
         columns = re.split(r" {3,}", header.strip())
         cells = re.split(r" {3,}", row.strip())

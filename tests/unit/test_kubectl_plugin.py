@@ -14,6 +14,7 @@ import pytest
 from connect_offsets.offsets import FILE_STREAM_SOURCE_CLASS
 from connect_offsets.tools import kubectl as kp
 from connect_offsets.tools.exit_codes import epilog
+from connect_offsets.tools.kubectl.render import render_wide
 from connect_offsets.vocabulary import API_GROUP, API_VERSION
 from tests.plugin_bodies import east_to_west_spec
 
@@ -467,11 +468,10 @@ def test_single_result_in_every_format() -> None:
         "kafkaconnector.connect-offsets.io/src",
         "",
     )
-    wide, err = kp.render_single(reset, options(["reset", "src", "-o", "wide"]))
+    wide = render_wide([reset])  # -o wide: the -l table's row, every column
     header, row = wide.splitlines()
     assert header.split()[:8] == ["NAMESPACE", "KIND", "NAME", "CONNECTOR", "OPERATION", "RESULT", "REASON", "BACKUP"]
     assert "REQUEST ID" in header
-    assert err == ""
     expected = ["kafka", "KafkaConnector", "src", "src", "reset", "Succeeded", "-", "src-backup-1", "kubectl-1"]
     assert row.split()[:9] == expected
     assert row.index("src-backup-1") == header.index("BACKUP") and row.index("kubectl-1") == header.index("REQUEST ID")
@@ -479,7 +479,7 @@ def test_single_result_in_every_format() -> None:
     # a failure: nothing on stdout for -o name, the error on stderr in every format
     failed = outcome("src", "Failed", 1, "refused", reason="ConnectorNotStopped")
     assert kp.render_single(failed, options(["reset", "src", "-o", "name"]))[0] == ""
-    for output in ("name", "yaml", "wide"):
+    for output in ("name", "yaml", "json", "text"):
         assert kp.render_single(failed, options(["reset", "src", "-o", output]))[1].startswith(
             "error: KafkaConnector kafka/src: reset failed (ConnectorNotStopped): refused"
         )

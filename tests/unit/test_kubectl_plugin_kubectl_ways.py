@@ -365,9 +365,39 @@ def test_wide_is_the_same_rows_with_more_columns(capsys: pytest.CaptureFixture[s
     assert len(text) == len(wide) == 3
     for short, long in zip(text[1:], wide[1:], strict=True):
         assert [cell for cell in short.split() if cell not in long.split()] == []
-    # one resource: its one row, the columns of the -l table's
-    single, _ = kp.render_single(outcomes[0], kp.parse_options(["reset", "a", "-o", "wide"])[0])
-    assert [line.split() for line in single.splitlines()] == [wide[0].split(), wide[1].split()]
+    # the same columns, in the same order, with more between them
+    short_headers = [h for h in text[0].split("   ") if h]
+    long_headers = [h.strip() for h in wide[0].split("   ") if h.strip()]
+    assert [h for h in long_headers if h in short_headers] == [h.strip() for h in short_headers]
+
+
+@pytest.mark.parametrize(
+    ("words", "printed"),
+    [
+        (["list", "a"], "it prints the offsets document"),
+        (["alter", "a", "-f", "-"], "operator's message and the undo command"),
+        (["reset", "a", "--dry-run"], "a preview, its report"),
+        (["restore", "a"], "undo command"),
+        (["copy", "a", "b"], "the KafkaConnector it would create"),
+        (["failover-group", "g", "--mirror", "m"], "the translated offsets"),
+    ],
+)
+def test_wide_on_one_resource_is_refused_before_anything_is_read(
+    words: list[str], printed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One resource prints the result itself, not a table: -o wide has nothing to widen (kubectl refuses
+    wide where it prints no table); no kubeconfig is read (the path does not exist), nothing is written."""
+    code = main([*words, "-o", "wide", "--kubeconfig", "/nonexistent/kubeconfig"])
+    assert code == kp.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: -o wide widens a table, and {words[0]} on one resource prints none (")
+    assert printed in err and "-o json or -o yaml print the whole result record" in err
+    assert ("with -l SELECTOR it prints the result table" in err) == (words[0] in ("list", "alter", "reset", "restore"))
+
+
+def test_wide_with_a_selector_and_for_lag_is_accepted() -> None:
+    assert kp.parse_options(["list", "-l", "a=b", "-o", "wide"])[0].output == "wide"
+    assert kp.parse_options(["reset", "-l", "a=b", "-o", "wide"])[0].output == "wide"
 
 
 DOC = {

@@ -100,7 +100,10 @@ def test_flags_of_the_command() -> None:
 @pytest.mark.parametrize(
     ("words", "expected", "directive"),
     [
-        (("alter", "x", "-o", ""), ["text", "wide", "json", "yaml", "name", "jsonpath="], 4),
+        (("alter", "x", "-o", ""), ["text", "json", "yaml", "name", "jsonpath="], 4),  # one resource: no table
+        (("alter", "-l", "a=b", "-o", ""), ["text", "wide", "json", "yaml", "name", "jsonpath="], 4),
+        (("lag", "x", "-o", "w"), ["wide"], 4),
+        (("copy", "a", "b", "-o", "w"), [], 4),
         (("alter", "x", "-o", "j"), ["json", "jsonpath="], 4),
         (("alter", "x", "-o", "jsonp"), ["jsonpath="], 6),  # no space after jsonpath=
         (("alter", "x", "--output=y"), ["yaml"], 4),  # --flag=value: the value (the shell keeps the flag)

@@ -59,7 +59,7 @@ from connect_offsets.tools.kubectl.common import (
     split_name,
 )
 from connect_offsets.tools.kubectl.completion import RequestOutcome
-from connect_offsets.tools.kubectl.parser import DEFAULTS, connection, parse_args
+from connect_offsets.tools.kubectl.parser import DEFAULTS, check_wide, connection, parse_args
 from connect_offsets.tools.kubectl.render import WaitProgress, report, write_lines
 from connect_offsets.tools.kubectl.request import Options, existing_request, existing_request_text, new_request_id
 from connect_offsets.tools.kubectl.runner import run
@@ -243,6 +243,7 @@ def copy_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets copy FROM TO``."""
     args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
+    check_wide("copy", values["output"], None)
     source_kind, source = split_name(values["source"], None)
     target_kind, target = split_name(values["destination"], None)
     if source_kind.is_mirror or target_kind.is_mirror:
@@ -362,6 +363,7 @@ def failover_command(argv: Sequence[str] | None) -> int:
     """``kubectl connect-offsets failover-group GROUP --mirror M``."""
     args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
+    check_wide("failover-group", values["output"], None)
     kind, mirror = split_name(values["mirror"], None if "/" in values["mirror"] else "mm2")
     if not kind.is_mirror:
         raise PluginError("--mirror names a KafkaMirrorMaker2 (mm2/NAME)", EXIT_USAGE)

@@ -164,7 +164,9 @@ def _view_options(parser: argparse.ArgumentParser, *, kinds: bool = True) -> Non
         type=parse_output,
         metavar="FORMAT",
         default=s,
-        help="output format: " + "|".join(OUTPUT_FORMATS) + "|jsonpath=TEMPLATE (default: text)",
+        help="output format: "
+        + "|".join(OUTPUT_FORMATS)
+        + "|jsonpath=TEMPLATE (default: text; wide: the table's every column, with -l and for lag)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", default=s, help="show details of errors")
 
@@ -195,6 +197,17 @@ def _request_options(parser: argparse.ArgumentParser) -> None:
 
 
 #: The options only request commands take: ``lag`` refuses them when they stand before the command.
+#: The commands that take ``-l SELECTOR`` (and then print the result table).
+SELECTOR_COMMANDS = ("list", "alter", "reset", "restore")
+#: What ``-o text`` prints for one resource, per command (``-o wide``'s refusal names it).
+SINGLE_TEXT = {
+    "list": "it prints the offsets document",
+    "alter": "it prints the operator's message and the undo command; a preview, its report",
+    "reset": "it prints the operator's message and the undo command; a preview, its report",
+    "restore": "it prints the operator's message and the undo command; a preview, its report",
+    "copy": "it prints the operator's message; a dry run, its report or the KafkaConnector it would create",
+    "failover-group": "it prints the operator's message; a dry run, the translated offsets",
+}
 REQUEST_ONLY = ("all_namespaces", "selector", "mirrormaker_connector", "wait", "timeout", "progress")
 
 
@@ -439,10 +452,35 @@ def connection(values: dict[str, Any]) -> Connection:
     )
 
 
+def check_wide(command: str, output: str, selector: str | None) -> None:
+    """``-o wide`` widens the table ``-o text`` prints, as in kubectl, so only where there is one.
+
+    A request command's text on many resources (``-l``) is the result table, which ``wide`` widens;
+    on one resource its text is the result itself - ``list``'s offsets document (``list NAME >
+    offsets.json``), a preview's report, a change's message and undo command - which has no columns
+    to add, so ``-o wide`` there is refused (kubectl refuses ``wide`` where it prints no table, e.g.
+    ``kubectl apply -o wide``) rather than printing another kind of output. ``lag`` prints a table
+    and takes ``wide`` always (lag.py).
+    """
+    if output == "wide" and selector is None:
+        printed = SINGLE_TEXT.get(command, "the result itself")
+        raise PluginError(
+            f"-o wide widens a table, and {command} on one resource prints none ({printed}); -o json or -o yaml "
+            "print the whole result record (reason, backup, request id)"
+            + (
+                "; with -l SELECTOR it prints the result table, which -o wide widens"
+                if command in SELECTOR_COMMANDS
+                else ""
+            ),
+            EXIT_USAGE,
+        )
+
+
 def parse_options(argv: Sequence[str] | None) -> tuple[Options, Connection]:
     """Parse and check the command line; returns the options and how to reach the API server."""
     args = parse_args(argv)
     values = {**DEFAULTS, **vars(args)}
+    check_wide(args.command, values["output"], values["selector"])
     if values["selector"] is None and not values["name"]:
         raise PluginError(
             f"{args.command}: give a resource NAME or -l SELECTOR ({PLUGIN} {args.command} -h)", EXIT_USAGE

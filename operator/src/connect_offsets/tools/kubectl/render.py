@@ -3,7 +3,8 @@
 The output formats, as kubectl users know them (``-o``), with one meaning per command whether it
 works on one resource or on many (``-l``): ``text`` (default: the result - ``list`` the offsets
 document, a preview the report, a change the operator's message; with ``-l`` the table of one row
-per resource), ``wide`` (those rows with every column: reason, backup, request id), ``json`` and
+per resource), ``wide`` (that table with every column: reason, backup, request id; only where
+there is a table, so not for one resource: parser.check_wide), ``json`` and
 ``yaml`` (the result record per resource; a list with ``-l``), ``jsonpath=TEMPLATE`` (kubectl's
 JSONPath on what ``-o json`` prints), ``name`` (``TYPE.GROUP/NAME`` of each resource whose request
 succeeded, one a line, for pipes). Errors always go to stderr.
@@ -102,7 +103,8 @@ WIDE_HEADERS = (
 
 
 def render_wide(outcomes: Sequence[RequestOutcome]) -> str:
-    """``-o wide``: every column, one row per resource (also for a single resource)."""
+    """``-o wide``: the ``-l`` table (``render_table``) with every column, one row per resource. One
+    resource prints no table, so no ``-o wide`` either (parser.check_wide)."""
     rows = [
         [
             o.namespace,
@@ -162,8 +164,6 @@ def render_single(outcome: RequestOutcome, options: Options) -> tuple[str, str]:
     if is_document(options.output):
         out = serialize(outcome.to_json_obj(), options.output)
         return out, error_text(outcome, options) if outcome.code else ""
-    if options.output == "wide":
-        return render_wide([outcome]), error_text(outcome, options) if outcome.code else ""
     if outcome.code != EXIT_OK:
         return "", error_text(outcome, options)
     if options.output == "name":

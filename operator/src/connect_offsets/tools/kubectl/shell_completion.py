@@ -63,7 +63,7 @@ PARTIAL_METADATA = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8
 FILE_OPTIONS = ("kubeconfig", "from_file")
 OUTPUT_HELP = {
     "text": "the result (a table with -l)",
-    "wide": "the result rows with every column",
+    "wide": "the table (-l, lag) with every column",
     "json": "the result record(s) as JSON",
     "yaml": "the result record(s) as YAML",
     "name": "TYPE.GROUP/NAME of each resource whose request succeeded",
@@ -243,6 +243,15 @@ def _dry_run_values(line: Line, prefix: str) -> list[str]:
     return _matching([f"{s}\t{DRY_RUN_HELP[s]}" for s in allowed], prefix)
 
 
+def _output_formats(line: Line) -> tuple[str, ...]:
+    """``-o``'s values for this line: ``wide`` only where the output is a table (``-l``, ``lag``), as the
+    parser takes it (parser.check_wide)."""
+    one = line.command in ("copy", "failover-group") or (
+        line.command not in (None, "lag") and bool(line.positionals) and line.values.get("selector") is None
+    )
+    return tuple(f for f in OUTPUT_FORMATS if not (one and f == "wide"))
+
+
 def _value_candidates(action: argparse.Action, line: Line, names: Names, current: str) -> tuple[list[str], int]:
     """The values of one option (none for one without a known set: no file names either)."""
     dest = action.dest
@@ -250,7 +259,7 @@ def _value_candidates(action: argparse.Action, line: Line, names: Names, current
     if dest in FILE_OPTIONS:
         return [], DIRECTIVE_DEFAULT
     if dest == "output":
-        found = _matching([f"{f}\t{OUTPUT_HELP[f]}" for f in (*OUTPUT_FORMATS, JSONPATH_PREFIX)], current)
+        found = _matching([f"{f}\t{OUTPUT_HELP[f]}" for f in (*_output_formats(line), JSONPATH_PREFIX)], current)
         open_ended = bool(found) and all(c.split("\t", 1)[0].endswith("=") for c in found)
         return found, DIRECTIVE_NO_FILE_COMP | (DIRECTIVE_NO_SPACE if open_ended else 0)
     if dest == "kind":
