@@ -691,3 +691,12 @@ def test_a_failover_request_already_on_the_mirror_is_called_what_it_is() -> None
         kp.PluginError, match=r"already has a pending request connect-offsets\.io/connector-offsets=list"
     ):
         _check_failover(mirror({OFFSETS: "list"}), None)
+
+
+def test_the_documented_wide_refusal_is_the_plugins_own(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/kubectl-plugin.md (Output formats) shows the refusal; it is word for word what the plugin prints."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kubectl-plugin.md").read_text()
+    command = "$ kubectl connect-offsets list orders -n kafka -o wide\n"
+    shown = doc[doc.index(command) + len(command) :].split("\n```", 1)[0]
+    assert main(["list", "orders", "-n", "kafka", "-o", "wide"]) == kp.EXIT_USAGE
+    assert capsys.readouterr().err == shown + "\n"
