@@ -38,6 +38,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import tomllib
 from collections.abc import Iterator
@@ -86,6 +87,11 @@ def venv_key() -> str:
 
 def build_venv() -> Path:
     """PyInstaller's virtualenv with the plugin's dependencies (made once per pins)."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        raise SystemExit(
+            f"{interpreter()} was built without --enable-shared, and PyInstaller bundles libpython: "
+            "run this with a Python that has it (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared)"
+        )
     venv = cache_dir() / f"venv-{venv_key()}"
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
@@ -132,7 +138,9 @@ def freeze(python: Path, target: Path) -> list[str]:
         for module in EXCLUDED:
             command += ["--exclude-module", module]
         env = {**os.environ, "PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": "0"}
-        subprocess.run([*command, str(ENTRY)], check=True, cwd=work, env=env)
+        done = subprocess.run([*command, str(ENTRY)], cwd=work, env=env, capture_output=True, text=True)
+        if done.returncode != 0:  # its INFO lines are printed before --log-level applies: only on failure
+            raise SystemExit(f"PyInstaller failed ({done.returncode}):\n{done.stdout}{done.stderr}")
         target.mkdir(parents=True, exist_ok=True)
         shutil.move(str(work / "dist" / BINARY), target / BINARY)
         return bundled_sources(work / "work")
@@ -173,8 +181,12 @@ def build() -> Path:
         OUT.mkdir(parents=True, exist_ok=True)
         for source, name in ((cached, BINARY), (COMPLETION_SCRIPT, COMPLETION)):
             if not (OUT / name).exists() or (OUT / name).read_bytes() != source.read_bytes():
-                shutil.copyfile(source, OUT / name)
-            (OUT / name).chmod(0o755)
+                # a new file renamed over the old one: a test may be running the old one (a file
+                # being executed cannot be written to: ETXTBSY)
+                fresh = OUT / f".{name}.new"
+                shutil.copyfile(source, fresh)
+                fresh.chmod(0o755)
+                os.replace(fresh, OUT / name)
     return OUT / BINARY
 
 
