@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 from urllib.parse import quote
 
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.tools.exit_codes import ExitCode
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS, MAX_QUOTED_TEXT, MIRRORS
 
@@ -53,7 +54,7 @@ PLURALS: Final = (CLUSTERS, CONNECTORS, MIRRORS)
 PAGE: Final = 250
 
 
-class MigrationError(Exception):
+class MigrationError(ConnectOffsetsError):
     """Ends the command with ``code`` and a one-line message."""
 
     def __init__(self, message: str, code: int = int(ExitCode.KUBERNETES)) -> None:
@@ -77,7 +78,7 @@ def storage_version_hash(group: str, version: str, kind: str) -> str:
 Request = Callable[[str, str, dict[str, str], Any, str], Any]
 
 
-class ApiError(Exception):
+class ApiError(ConnectOffsetsError):
     """An answer other than 2xx: its status code and the API server's message."""
 
     def __init__(self, status: int, message: str) -> None:
