@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from functools import cmp_to_key
 from typing import Final, Protocol
 
+from connect_offsets.errors import UserError
+
 #: The connector config key of the connector's own plugin version (``spec.version``).
 CONNECTOR_VERSION_KEY: Final = "connector.plugin.version"
 _VERSION_SUFFIX: Final = ".plugin.version"
@@ -73,8 +75,9 @@ class InstalledPlugin(Protocol):
     def version(self) -> str | None: ...
 
 
-class InvalidVersionSpec(ValueError):
-    """Maven's ``InvalidVersionSpecificationException``: the text is not a version or a range."""
+class InvalidVersionSpec(UserError):
+    """Maven's ``InvalidVersionSpecificationException``: the text is not a version or a range (a
+    user's spec: fixed by changing it, never by a retry)."""
 
 
 # --------------------------------------------------------------------------------------------------
