@@ -30,6 +30,9 @@ from tests.integration.support import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The first test's setup may build the binary (PyInstaller: 1-3 minutes on a busy machine, once per
+#: change of the plugin's sources; otherwise a cache hit).
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
