@@ -245,3 +245,21 @@ def test_a_converter_may_be_named_by_its_pruned_alias(alias: str, key: str) -> N
     """``PluginUtils.prunedName``: the simple name less its type's interface name."""
     refusal = check_plugin_versions(_config(**{key: alias, f"{key}.plugin.version": "[9,10)"}), INSTALLED, where=WHERE)
     assert refusal is not None and refusal.reason == NOT_INSTALLED_REASON and "has 4.3.1" in refusal.message
+
+
+def test_a_hostile_version_text_is_shortened_in_the_message() -> None:
+    plugins = [Plugin(FILE_SINK, "sink", "1." + "9" * 5000)]
+    refusal = check_plugin_versions(_config(**{"connector.plugin.version": "[2,3)"}), plugins, where=WHERE)
+    assert refusal is not None and len(refusal.message) < 500 and "9…" in refusal.message
+
+
+def test_a_version_nested_too_deep_to_compare_is_left_to_connect() -> None:
+    deep = "-1" * 5000
+    plugins = [Plugin(FILE_SINK, "sink", deep), Plugin(FILE_SINK, "sink", f"{deep}-2")]
+    assert check_plugin_versions(_config(**{"connector.plugin.version": "[2,3)"}), plugins, where=WHERE) is None
+
+
+def test_unicode_digits_compare_as_their_values() -> None:
+    """Java's ``Character.isDigit``: 4.3.1 in Arabic-Indic digits is 4.3.1."""
+    assert compare_versions("\u0664.\u0663.\u0661", "4.3.1") == 0
+    assert compare_versions("\u0661\u0660", "9") == 1

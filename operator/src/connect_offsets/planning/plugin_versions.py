@@ -33,6 +33,7 @@ that jar.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cmp_to_key
@@ -84,8 +85,30 @@ class InvalidVersionSpec(UserError):
 # Maven's ComparableVersion
 # --------------------------------------------------------------------------------------------------
 
-# An item is an int (Maven's Int/Long/BigIntegerItem: Python's int covers the three, and their
-# cross-type order is the numeric order), a _Qualifier (StringItem) or a list (ListItem).
+# An item is a _Number (Maven's Int/Long/BigIntegerItem, whose cross-type order is the numeric
+# order), a _Qualifier (StringItem) or a list (ListItem).
+
+
+@dataclass(frozen=True)
+class _Number:
+    """A number of any length, as its digits without leading zeros ("0" for zero). Not an int:
+    Python refuses to convert more than 4,300 digits, and whoever answers at spec.url writes the
+    versions."""
+
+    digits: str
+
+    @staticmethod
+    def of(text: str) -> _Number:
+        # Java's Character.isDigit takes every Unicode decimal digit (Nd); compare them as 0-9.
+        ascii_digits = text if text.isascii() else "".join(str(unicodedata.decimal(c)) for c in text)
+        return _Number(ascii_digits.lstrip("0") or "0")
+
+    def compare(self, other: _Number) -> int:
+        mine, theirs = (len(self.digits), self.digits), (len(other.digits), other.digits)
+        return (mine > theirs) - (mine < theirs)
+
+
+_ZERO: Final = _Number("0")
 
 
 @dataclass(frozen=True)
@@ -103,8 +126,8 @@ class _Qualifier:
 
 
 def _is_null(item: object) -> bool:
-    if isinstance(item, int):
-        return item == 0
+    if isinstance(item, _Number):
+        return item == _ZERO
     if isinstance(item, _Qualifier):
         return item.comparable() == _RELEASE_INDEX
     assert isinstance(item, list)
@@ -117,11 +140,11 @@ def _sign(a: str, b: str) -> int:
 
 def _compare(left: object, right: object) -> int:
     """``Item.compareTo`` of ComparableVersion (``right`` None: the shorter side ran out)."""
-    if isinstance(left, int):
+    if isinstance(left, _Number):
         if right is None:
-            return 0 if left == 0 else 1
-        if isinstance(right, int):
-            return (left > right) - (left < right)
+            return 0 if left == _ZERO else 1
+        if isinstance(right, _Number):
+            return left.compare(right)
         return 1  # 1.1 > 1-sp, 1.1 > 1-1
     if isinstance(left, _Qualifier):
         if right is None:
@@ -136,7 +159,7 @@ def _compare(left: object, right: object) -> int:
             if result != 0:
                 return result
         return 0
-    if isinstance(right, int):
+    if isinstance(right, _Number):
         return -1  # 1-1 < 1.0.x
     if isinstance(right, _Qualifier):
         return 1  # 1-1 > 1-sp
@@ -161,7 +184,7 @@ def _normalize(items: list[object]) -> None:
 
 def _parse_item(is_digit: bool, text: str) -> object:
     if is_digit:
-        return int(text)
+        return _Number.of(text)
     return _Qualifier.of(text, False)
 
 
@@ -184,10 +207,10 @@ def _parse(version: str) -> list[object]:
 
     for index, char in enumerate(text):
         if char == ".":
-            current.append(0 if index == start else _parse_item(is_digit, text[start:index]))
+            current.append(_ZERO if index == start else _parse_item(is_digit, text[start:index]))
             start = index + 1
         elif char == "-":
-            current.append(0 if index == start else _parse_item(is_digit, text[start:index]))
+            current.append(_ZERO if index == start else _parse_item(is_digit, text[start:index]))
             start = index + 1
             sublist()
         elif char.isdecimal():  # Java's Character.isDigit: Unicode Nd
@@ -410,7 +433,9 @@ def has_version_keys(config: Mapping[str, str]) -> bool:
 
 
 def _shown(versions: list[str]) -> str:
-    shown = ", ".join(versions[:MAX_VERSIONS_SHOWN])
+    """The versions for a message: at most ``MAX_VERSIONS_SHOWN``, each at most 100 characters
+    (whoever answers at spec.url writes them)."""
+    shown = ", ".join(v if len(v) <= 100 else f"{v[:99]}…" for v in versions[:MAX_VERSIONS_SHOWN])
     more = len(versions) - MAX_VERSIONS_SHOWN
     return f"{shown} and {more} more" if more > 0 else shown
 
@@ -442,11 +467,12 @@ def check_plugin_versions(
         if requirement is None:
             continue
         class_name = aliases.get(class_or_alias, class_or_alias)
-        versions = installed_versions(plugins, class_name, types)
-        if not versions:
-            continue  # the class is not installed at all: Connect's own answer names it
-        if any(requirement.contains(v) for v in versions):
-            continue
+        try:
+            versions = installed_versions(plugins, class_name, types)
+            if not versions or any(requirement.contains(v) for v in versions):
+                continue  # installed; or the class is not at all: Connect's own answer names it
+        except RecursionError:
+            continue  # a version nested thousands of levels deep ("1-1-1-..."): left to Connect
         return VersionRefusal(
             NOT_INSTALLED_REASON,
             f"{field} {text!r} matches no installed version of {class_name}: {where} has {_shown(versions)}. "

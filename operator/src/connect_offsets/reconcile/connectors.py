@@ -33,6 +33,7 @@ from connect_offsets.planning import (
     plan_target,
     target_for_connector,
 )
+from connect_offsets.planning.outcomes import truncate
 from connect_offsets.planning.plugin_versions import (
     NOT_INSTALLED_REASON,
     VersionRefusal,
@@ -180,7 +181,8 @@ class ConnectorService:
             if too_old is None:
                 versions = await _version_refusal(client, cluster_ref(namespace, resource.metadata.labels), target)
                 if versions is not None:
-                    raise _VersionRefused(versions.message, versions.reason)
+                    # Capped as the condition is, so that the Event says the same and is posted once.
+                    raise _VersionRefused(truncate(versions.message), versions.reason)
         except (ClusterUnusable, ClusterUnreachable) as error:
             reason = (error.reason if isinstance(error, ClusterUnusable) else None) or "ConnectClusterUnavailable"
             plan = plan_target(target, Observed(now, str(error), False, None, None, cluster_error_reason=reason))
