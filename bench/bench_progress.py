@@ -93,7 +93,7 @@ async def run(bootstrap: str, unique: str) -> tuple[list[dict[str, Any]], float,
     for i in range(COUNT):
         name = f"sink-{unique}-{i:05d}"
         body = {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "KafkaConnector",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {f"{API_GROUP}/cluster": "local"}},
             "spec": {"class": SINK, "config": {"topics": topics[i % TOPICS], "file": "/dev/null"}},

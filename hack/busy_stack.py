@@ -48,7 +48,7 @@ import httpx
 HACK = Path(__file__).resolve().parent
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 MIRROR_SOURCE = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
-GROUP, VERSION = "connect-offsets.io", "v1alpha1"
+GROUP, VERSION = "connect-offsets.io", "v1beta1"
 #: How often the churn loop creates (and then deletes) a connector: every create and delete is a
 #: rebalance of the shared worker, which is what tests must tolerate.
 CHURN_INTERVAL_S = 6.0

@@ -24,7 +24,7 @@ import urllib3
 from kubernetes import client, config
 
 REPO = Path(__file__).resolve().parent.parent
-GROUP, VERSION = "connect-offsets.io", "v1alpha1"
+GROUP, VERSION = "connect-offsets.io", "v1beta1"
 T = TypeVar("T")
 
 

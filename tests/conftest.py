@@ -295,7 +295,7 @@ def listed_resources(custom: Any, namespace: str, plural: str) -> list[dict[str,
 
     try:
         found: list[dict[str, Any]] = custom.list_namespaced_custom_object(
-            "connect-offsets.io", "v1alpha1", namespace, plural
+            "connect-offsets.io", "v1beta1", namespace, plural
         )["items"]
     except ApiException:
         return []
@@ -318,7 +318,7 @@ def delete_namespace(core: Any, custom: Any, namespace: str) -> None:
                 with contextlib.suppress(ApiException):
                     custom.patch_namespaced_custom_object(
                         "connect-offsets.io",
-                        "v1alpha1",
+                        "v1beta1",
                         namespace,
                         plural,
                         item["metadata"]["name"],

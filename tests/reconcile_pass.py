@@ -57,7 +57,7 @@ class Stack:
         self.kube.put_resource(
             CONNECTORS,
             {
-                "apiVersion": f"{API_GROUP}/v1alpha1",
+                "apiVersion": f"{API_GROUP}/v1beta1",
                 "kind": "KafkaConnector",
                 "metadata": {"name": NAME, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
                 "spec": {
@@ -132,7 +132,7 @@ async def running_stack() -> AsyncIterator[Stack]:
     kube.put_resource(
         CLUSTERS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "ConnectCluster",
             "metadata": {"name": "local", "namespace": NS},
             "spec": {"url": URL},

@@ -321,7 +321,7 @@ class World:
         self.kube.put_resource(
             CLUSTERS,
             {
-                "apiVersion": "connect-offsets.io/v1alpha1",
+                "apiVersion": "connect-offsets.io/v1beta1",
                 "kind": "ConnectCluster",
                 "metadata": {"name": "local", "namespace": NS},
                 "spec": {"url": URL},
@@ -407,7 +407,7 @@ def document(entries: list[dict[str, Any]]) -> str:
 def connector_body(name: str, **spec: Any) -> dict[str, Any]:
     """A RUNNING file source bound to ConnectCluster ``local``, listing to and altering from ``CM``."""
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {"name": name, "namespace": NS, "labels": {"connect-offsets.io/cluster": "local"}},
         "spec": {

@@ -298,7 +298,7 @@ class Sim:
         self.kube.put_resource(
             CLUSTERS,
             {
-                "apiVersion": f"{API_GROUP}/v1alpha1",
+                "apiVersion": f"{API_GROUP}/v1beta1",
                 "kind": "ConnectCluster",
                 "metadata": {"name": "local", "namespace": NS},
                 "spec": {"url": URL},

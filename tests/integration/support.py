@@ -27,7 +27,7 @@ from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import wait_for
 
 GROUP = "connect-offsets.io"
-VERSION = "v1alpha1"
+VERSION = "v1beta1"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 #: A test source connector of Connect's own test jar: any partitions and offsets, no external system.

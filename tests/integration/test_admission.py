@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "deploy" / "samples"
-API = "connect-offsets.io/v1alpha1"
+API = "connect-offsets.io/v1beta1"
 
 
 def kubectl_apply(stack: dict[str, Any], document: dict[str, Any] | str) -> subprocess.CompletedProcess[str]:
@@ -122,7 +122,7 @@ def test_kubectl_apply_refuses_a_bad_kafkaconnector_naming_the_field(
     assert result.returncode != 0, result.stdout
     assert expected in result.stderr, result.stderr
     assert (
-        custom.list_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors")["items"]
+        custom.list_namespaced_custom_object("connect-offsets.io", "v1beta1", namespace, "kafkaconnectors")["items"]
         == []
     )
 

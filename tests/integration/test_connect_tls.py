@@ -38,7 +38,7 @@ from tests.integration.tls_material import STORE_PASSWORD, Authority, Issued
 # One xdist worker runs the module: its TLS worker is started once for all of its tests.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("tls-worker")]
 
-GROUP, VERSION = "connect-offsets.io", "v1alpha1"
+GROUP, VERSION = "connect-offsets.io", "v1beta1"
 
 
 class TlsWorker:

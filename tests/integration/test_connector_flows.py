@@ -375,13 +375,13 @@ def test_lifecycle_config_drift_and_deletion(
                 assert f"{namespace}/{name}" in found["message"]
                 assert connector_config(connect, name)["topic"] == f"life2-{unique}"
                 custom.delete_namespaced_custom_object(
-                    "connect-offsets.io", "v1alpha1", other_ns, "kafkaconnectors", name
+                    "connect-offsets.io", "v1beta1", other_ns, "kafkaconnectors", name
                 )
                 wait_for(
                     "second resource deleted",
                     lambda: (
                         not custom.list_namespaced_custom_object(
-                            "connect-offsets.io", "v1alpha1", other_ns, "kafkaconnectors"
+                            "connect-offsets.io", "v1beta1", other_ns, "kafkaconnectors"
                         )["items"]
                     ),
                 )
@@ -391,7 +391,7 @@ def test_lifecycle_config_drift_and_deletion(
         finally:
             delete_namespace(core, custom, other_ns)
 
-        custom.delete_namespaced_custom_object("connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors", name)
+        custom.delete_namespaced_custom_object("connect-offsets.io", "v1beta1", namespace, "kafkaconnectors", name)
         wait_for("connector deleted in Connect", lambda: connect_state(connect, name) is None)
     finally:
         cleanup_connector(connect, name)
@@ -454,7 +454,7 @@ def test_basic_auth_cluster_never_leaks_the_password(
 
             def wrong_cluster_status() -> dict[str, Any] | None:
                 body = custom.get_namespaced_custom_object(
-                    "connect-offsets.io", "v1alpha1", namespace, "connectclusters", "wrong"
+                    "connect-offsets.io", "v1beta1", namespace, "connectclusters", "wrong"
                 )
                 ready = condition(body, "Ready")
                 return body if ready and ready["status"] == "False" else None
@@ -468,7 +468,7 @@ def test_basic_auth_cluster_never_leaks_the_password(
                 texts.append(
                     json.dumps(
                         custom.get_namespaced_custom_object(
-                            "connect-offsets.io", "v1alpha1", namespace, "connectclusters", cluster
+                            "connect-offsets.io", "v1beta1", namespace, "connectclusters", cluster
                         )
                     )
                 )

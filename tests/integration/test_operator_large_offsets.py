@@ -128,7 +128,7 @@ def test_large_offsets_through_the_operator(
         process = dying.process
         wait_for("operator killed between two chunks", lambda: process.poll() is not None, timeout=180)
         progress = custom.get_namespaced_custom_object(
-            "connect-offsets.io", "v1alpha1", namespace, "kafkaconnectors", name
+            "connect-offsets.io", "v1beta1", namespace, "kafkaconnectors", name
         )["status"]["offsetsProgress"]
         assert progress["appliedChunks"] == 1 and progress["totalChunks"] == 3, progress
         final = OperatorProcess(stack["kubeconfig"], namespace, tmp_path / "op-3.log", extra_env=env)

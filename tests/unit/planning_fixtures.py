@@ -84,7 +84,7 @@ def make_resource(
     if alter_from is not None:
         spec["alterOffsets"] = {"fromConfigMap": {"name": alter_from}}
     body: dict[str, Any] = {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {
             "name": name,

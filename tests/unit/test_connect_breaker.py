@@ -380,7 +380,7 @@ def test_the_breaker_alone_ignores_stale_tickets(clock: Clock) -> None:
 
 def cluster(namespace: str, name: str, url: str = URL) -> dict[str, object]:
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "ConnectCluster",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"url": url},

@@ -60,7 +60,7 @@ def test_which_versions_have_which_feature() -> None:
 
 def connector_body(**spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {"name": NAME, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
         "spec": {
@@ -78,7 +78,7 @@ async def world(request: pytest.FixtureRequest) -> AsyncIterator[tuple[FakeKube,
     kube.put_resource(
         CLUSTERS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "ConnectCluster",
             "metadata": {"name": "local", "namespace": NS},
             "spec": {"url": URL},

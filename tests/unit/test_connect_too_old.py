@@ -53,7 +53,7 @@ async def old_worker() -> AsyncIterator[tuple[FakeKube, FakeConnect, ClusterRegi
     kube.put_resource(
         CLUSTERS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "ConnectCluster",
             "metadata": {"name": "local", "namespace": NS},
             "spec": {"url": URL},
@@ -62,7 +62,7 @@ async def old_worker() -> AsyncIterator[tuple[FakeKube, FakeConnect, ClusterRegi
     kube.put_resource(
         CONNECTORS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "KafkaConnector",
             "metadata": {"name": NAME, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
             "spec": {

@@ -399,7 +399,7 @@ def mirror_on(kube: FakeKube, url: str, **tls: Any) -> None:
     kube.put_resource(
         CLUSTERS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "ConnectCluster",
             "metadata": {"name": "local", "namespace": "team-a"},
             "spec": {"url": url, **tls},
@@ -407,7 +407,7 @@ def mirror_on(kube: FakeKube, url: str, **tls: Any) -> None:
     )
     body = mirror_resource().model_dump(by_alias=True, exclude_none=True, mode="json")
     body["metadata"] = {"name": "m", "namespace": "team-a", "labels": {f"{API_GROUP}/cluster": "local"}}
-    kube.put_resource(MIRRORS, {"apiVersion": f"{API_GROUP}/v1alpha1", "kind": "KafkaMirrorMaker2", **body})
+    kube.put_resource(MIRRORS, {"apiVersion": f"{API_GROUP}/v1beta1", "kind": "KafkaMirrorMaker2", **body})
 
 
 async def test_secret_config_never_goes_to_an_unverified_connect() -> None:

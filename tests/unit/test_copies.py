@@ -43,7 +43,7 @@ def owning_resource(stack: Stack, namespace: str, readers: str | None = None) ->
     stack.kube.put_resource(
         CONNECTORS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "KafkaConnector",
             "metadata": {"name": SOURCE, "namespace": namespace, "annotations": annotations},
             "spec": {"class": FILE_SOURCE, "config": {"file": FILE}},
@@ -137,7 +137,7 @@ async def test_an_unknown_connector_a_cluster_not_allowed_and_a_copy_of_itself_a
     stack.kube.put_resource(
         CLUSTERS,
         {
-            "apiVersion": f"{API_GROUP}/v1alpha1",
+            "apiVersion": f"{API_GROUP}/v1beta1",
             "kind": "ConnectCluster",
             "metadata": {"name": "shared", "namespace": "team-b"},
             "spec": {"url": URL},

@@ -71,7 +71,7 @@ def test_the_plugin_prints_exactly_the_lines_shown_for_the_same_file(
     Path("offsets.json").write_text(document)
     [shown] = fenced_blocks((DOCS / "kubectl-plugin.md").read_text(), PLUGIN_MARKER, 1)
     body: dict[str, Any] = {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {"name": "orders", "namespace": "kafka", "uid": "u", "resourceVersion": "1", "annotations": {}},
         "spec": {

@@ -99,7 +99,7 @@ def _mm2_body() -> dict[str, Any]:
         "alterOffsets": {"fromConfigMap": {"name": MM2_CM}},
     }
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": MM2, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
         "spec": {

@@ -95,7 +95,7 @@ class Kube:
 
 def resource(name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {
             "name": name,

@@ -124,7 +124,7 @@ def resource(write_to_target: str | None) -> KafkaMirrorMaker2Resource:
         mirror_fields["writeToTarget"] = write_to_target
     return KafkaMirrorMaker2Resource.model_validate(
         {
-            "apiVersion": "connect-offsets.io/v1alpha1",
+            "apiVersion": "connect-offsets.io/v1beta1",
             "kind": "KafkaMirrorMaker2",
             "metadata": {"name": "m", "namespace": "team-a", "generation": 1},
             "spec": {

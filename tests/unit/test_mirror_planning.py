@@ -136,7 +136,7 @@ def make_mm2(
     generation: int = 4,
 ) -> KafkaMirrorMaker2Resource:
     body: dict[str, Any] = {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {
             "name": NAME,

@@ -42,7 +42,7 @@ from tests.fakes import FakeKube
 pytestmark = pytest.mark.unit
 
 NS = "ns"
-OWNER = {"apiVersion": "connect-offsets.io/v1alpha1", "kind": "KafkaConnector", "name": "c", "uid": "owner-uid"}
+OWNER = {"apiVersion": "connect-offsets.io/v1beta1", "kind": "KafkaConnector", "name": "c", "uid": "owner-uid"}
 
 
 def document(n: int, width: int = 0) -> bytes:

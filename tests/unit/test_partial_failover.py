@@ -116,7 +116,7 @@ GROUP = "app"
 
 def _mm2_body() -> dict[str, Any]:
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": MM2, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
         "spec": {

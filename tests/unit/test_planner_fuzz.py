@@ -543,7 +543,7 @@ def connector_bodies(draw: st.DrawFn, focus: bool = False) -> tuple[dict[str, An
     if not focus and draw(pick([False] * 15 + [True])):
         metadata[draw(pick(["annotations", "generation", "name"]))] = draw(pick([{"k": 1}, "two", None, ["a"]]))
     return {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": metadata,
         "spec": spec,
@@ -823,7 +823,7 @@ def mm2_scenarios(draw: st.DrawFn) -> tuple[KafkaMirrorMaker2Resource, list[tupl
         if draw(st.integers(0, 3)) == 0
     ]
     body = {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": "east-to-west", "namespace": "team-a", "generation": 1, "annotations": annotations},
         "spec": {

@@ -126,7 +126,7 @@ def make(
     if initial is not None:
         spec["initialOffsets"] = {"fromConfigMap": {"name": initial}}
     body: dict[str, Any] = {
-        "apiVersion": "connect-offsets.io/v1alpha1",
+        "apiVersion": "connect-offsets.io/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {
             "name": NAME,

@@ -111,7 +111,7 @@ def document(entries: list[dict[str, Any]]) -> str:
 def connector_body(name: str, state: str, cls: str = FILE_SOURCE, **spec: Any) -> dict[str, Any]:
     config = {"file": FILE, "topic": "orders"} if cls == FILE_SOURCE else {"topic": "orders"}
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "KafkaConnector",
         "metadata": {"name": name, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
         "spec": {
@@ -133,7 +133,7 @@ def mm2_body(state: str) -> dict[str, Any]:
         "alterOffsets": {"fromConfigMap": {"name": MM2_CM}},
     }
     return {
-        "apiVersion": f"{API_GROUP}/v1alpha1",
+        "apiVersion": f"{API_GROUP}/v1beta1",
         "kind": "KafkaMirrorMaker2",
         "metadata": {"name": MM2, "namespace": NS, "labels": {f"{API_GROUP}/cluster": "local"}},
         "spec": {
