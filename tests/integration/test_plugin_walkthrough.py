@@ -325,7 +325,7 @@ def test_kubectl_explain_describes_every_field_of_the_three_kinds(stack: dict[st
     def kubectl(*args: str) -> str:
         return subprocess.run([stack["kubectl"], *args], capture_output=True, text=True, env=env, check=True).stdout
 
-    published = json.loads(kubectl("get", "--raw", f"/openapi/v3/apis/{GROUP}/v1alpha1"))
+    published = json.loads(kubectl("get", "--raw", f"/openapi/v3/apis/{GROUP}/v1beta1"))
     schemas = published["components"]["schemas"]
     kinds = (
         ("KafkaConnector", "kafkaconnectors"),
@@ -333,11 +333,11 @@ def test_kubectl_explain_describes_every_field_of_the_three_kinds(stack: dict[st
         ("ConnectCluster", "connectclusters"),
     )
     for kind, plural in kinds:
-        key = next(k for k in schemas if k.endswith(f".v1alpha1.{kind}"))
+        key = next(k for k in schemas if k.endswith(f".v1beta1.{kind}"))
         missing = list(undescribed(schemas[key], kind))
         assert missing == [], f"kubectl explain shows no description for: {missing}"
         for part in ("spec", "status"):
-            explained = kubectl("explain", f"{plural}.{part}", f"--api-version={GROUP}/v1alpha1")
+            explained = kubectl("explain", f"{plural}.{part}", f"--api-version={GROUP}/v1beta1")
             description = explained.split("DESCRIPTION:", 1)[1].split("FIELDS:", 1)[0].strip()
             assert len(description) > 40 and "<empty>" not in description, explained
 
