@@ -158,12 +158,13 @@ def install_crds(info: dict[str, Any]) -> None:
     """
     kubectl = info["kubectl"]
     env = {**os.environ, "KUBECONFIG": info["kubeconfig"]}
-    subprocess.run(
-        [kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
+    with storage_version_lock(info):
+        subprocess.run(
+            [kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
     plurals = ("connectclusters", "kafkaconnectors", "kafkamirrormaker2s")
     for crd in plurals:
         subprocess.run(
@@ -185,6 +186,18 @@ def install_crds(info: dict[str, Any]) -> None:
             ),
             timeout=120,
         )
+
+
+@contextlib.contextmanager
+def storage_version_lock(info: dict[str, Any]) -> Iterator[None]:
+    """Held while a process changes which version the CRDs store: test_storage_migration (it moves
+    storage back to v1alpha1 for a few seconds) and a session applying crds/ (which moves it to
+    v1beta1), so a session starting meanwhile cannot switch it under that test."""
+    folder = Path(info["run_dir"]).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "storage-version.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def run_marker(info: dict[str, Any], what: str) -> Path:

@@ -10,21 +10,20 @@ release did (the test reads etcd to show it), and lists v1alpha1 in ``status.sto
 versions stay served all along, with the same schema, so no other test sees a difference; the
 upgrade applies the chart's CRDs as its README says, which moves storage to v1beta1 again. The test
 is ``serial`` (it changes state every test shares, the storage version, and the migration writes
-every object of the cluster back) and holds a file lock, so two runs on one stack never move the
-storage version under each other. Whatever happens, it ends with the suite's CRDs applied.
+every object of the cluster back) and holds the storage-version lock (tests/conftest.py), which
+a session also takes to apply crds/: neither a second run of it nor a session starting meanwhile
+moves the storage version under it. Whatever happens, it ends with the suite's CRDs applied. The
+migration runs as a ServiceAccount granted exactly the ClusterRole docs/api-versions.md gives.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import functools
 import json
 import os
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,9 @@ import pytest
 import yaml
 
 from connect_offsets.tools.storage_migration import storage_version_hash
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, storage_version_lock, wait_for
 from tests.hack_scripts import load_hack_script
-from tests.integration.chart_install import CHART, chart_operator, run
+from tests.integration.chart_install import CHART, chart_operator, run, sa_kubeconfig
 from tests.integration.support import (
     CLI,
     GROUP,
@@ -55,16 +54,6 @@ KINDS = {
     "kafkaconnectors": "KafkaConnector",
     "kafkamirrormaker2s": "KafkaMirrorMaker2",
 }
-
-
-@contextlib.contextmanager
-def migration_lock(stack: dict[str, Any]) -> Iterator[None]:
-    """One storage-version move at a time on this stack, whichever test session makes it."""
-    folder = Path(stack["run_dir"]).parent
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "storage-migration.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def kube_env(stack: dict[str, Any]) -> dict[str, str]:
@@ -148,7 +137,7 @@ def test_objects_written_as_v1alpha1_are_read_altered_and_deleted_as_v1beta1_aft
     source = tmp_path / "source.txt"
     source.write_text("".join(f"line-{i}\n" for i in range(5)))
     name, cm = f"mig-{unique}", "mig-offsets"
-    with migration_lock(stack):
+    with storage_version_lock(stack):
         try:
             # --- before the upgrade: the API server stores v1alpha1 --------------------------------
             apply_crds(stack, storing(suite_crds, OLD))
@@ -218,9 +207,10 @@ def test_objects_written_as_v1alpha1_are_read_altered_and_deleted_as_v1beta1_aft
                 )
                 wait_storage(custom, NEW)
 
-                # --- the storage migration, as users run it ---------------------------------------
+                # --- the storage migration, as users run it, with the RBAC docs/api-versions.md gives ---
+                migrator = documented_migrator(stack, namespace, unique, tmp_path)
                 migrated = subprocess.run(
-                    [CLI, "migrate-storage"],
+                    [CLI, "migrate-storage", "--kubeconfig", str(migrator)],
                     env=env,
                     capture_output=True,
                     text=True,
@@ -294,6 +284,47 @@ def test_objects_written_as_v1alpha1_are_read_altered_and_deleted_as_v1beta1_aft
             apply_crds(stack, suite_crds)
             wait_storage(custom, NEW)
             connect.delete(f"/connectors/{name}")
+            for cluster_scoped in (f"clusterrolebinding/migrator-{unique}", f"clusterrole/migrator-{unique}"):
+                subprocess.run(
+                    [stack["kubectl"], "delete", cluster_scoped, "--ignore-not-found"],
+                    env=kube_env(stack),
+                    capture_output=True,
+                )
+
+
+def documented_migrator(stack: dict[str, Any], namespace: str, unique: str, tmp_path: Path) -> Path:
+    """A kubeconfig of a ServiceAccount granted exactly the ClusterRole of docs/api-versions.md
+    (under a name of this test's), so a permission the docs forget fails the migration here."""
+    text = (REPO / "docs" / "api-versions.md").read_text()
+    section = text[text.index("## Storage migration") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") :]
+    role = yaml.safe_load(block[: block.index("```")])
+    assert role["kind"] == "ClusterRole"
+    role["metadata"]["name"] = f"migrator-{unique}"
+    account = f"migrator-{unique}"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"migrator-{unique}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"migrator-{unique}"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    service_account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": account, "namespace": namespace},
+    }
+    env = kube_env(stack)
+    subprocess.run(
+        [stack["kubectl"], "apply", "-f", "-"],
+        input=yaml.safe_dump_all([role, binding, service_account]),
+        text=True,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    token = run([stack["kubectl"], "create", "token", account, "-n", namespace, "--duration", "1h"], env).strip()
+    return sa_kubeconfig(tmp_path / "migrator-kubeconfig", stack["apiserver"], token)
 
 
 def absent(custom: Any, namespace: str, plural: str, name: str) -> bool:
