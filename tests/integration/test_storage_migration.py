@@ -190,6 +190,15 @@ def test_objects_written_as_v1alpha1_are_read_altered_and_deleted_as_v1beta1_aft
                     listed.stderr
                 )
 
+                # migrate-storage before the new CRDs are applied: refused, nothing written
+                early = subprocess.run(
+                    [CLI, "migrate-storage"], env=kube_env(stack), capture_output=True, text=True, timeout=120
+                )
+                assert early.returncode == 5, early.stderr
+                assert f"refused: CRD connectclusters.{GROUP} stores {OLD}" in early.stderr
+                if local:
+                    assert etcd_api_version(stack, "kafkaconnectors", namespace, name) == f"{GROUP}/{OLD}"
+
                 # --- the upgrade: the chart's CRDs (Helm does not upgrade crds/), then helm upgrade -----
                 apply_crds(stack, crds_in(CHART / "crds"))
                 env = kube_env(stack)

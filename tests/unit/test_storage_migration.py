@@ -40,6 +40,7 @@ class FakeApi:
         self.page = page
         self.hashes = [storage_version_hash(API_GROUP, "v1beta1", "KafkaConnector")]
         self.put_errors: dict[str, ApiError] = {}
+        self.storage = "v1beta1"
         self.calls: list[tuple[str, str, dict[str, str], Any]] = []
 
     def __call__(self, method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> Any:
@@ -48,7 +49,10 @@ class FakeApi:
             return {
                 "spec": {
                     "names": {"kind": "KafkaConnector"},
-                    "versions": [{"name": "v1beta1", "storage": True}, {"name": "v1alpha1", "storage": False}],
+                    "versions": [
+                        {"name": "v1beta1", "storage": self.storage == "v1beta1"},
+                        {"name": "v1alpha1", "storage": self.storage == "v1alpha1"},
+                    ],
                 },
                 "status": {"storedVersions": self.stored},
             }
@@ -211,3 +215,33 @@ def test_the_command_reports_an_unreadable_kubeconfig_with_exit_code_4(
     assert main(["migrate-storage", "--kubeconfig", str(missing)]) == ExitCode.KUBERNETES
     err = capsys.readouterr().err
     assert err.startswith(f"connect-offsets: error: cannot load the kubeconfig ({missing}):")
+
+
+def test_crds_that_still_store_the_old_version_are_refused_before_any_write() -> None:
+    """The new CRDs not applied yet (Helm does not upgrade crds/): rewriting every object as
+    v1alpha1 again would help nobody, and storedVersions must not lose v1beta1's future."""
+    api = FakeApi(objects=2, stored=["v1alpha1"])
+    api.storage = "v1alpha1"
+    with pytest.raises(MigrationError) as caught:
+        StorageMigration(api).run(("kafkaconnectors",))
+    assert str(caught.value).startswith(
+        "refused: CRD kafkaconnectors.connect-offsets.io stores v1alpha1, but this connect-offsets"
+    )
+    assert "stores v1beta1; apply the CRDs of the release you upgrade to first" in str(caught.value)
+    assert caught.value.code == ExitCode.REFUSED
+    assert [call[0] for call in api.calls] == ["GET"]
+
+
+def test_every_crd_is_checked_before_the_first_write() -> None:
+    """One CRD of another release among the three: nothing is written to any of them."""
+    api = FakeApi(objects=2, stored=["v1alpha1", "v1beta1"])
+    answers = iter([None, "v1alpha1"])  # the first CRD read stores v1beta1, the second v1alpha1
+
+    def request(method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> Any:
+        if method == "GET" and path == CRD_PATH:
+            api.storage = next(answers) or "v1beta1"
+        return api(method, path, query, body, content_type)
+
+    with pytest.raises(MigrationError):
+        StorageMigration(request).run(("kafkaconnectors", "kafkaconnectors"))
+    assert [call[0] for call in api.calls] == ["GET", "GET"]

@@ -68,7 +68,8 @@ TOOL_DETAILS: Final[dict[Tool, dict[ExitCode, str]]] = {
         ExitCode.KUBERNETES: "migrate-storage: the Kubernetes API could not be used (kubeconfig, connection, "
         "permissions)",
         ExitCode.REFUSED: "a connector not STOPPED or unknown, a running standalone worker; "
-        "--force / --allow-unknown override",
+        "--force / --allow-unknown override; migrate-storage: CRDs that store another version than this "
+        "release's (apply the new CRDs first)",
         ExitCode.INTERRUPTED: "",
     },
     "pipeline": {

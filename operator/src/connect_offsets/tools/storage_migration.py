@@ -8,7 +8,9 @@ drop a version from ``spec.versions`` that ``storedVersions`` still names.
 
 What it does, per CRD (the three kinds of connect-offsets.io), as kube-storage-version-migrator does:
 
-1. reads the CRD: the storage version is the one with ``storage: true``;
+1. reads the three CRDs: the storage version is the one with ``storage: true``; unless each stores
+   this package's ``API_VERSION``, it refuses before any write (the new CRDs were not applied, or
+   this tool is of another release);
 2. waits until the API server's discovery reports that version's storage hash (the switch is made
    by the API server when it sees the new CRD; an object written before that would be stored in
    the old version again);
@@ -42,9 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 from urllib.parse import quote
 
+from connect_offsets import __version__
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.tools.exit_codes import ExitCode
-from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS, MAX_QUOTED_TEXT, MIRRORS
+from connect_offsets.vocabulary import API_GROUP, API_VERSION, CLUSTERS, CONNECTORS, MAX_QUOTED_TEXT, MIRRORS
 
 __all__ = ["MigrationError", "StorageMigration", "migrate_storage", "register", "storage_version_hash"]
 
@@ -137,17 +140,33 @@ class StorageMigration:
         )
 
     def run(self, plurals: tuple[str, ...] = PLURALS) -> list[MigrationOutcome]:
-        return [self.migrate(plural) for plural in plurals]
+        """Every CRD checked before the first write, then each migrated in turn."""
+        read = [(plural, self._read_crd(plural)) for plural in plurals]
+        return [self.migrate(plural, crd) for plural, crd in read]
 
-    def migrate(self, plural: str) -> MigrationOutcome:
+    def _read_crd(self, plural: str) -> dict[str, Any]:
         name = f"{plural}.{API_GROUP}"
-        crd = self._call(
+        crd: dict[str, Any] = self._call(
             "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", what=f"read CRD {name}"
         )
         stored = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")]
         if len(stored) != 1:
             raise MigrationError(f"CRD {name}: expected exactly one version with storage: true, found {stored}")
-        storage = stored[0]
+        if stored[0] != API_VERSION:
+            # The CRDs of another release than this tool's: most often the new CRDs were not applied
+            # (Helm does not upgrade them). Rewriting everything as the old version helps nobody.
+            raise MigrationError(
+                f"refused: CRD {name} stores {stored[0]}, but this connect-offsets ({__version__}) stores "
+                f"{API_VERSION}; apply the CRDs of the release you upgrade to first (kubectl apply --server-side "
+                "-f charts/connect-offsets-operator/crds/; docs/api-versions.md#upgrading-from-v1alpha1) or run "
+                "the connect-offsets of the installed release. Nothing was changed",
+                int(ExitCode.REFUSED),
+            )
+        return crd
+
+    def migrate(self, plural: str, crd: dict[str, Any]) -> MigrationOutcome:
+        name = f"{plural}.{API_GROUP}"
+        storage = API_VERSION
         kind = crd["spec"]["names"]["kind"]
         outcome = MigrationOutcome(
             crd=name, storage=storage, stored_before=list(crd.get("status", {}).get("storedVersions", []))
