@@ -8,7 +8,9 @@
   aborted transactions): its group commits the last record + 1, where the commit marker sits, so
   its committed offset stays below the end for ever. Once caught up it is ``Progressing=True/
   UpToDate`` with lag 0, and stays so after ``stallAfter`` (15 s) has passed (it read
-  ``NotAdvancing`` before, with 1 record waiting). Then its file, a named pipe, is no longer read:
+  ``NotAdvancing`` before, with 1 record waiting). A transaction opened and left open: it stays
+  ``UpToDate``, its message counting the open transaction's records (the sink reads
+  ``read_committed``). Then its file, a named pipe, is no longer read:
   the next committed transaction (more than the pipe's buffer) blocks the task in ``put()``, nothing
   is committed, and it turns ``False/NotAdvancing`` with the records waiting. The pipe is read
   again before the connector is deleted, so no blocked task thread is left in the shared worker.
@@ -166,7 +168,8 @@ def test_a_sink_on_a_transactional_topic_is_up_to_date_then_not_advancing_when_b
         {
             "class": FILE_SINK,
             "tasksMax": 1,
-            "config": {"topics": topic, "file": str(pipe)},
+            # read_committed, as the progress check sees the topic (Connect's default reads uncommitted).
+            "config": {"topics": topic, "file": str(pipe), "consumer.override.isolation.level": "read_committed"},
             "progress": {"stallAfter": f"{STALL_AFTER_S}s"},
         },
     )
@@ -182,6 +185,26 @@ def test_a_sink_on_a_transactional_topic_is_up_to_date_then_not_advancing_when_b
         condition = _progressing(body)
         assert (condition["status"], condition["reason"]) == ("True", "UpToDate"), condition
         assert body["status"]["progress"]["totalLag"] == 0, body["status"]["progress"]
+
+        # A transaction opened and left open: the caught-up sink is still up to date, and says why.
+        transaction_open = 7
+        producer.begin_transaction()
+        for i in range(transaction_open):
+            producer.produce(topic, value=json.dumps(f"open-{i}").encode(), partition=0)
+        producer.flush(30)
+        try:
+            condition = wait_for(
+                "the open transaction in the Progressing message",
+                lambda: (
+                    (c := _progressing(get_connector(custom, namespace, name))) and "still open" in c["message"] and c
+                ),
+                timeout=90,
+                interval=1,
+            )
+            assert (condition["status"], condition["reason"]) == ("True", "UpToDate"), condition
+            assert f"{transaction_open} record(s) of a transaction still open on 1 partition(s)" in condition["message"]
+        finally:
+            producer.abort_transaction(30)
 
         reader.reading.clear()  # nobody reads the pipe any more
         transaction(3000, commit=True, size=100)  # ~300 KB: more than the pipe's buffer

@@ -9,6 +9,7 @@ Covers ``progress.state`` (``sink_lag``, ``judge``, ``ProgressRegistry``) and ``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -327,3 +328,17 @@ async def test_a_sink_behind_an_open_transaction_says_so(kafka: Kafka) -> None:
     assert condition is not None and (condition.status, condition.reason) == ("True", "UpToDate")
     assert "5 record(s) of a transaction still open on 1 partition(s)" in condition.message
     assert status is not None and status.total_lag == 0 and "transaction still open" in (status.message or "")
+
+
+def test_an_open_transaction_ahead_of_a_caught_up_sink_is_shown_at_once() -> None:
+    registry = ProgressRegistry()
+    caught_up = ConnectorProgress("orders", "sink", watching_since=T0, lag=SinkLag(0, 0, 1), measured_at=T0)
+    registry.put("ns", "orders", caught_up)
+    registry.report("ns", "orders", SPEC, T0)
+    behind_open = replace(caught_up, open_records=3, open_partitions=1)
+    registry.put("ns", "orders", behind_open)
+    later = T0 + timedelta(seconds=5)  # well within STATUS_REFRESH_S
+    assert registry.would_change("ns", "orders", SPEC, later)
+    status, condition, _ = registry.report("ns", "orders", SPEC, later)
+    assert status is not None and "3 record(s) of a transaction still open" in (status.message or "")
+    assert condition is not None and condition.reason == "UpToDate" and "still open" in condition.message

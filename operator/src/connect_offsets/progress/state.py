@@ -264,10 +264,12 @@ def _key(condition: ConditionSpec | None) -> tuple[str, str] | None:
 
 def _same_kind(a: ProgressStatus | None, b: ProgressStatus | None) -> bool:
     """Whether ``b`` only refreshes ``a``'s numbers: the same type and the same fields known. A field
-    known for the first time (a source's first ``lastMoved``) is news, shown at once."""
+    known for the first time (a source's first ``lastMoved``), or a message appearing or going (a
+    transaction still open ahead of a caught-up sink), is news, shown at once."""
     return (
         a is not None
         and b is not None
         and a.type == b.type
         and a.model_dump(exclude_none=True).keys() == b.model_dump(exclude_none=True).keys()
+        and bool(a.message) == bool(b.message)
     )
