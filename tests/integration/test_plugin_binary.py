@@ -6,19 +6,23 @@ VIRTUAL_ENV, no PYTHONPATH, HOME a fresh directory), PATH only ``build/plugin`` 
 ``/usr/bin:/bin``, and ahead of them a ``python3`` that fails, so that nothing can quietly use a
 Python. kubectl is the stack's real binary: it discovers the plugin on that PATH, and its own
 completion (``kubectl __complete connect-offsets ...``) runs the completion executable beside it,
-against the real API server and operator.
+against the real API server and operator. The same two files, installed from ``make krew``'s
+archive the way krew installs it, run the same way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.support import (
@@ -117,3 +121,45 @@ def test_list_and_names_from_the_cluster_without_the_venv(
     names = kubectl(stack, env, "__complete", "connect-offsets", "reset", "-n", namespace, "")
     assert names.returncode == 0, names.stderr
     assert name in [line.split("\t")[0] for line in names.stdout.splitlines()]
+
+
+def test_the_krew_archive_installs_what_runs_without_the_venv(
+    plugin_dir: Path, stack: dict[str, Any], tmp_path: Path
+) -> None:
+    """make krew's archive, unpacked as krew does (regular files into the plugin's store, the manifest's
+    ``bin`` linked into krew's bin, the completion executable linked as the caveats say)."""
+    rendered = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "krew.py"), "--plugin-dir", str(plugin_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    checked = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "krew.py"), "--check", "--plugin-dir", str(plugin_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stderr
+    manifest = yaml.safe_load((plugin_dir / "krew" / "connect-offsets.yaml").read_text())
+    (platform,) = manifest["spec"]["platforms"]
+    archive = plugin_dir / "krew" / platform["uri"].rsplit("/", 1)[1]
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == platform["sha256"]
+
+    store = tmp_path / "krew" / "store" / "connect-offsets" / manifest["spec"]["version"]
+    store.mkdir(parents=True)
+    with tarfile.open(archive, mode="r:gz") as tar:
+        assert all(member.isreg() for member in tar.getmembers())  # krew unpacks nothing else
+        tar.extractall(store, filter="data")
+    krew_bin = tmp_path / "krew" / "bin"
+    krew_bin.mkdir()
+    (krew_bin / platform["bin"]).symlink_to(store / platform["bin"])
+    (krew_bin / "kubectl_complete-connect_offsets").symlink_to(store / "kubectl_complete-connect_offsets")
+
+    env = bare_env(krew_bin, stack, tmp_path / "home")
+    version = kubectl(stack, env, "connect-offsets", "--version")
+    assert (version.returncode, version.stdout.strip()) == (0, "kubectl connect-offsets 0.1.0"), version.stderr
+    completed = kubectl(stack, env, "__complete", "connect-offsets", "re")
+    assert completed.returncode == 0, completed.stderr
+    assert [line.split("\t")[0] for line in completed.stdout.splitlines()] == ["reset", "restore", ":4"]
