@@ -1,4 +1,4 @@
-"""``python -m connect_offsets.tools.kubectl``: the plugin without its console script (krew's shim runs this)."""
+"""``python -m connect_offsets.tools.kubectl``, and the entry of the one-file build (hack/build_plugin.py)."""
 
 import sys
 
