@@ -14,6 +14,9 @@
   the next committed transaction (more than the pipe's buffer) blocks the task in ``put()``, nothing
   is committed, and it turns ``False/NotAdvancing`` with the records waiting. The pipe is read
   again before the connector is deleted, so no blocked task thread is left in the shared worker.
+* A MirrorMaker 2 (B -> A) replicating a topic written in transactions, ending in a commit marker
+  after an aborted transaction: its replication lag reaches 0 (it stayed at 1 or more: MirrorMaker 2
+  never replicates markers).
 """
 
 from __future__ import annotations
@@ -36,10 +39,15 @@ from connect_offsets.clients.kafka_groups import Checkpoint, KafkaGroups, encode
 from tests.conftest import REPO, OperatorProcess, wait_for
 from tests.integration.support import (
     FILE_SINK,
+    GROUP,
+    VERSION,
     CrdKeeper,
     create_cluster,
     create_connector_kept,
+    create_mm2,
     get_connector,
+    get_mm2,
+    read_topic,
     wait_condition,
 )
 
@@ -217,3 +225,69 @@ def test_a_sink_on_a_transactional_topic_is_up_to_date_then_not_advancing_when_b
         reader.reading.set()  # never leave the task blocked in the shared worker
         connect.delete(f"/connectors/{name}")
         reader.thread.join(timeout=60)
+
+
+def test_a_mirror_of_a_transactional_topic_reaches_lag_zero(
+    stack: dict[str, Any],
+    custom: Any,
+    namespace: str,
+    operator: OperatorProcess,
+    connect: httpx.Client,
+    connect_url: str,
+    unique: str,
+) -> None:
+    source, target = stack["kafka_b"], stack["kafka_a"]
+    east, west = f"txe{unique}", f"txw{unique}"
+    topic, name = f"txlag-{unique}", f"txlag-{unique}"
+    _topic(source, topic)
+    producer = _transactional(source, f"lag-{unique}")
+    for count, commit in ((4, True), (3, False), (2, True)):  # committed, aborted, committed: ends in a marker
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(topic, value=f"r-{i}".encode(), partition=0)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    create_cluster(custom, namespace, connect_url)
+    mirrors = [
+        {
+            "sourceCluster": east,
+            "targetCluster": west,
+            "topicsPattern": topic,
+            "sourceConnector": {
+                "tasksMax": 1,
+                "config": {
+                    "replication.factor": 1,
+                    "offset-syncs.topic.replication.factor": 1,
+                    "sync.topic.acls.enabled": False,
+                    "refresh.topics.interval.seconds": 5,
+                    "heartbeats.replication.enabled": False,
+                },
+            },
+        }
+    ]
+    clusters = [{"alias": east, "bootstrapServers": source}, {"alias": west, "bootstrapServers": target}]
+    create_mm2(custom, namespace, name, clusters, mirrors, replicationLag={"intervalSeconds": 2})
+    try:
+        assert len(read_topic(target, f"{east}.{topic}", 6, timeout=120)) >= 6  # the committed records
+        status = wait_for(
+            "replication lag 0, measured",
+            lambda: (
+                (lag := (get_mm2(custom, namespace, name).get("status") or {}).get("replicationLag") or {})
+                and lag.get("total") == 0
+                and not lag.get("stale")
+                and lag.get("mirrors")
+                and lag
+            ),
+            timeout=120,
+            interval=1,
+        )
+        assert status["mirrors"][0]["connector"] == f"{east}->{west}.MirrorSourceConnector", status
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrormaker2s", name)
+        wait_for(
+            "the mirror's connectors deleted",
+            lambda: not [c for c in connect.get("/connectors").json() if c.startswith(f"{east}->")],
+            timeout=90,
+        )

@@ -34,6 +34,7 @@ from connect_offsets.lag import (
     replicated_offsets,
     status_document,
 )
+from connect_offsets.lag.measure import settled, tails_to_read
 from connect_offsets.models.crds import (
     KafkaMirrorMaker2Resource,
     KafkaMirrorMaker2Status,
@@ -483,3 +484,18 @@ async def test_the_owned_connector_is_measured() -> None:
     lag = monitor(Resolver({connector: {"connect-offsets.io/owner": "ns/mm2"}}))
     await lag.measure(body())
     assert offsets_read == [f"/connectors/{connector}/offsets"]  # (it answered 404: Kafka never reached)
+
+
+def test_a_transactional_tail_is_read_only_once_the_mirror_stands_still() -> None:
+    """Issue 46: MirrorMaker 2 never replicates commit/abort markers, so a source partition ending in
+    one is at lag 1 by the offsets. Its tail is read only when the replicated offset did not move
+    since the last measurement; a tail of markers and aborted records only is lag 0."""
+    now = (PartitionLag("t", 0, 1, 8, 6), PartitionLag("t", 1, 5, 20, 14), PartitionLag("t", 2, 3, 3, None))
+    assert tails_to_read(now, ()) == {}  # first measurement: nothing to compare with
+    moved = (PartitionLag("t", 0, 4, 8, 3), PartitionLag("t", 1, 5, 20, 14))
+    assert tails_to_read(now, moved) == {("t", 1): (15, 20)}  # partition 0 moved: catching up
+    still = (PartitionLag("t", 0, 1, 8, 6), PartitionLag("t", 1, 5, 20, 14))
+    assert tails_to_read(now, still) == {("t", 0): (7, 8), ("t", 1): (15, 20)}
+    after = settled(now, frozenset({(("t", 0), 7, 8)}))
+    assert [p.lag for p in after] == [0, 5, 3]
+    assert settled(now, frozenset({(("t", 0), 7, 9)})) == now  # another end: not this tail

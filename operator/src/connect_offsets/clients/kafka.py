@@ -51,6 +51,7 @@ __all__ = [
     "client_settings",
     "cluster_id",
     "delete_topic",
+    "empty_tails",
     "kafka_text",
     "librdkafka_config",
     "log_offsets",
@@ -254,8 +255,10 @@ async def log_offsets(
     *,
     namespace: str,
     timeout: float = 10.0,
+    read_committed: bool = False,
 ) -> LogOffsets:
-    """End offsets of every partition of the topics ``select_topic`` accepts, in one batched ListOffsets.
+    """End offsets of every partition of the topics ``select_topic`` accepts, in one batched ListOffsets
+    (``read_committed``: the last stable offsets, what a read_committed consumer can reach).
 
     Start offsets are asked (a second batched ListOffsets) only for partitions *not* in
     ``with_position``: the caller needs them for partitions nothing has read yet. Short timeouts
@@ -265,7 +268,7 @@ async def log_offsets(
     def run() -> LogOffsets:
         admin, where, partitions = _selected_partitions(config, select_topic, timeout)
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}")
+        ends = _list(admin, partitions, latest, timeout, f"end offsets on {where}", read_committed=read_committed)
         known = set(with_position)
         fresh = [tp for tp in partitions if tp not in known]
         earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
@@ -476,6 +479,17 @@ async def sink_positions(
         return SinkPositions(known, ends, starts, committed, errors, requests, highs, empty)
 
     return await _tenant_call(namespace, config, run)
+
+
+async def empty_tails(
+    config: dict[str, Any], tails: dict[TP, tuple[int, int]], *, namespace: str, timeout: float = 10.0
+) -> frozenset[TP3]:
+    """``_empty_tails`` in the tenant pool, for callers that know their tails without a round of
+    ``sink_positions`` (a mirror's replication lag); at most ``MAX_TAIL_PROBES`` partitions."""
+    chosen = dict(sorted(tails.items())[:MAX_TAIL_PROBES])
+    if not chosen:
+        return frozenset()
+    return await _tenant_call(namespace, config, lambda: _empty_tails(config, chosen, timeout))
 
 
 def _empty_tails(config: dict[str, Any], tails: dict[TP, tuple[int, int]], timeout: float) -> frozenset[TP3]:

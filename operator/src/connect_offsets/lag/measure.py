@@ -6,6 +6,13 @@ batched ListOffsets on the source cluster (a second one for start offsets only w
 partitions have no offset yet); ``replicated_offsets`` and ``partition_lags`` are the pure
 arithmetic it applies (unit-tested without I/O). A failed measurement is a result, never an
 exception: ``MirrorLag.error`` says why, and the last good numbers stay.
+
+Source topics written in transactions (issue 46): the end is the last stable offset
+(ListOffsets READ_COMMITTED), and MirrorMaker 2 never replicates commit/abort markers, so a
+partition whose last record is followed by a marker would stay at lag 1 (and more after aborted
+transactions) for ever. A partition whose replicated offset stayed below the end since the last
+measurement has that tail read by one read_committed consumer (``clients.kafka.empty_tails``): only
+markers and aborted records there is lag 0 (``tails_to_read``, ``settled``).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectNotFound
-from connect_offsets.clients.kafka import KafkaAdminError, librdkafka_config, log_offsets
+from connect_offsets.clients.kafka import KafkaAdminError, empty_tails, librdkafka_config, log_offsets
 from connect_offsets.planning import ConnectorTarget
 from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 
@@ -77,6 +84,27 @@ def partition_lags(
             last = None
         result.append(PartitionLag(tp[0], tp[1], max(0, lag), end, last))
     return result
+
+
+def tails_to_read(lags: tuple[PartitionLag, ...], previous: tuple[PartitionLag, ...]) -> dict[TP, tuple[int, int]]:
+    """Partitions behind whose replicated offset did not move since ``previous`` (a mirror that moves
+    is catching up anyway): (first offset not replicated, end) for each, to be read for records."""
+    before = {(p.topic, p.partition): p.replicated for p in previous}
+    return {
+        (p.topic, p.partition): (p.replicated + 1, p.end)
+        for p in lags
+        if p.lag > 0 and p.replicated is not None and before.get((p.topic, p.partition)) == p.replicated
+    }
+
+
+def settled(lags: tuple[PartitionLag, ...], empty: frozenset[tuple[TP, int, int]]) -> tuple[PartitionLag, ...]:
+    """``lags`` with the partitions whose tail holds only markers and aborted records at lag 0."""
+    return tuple(
+        replace(p, lag=0)
+        if p.replicated is not None and ((p.topic, p.partition), p.replicated + 1, p.end) in empty
+        else p
+        for p in lags
+    )
 
 
 # --- one mirror's measurements ------------------------------------------------------------------
@@ -184,7 +212,12 @@ async def measure_mirror(
             select = topics.__contains__
         try:
             offsets = await log_offsets(
-                source_kafka_config(target), select, replicated.keys(), namespace=namespace, timeout=timeout
+                source_kafka_config(target),
+                select,
+                replicated.keys(),
+                namespace=namespace,
+                timeout=timeout,
+                read_committed=True,
             )
         except KafkaAdminError as error:
             raise _MeasureFailed(f"source cluster {source}: {error}") from error
@@ -198,6 +231,14 @@ async def measure_mirror(
             seconds=time.monotonic() - started,
         )
     lags = tuple(partition_lags(replicated, offsets.ends, offsets.starts))
+    tails = tails_to_read(lags, base.lags)
+    if tails:
+        requests += 1
+        try:
+            empty = await empty_tails(source_kafka_config(target), tails, namespace=namespace, timeout=timeout)
+        except KafkaAdminError:
+            empty = frozenset()  # not known: the offsets' lag stands
+        lags = settled(lags, empty)
     total = sum(p.lag for p in lags)
     return MirrorLag(
         connector=target.name,
