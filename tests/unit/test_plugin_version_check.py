@@ -7,7 +7,6 @@ not per pass or per connector. The same on the real stack: tests/integration/tes
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -151,8 +150,8 @@ async def test_a_refusal_reads_the_listing_again_before_refusing_if_it_is_older_
     world.kube.put_resource(CONNECTORS, connector_body("a", version="4.3.1"))
     await world.service.reconcile(NS, "a")
     world.listing.respond(200, json=[*LISTING, {"class": FILE_SOURCE, "type": "source", "version": "9.1.0"}])
-    clock = time.monotonic
-    monkeypatch.setattr(plugins_module.time, "monotonic", lambda: clock() + 60.0)  # type: ignore[attr-defined]
+    clock = plugins_module.now
+    monkeypatch.setattr(plugins_module, "now", lambda: clock() + 60.0)
     world.kube.put_resource(CONNECTORS, connector_body("b", version="[9.0,10.0)"))
     await world.service.reconcile(NS, "b")
     assert world.listings() == ["connectorsOnly=false"] * 2

@@ -30,6 +30,11 @@ _log = logging.getLogger("connect_offsets.clients.connect")
 FAILURE_BACKOFF_S: Final = 30.0
 
 
+def now() -> float:
+    """The clock of the listing's age (monotonic; a test moves it)."""
+    return time.monotonic()
+
+
 class InstalledPlugins:
     """One Connect cluster's installed plugins, read through ``fetch`` at most once per ``max_age``
     a caller accepts (single flight: concurrent callers share one request)."""
@@ -43,7 +48,7 @@ class InstalledPlugins:
 
     def age(self) -> float:
         """Seconds since the last answer (inf: none yet)."""
-        return time.monotonic() - self._at
+        return now() - self._at
 
     async def get(self, *, max_age: float) -> list[PluginInfo] | None:
         """The plugins as answered at most ``max_age`` seconds ago (asking now if the last answer
@@ -53,13 +58,13 @@ class InstalledPlugins:
         async with self._lock:
             if self._plugins is not None and self.age() <= max_age:
                 return self._plugins  # answered while this caller waited for the lock
-            if time.monotonic() - self._failed_at < FAILURE_BACKOFF_S:
+            if now() - self._failed_at < FAILURE_BACKOFF_S:
                 return None
             try:
                 self._plugins = await self._fetch()
             except ConnectError as error:
-                self._failed_at = time.monotonic()
+                self._failed_at = now()
                 _log.debug("plugin listing failed, versions left to Connect: %s", error)
                 return None
-            self._at = time.monotonic()
+            self._at = now()
             return self._plugins
