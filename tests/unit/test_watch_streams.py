@@ -316,3 +316,45 @@ def test_an_event_that_fails_does_not_stop_the_next() -> None:
         return handled
 
     assert asyncio.run(run()) == ["a", "b"]
+
+
+def test_a_stream_waits_for_room_rather_than_reading_ahead_of_the_loop() -> None:
+    async def run() -> tuple[bool, list[str], bool]:
+        handled: list[str] = []
+        loop = asyncio.get_running_loop()
+        pump = EventPump(loop, lambda event: handled.append(event.name), per_turn=5, max_pending=10)
+
+        def batch(start: int) -> list[WatchEvent]:
+            return [WatchEvent(KIND, "ADDED", "team-a", f"c{i}", None) for i in range(start, start + 10)]
+
+        producer = threading.Thread(target=lambda: [pump.put(batch(start)) for start in (0, 10, 20)])
+        producer.start()
+        time.sleep(0.3)  # the loop has not run: the first batch fills the pump, the second waits
+        waited = producer.is_alive() and len(handled) == 0
+        while len(handled) < 30:
+            await asyncio.sleep(0.01)
+        producer.join(5)
+        return waited, handled, producer.is_alive()
+
+    waited, handled, alive = asyncio.run(run())
+    assert waited
+    assert handled == [f"c{i}" for i in range(30)]
+    assert not alive
+
+
+def test_closing_the_pump_frees_a_waiting_stream_and_drops_what_was_pending() -> None:
+    async def run() -> tuple[list[str], bool]:
+        handled: list[str] = []
+        pump = EventPump(asyncio.get_running_loop(), lambda event: handled.append(event.name), max_pending=1)
+        events = [WatchEvent(KIND, "ADDED", "team-a", "a", None)]
+        producer = threading.Thread(target=lambda: [pump.put(events) for _ in range(3)])
+        producer.start()
+        time.sleep(0.2)
+        pump.close()
+        producer.join(5)
+        await asyncio.sleep(0.05)
+        return handled, producer.is_alive()
+
+    handled, alive = asyncio.run(run())
+    assert not alive
+    assert handled == []

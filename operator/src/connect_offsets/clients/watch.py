@@ -105,28 +105,45 @@ class EventPump:
 
     Why bounded: a listing hands over hundreds of objects at once; handling them all in one
     callback would hold the loop for as long, and every pass (a user's request among them) would
-    wait that long for its next step.
+    wait that long for its next step. And bounded the other way: a stream's thread waits in
+    ``put`` while ``max_pending`` events are not handed over yet, so a listing of 20,000 is not
+    held parsed in memory ahead of the loop (the thread reads ahead by a few pages, no more).
     """
 
-    def __init__(self, loop: Any, handle: Callable[[WatchEvent], None], *, per_turn: int = 200) -> None:
+    def __init__(
+        self, loop: Any, handle: Callable[[WatchEvent], None], *, per_turn: int = 200, max_pending: int = 2000
+    ) -> None:
         self._loop = loop
         self._handle = handle
         self._per_turn = per_turn
+        self._max_pending = max_pending
         self._events: collections.deque[WatchEvent] = collections.deque()
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
         self._scheduled = False
+        self._closed = False
         self.handled = 0
 
     def put(self, events: list[WatchEvent]) -> None:
-        """From any thread."""
+        """From a stream's thread, never the loop's (it may wait for the loop)."""
         if not events:
             return
-        with self._lock:
+        with self._room:
+            self._room.wait_for(lambda: self._closed or len(self._events) < self._max_pending)
+            if self._closed:
+                return
             self._events.extend(events)
             if self._scheduled:
                 return
             self._scheduled = True
         self._loop.call_soon_threadsafe(self._drain)
+
+    def close(self) -> None:
+        """Stopping: nothing more is handed over, and no stream's thread waits for room."""
+        with self._room:
+            self._closed = True
+            self._events.clear()
+            self._room.notify_all()
 
     def _drain(self) -> None:
         for _ in range(self._per_turn):
@@ -141,8 +158,9 @@ class EventPump:
                     "handling the watch event of %s %s/%s failed", event.kind.plural, event.namespace, event.name
                 )
             self.handled += 1
-        with self._lock:
-            if not self._events:
+        with self._room:
+            self._room.notify_all()
+            if not self._events or self._closed:
                 self._scheduled = False
                 return
         self._loop.call_soon(self._drain)

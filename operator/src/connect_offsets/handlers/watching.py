@@ -54,9 +54,10 @@ class Watching:
         self._scopes: list[str | None] = list(namespaces) if namespaces else [None]
         self._forgetting: set[asyncio.Task[None]] = set()
         self.streams: list[WatchStream] = []
+        self._pump: EventPump | None = None
 
     def start(self) -> None:
-        pump = EventPump(asyncio.get_running_loop(), self.dispatch)
+        pump = self._pump = EventPump(asyncio.get_running_loop(), self.dispatch)
         # A connection for each stream, apart from the workers' pool: a watch holds its
         # connection for minutes.
         api_client = load_api_client(len(WATCHED_KINDS) * len(self._scopes))
@@ -70,6 +71,8 @@ class Watching:
         )
 
     def stop(self) -> None:
+        if self._pump is not None:
+            self._pump.close()
         for stream in self.streams:
             stream.stop()
 
