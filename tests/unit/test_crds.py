@@ -650,3 +650,14 @@ def test_cel_toTimestamp_pattern_accepts_what_the_model_accepts() -> None:
     for text in ("2026-11-21T10:00:00", "yesterday", "2026-11-21"):
         assert not pattern.match(text), text
         assert crds.parse_rfc3339(text) is None, text
+
+
+def test_api_versions_page_shows_the_warning_and_versions_the_crds_have() -> None:
+    """docs/api-versions.md quotes the deprecation warning kubectl prints and lists each served
+    version: both from the generated CRDs, so the page cannot drift from them."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "api-versions.md").read_text()
+    versions = crd_documents()["kafkaconnectors.yaml"]["spec"]["versions"]
+    for version in versions:
+        assert f"| `{version['name']}` | yes | {'yes' if version['storage'] else 'no'} |" in page
+        if version.get("deprecated"):
+            assert f"Warning: {version['deprecationWarning']}\n" in page
