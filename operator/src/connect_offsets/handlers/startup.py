@@ -85,6 +85,7 @@ class OperatorState:
 #: replica's shard and its Leases.
 CONTROLLER_SETTINGS = ControllerSettings()
 
+
 def state_of(memo: Any) -> OperatorState:
     state = memo.get("state")
     if not isinstance(state, OperatorState):
