@@ -39,7 +39,6 @@ class ExitCode(IntEnum):
     TIMEOUT = 3
     KUBERNETES = 4
     REFUSED = 5
-    NOT_INSTALLED = 127
     INTERRUPTED = 130
 
     @property
@@ -54,7 +53,6 @@ _MEANINGS: Final[dict[ExitCode, str]] = {
     ExitCode.TIMEOUT: "timed out waiting for the operator: the request stays pending",
     ExitCode.KUBERNETES: "the Kubernetes API could not be used (kubeconfig, connection, permissions)",
     ExitCode.REFUSED: "refused for safety: nothing was changed",
-    ExitCode.NOT_INSTALLED: "the plugin's Python or package is missing (the krew wrapper script)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -86,7 +84,6 @@ TOOL_DETAILS: Final[dict[Tool, dict[ExitCode, str]]] = {
         ExitCode.INVALID: "also a resource or backup that does not exist, or a request already pending",
         ExitCode.TIMEOUT: "the error says how to cancel it",
         ExitCode.KUBERNETES: "",
-        ExitCode.NOT_INSTALLED: "",
         ExitCode.INTERRUPTED: "",
     },
 }
