@@ -358,3 +358,78 @@ def test_closing_the_pump_frees_a_waiting_stream_and_drops_what_was_pending() ->
     handled, alive = asyncio.run(run())
     assert not alive
     assert handled == []
+
+
+def test_an_oversized_page_is_asked_again_smaller_and_never_parsed(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant may fill objects up to the API server's limit: a page over MAX_PAGE_BYTES is not
+    parsed but asked again at half the size (one object always fits the real bound)."""
+    handler, api = server
+    monkeypatch.setattr(watch, "MAX_PAGE_BYTES", 500)
+    done = threading.Event()
+    everything = [body("a", "5"), body("b", "6"), body("c", "7")]
+    for item in everything:
+        item["spec"] = {"config": {"padding": "x" * 250}}  # ~340 bytes each: one fits, two do not
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" in query:
+            request.send_events([], hold=done)
+            return
+        limit = int(query["limit"][0])
+        start = int(query.get("continue", ["0"])[0])
+        items = everything[start : start + limit]
+        following = {"continue": str(start + limit)} if start + limit < len(everything) else {}
+        request.send_json(200, {"metadata": {"resourceVersion": "10", **following}, "items": items})
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)  # pages of 2
+    stream.start()
+    try:
+        seen = collected.wait_for(3)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "6"), ("ADDED", "c", "7")]
+    limits = [q["limit"][0] for q in handler.requests if "watch" not in q]
+    assert limits[0] == "2" and set(limits[1:]) == {"1"}
+
+
+def test_an_oversized_watch_event_ends_the_watch_unparsed(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    handler, api = server
+    monkeypatch.setattr(watch, "MAX_EVENT_BYTES", 1000)
+    monkeypatch.setattr(watch, "MAX_BACKOFF_S", 0.1)
+    done = threading.Event()
+    huge = body("a", "11")
+    huge["spec"] = {"config": {"x": "y" * 5000}}
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("a", "5")]})
+            return
+        watches = [q for q in handler.requests if "watch" in q]
+        if len(watches) == 1:
+            line = json.dumps({"type": "MODIFIED", "object": huge}).encode()
+            request.send_response(200)
+            request.send_header("Transfer-Encoding", "chunked")
+            request.end_headers()
+            for part in (line[:2000], line[2000:]):  # no newline yet past the bound
+                request.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                request.wfile.flush()
+            request.wfile.write(b"0\r\n\r\n")
+        else:
+            request.send_events([{"type": "MODIFIED", "object": body("a", "12")}], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        seen = collected.wait_for(2)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "12")]

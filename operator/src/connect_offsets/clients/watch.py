@@ -55,6 +55,13 @@ WATCH_TIMEOUT_S = 300
 READ_TIMEOUT_S = WATCH_TIMEOUT_S + 30
 CONNECT_TIMEOUT_S = 10.0
 MAX_BACKOFF_S = 30.0
+#: Bytes a listing page may take before it is parsed: a tenant may fill its objects up to the API
+#: server's object limit (1.5 MiB), and 500 of them would be 750 MiB. A larger page is asked
+#: again at half the size (one object always fits).
+MAX_PAGE_BYTES = 128 * 1024 * 1024
+#: Bytes one watch event may take before it is parsed (the API server's object limit, with room
+#: for JSON escaping); a longer line ends the watch, which is opened again.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -270,7 +277,7 @@ class WatchStream:
         )
         if response.status >= 400:
             body = response.read(64 * 1024)
-            response.release_conn()
+            response.close()
             if response.status == 410:
                 raise ResourceVersionGone()
             raise StreamFailed(response.status, body.decode(errors="replace"))
@@ -285,15 +292,31 @@ class WatchStream:
         listed: set[tuple[str, str]] = set()
         token = ""
         version = ""
+        page_size = self._page_size
         while True:
-            query = [*self._query(), ("limit", str(self._page_size))]
+            query = [*self._query(), ("limit", str(page_size))]
             if token:
                 query.append(("continue", token))
             response = self._request(query, read_timeout=READ_TIMEOUT_S)
             try:
-                page = json.loads(response.data)
-            finally:
-                response.release_conn()
+                data = response.read(MAX_PAGE_BYTES + 1)
+            except BaseException:
+                response.close()
+                raise
+            if len(data) > MAX_PAGE_BYTES:
+                response.close()  # the rest is left unread: its connection is not reused
+                if page_size == 1:
+                    raise StreamFailed(0, f"one object of {self.kind.plural} is over {MAX_PAGE_BYTES} bytes")
+                page_size = max(1, page_size // 2)
+                log.warning(
+                    "a page of %s was over %d bytes: asking again %d at a time",
+                    self.kind.describe(self.namespace),
+                    MAX_PAGE_BYTES,
+                    page_size,
+                )
+                continue
+            response.release_conn()
+            page = json.loads(data)
             metadata = page.get("metadata") or {}
             version = version or str(metadata.get("resourceVersion") or "")
             events: list[WatchEvent] = []
@@ -347,7 +370,7 @@ class WatchStream:
             return version
         finally:
             self._response = None
-            response.release_conn()
+            response.close()
 
 
 class StreamFailed(TransientError):
@@ -370,6 +393,8 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
             line, pending = pending[:end], pending[end + 1 :]
             if line.strip():
                 yield line
+        if len(pending) > MAX_EVENT_BYTES:
+            raise StreamFailed(0, f"a watch event over {MAX_EVENT_BYTES} bytes")
     if pending.strip():
         yield pending
 
