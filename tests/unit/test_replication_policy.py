@@ -87,3 +87,9 @@ def test_a_group_on_a_two_hop_topic_translates() -> None:
     translation = translate("app", facts, checkpoints, upstream, {"b.c.t", "b.d.c.t"})
     assert translation.offsets == {("b.c.t", 0): 38, ("b.d.c.t", 1): 6}
     assert [(u.topic, u.reason) for u in translation.untranslatable] == [("a.c.t", "TopicNotReplicated")]
+
+
+def test_the_offset_syncs_topic_is_named_by_the_same_policy() -> None:
+    assert DEFAULT.offset_syncs_topic("west") == "mm2-offset-syncs.west.internal"
+    policy = replication_policy({"replication.policy.separator": "-"}, "here")
+    assert isinstance(policy, ReplicationPolicy) and policy.offset_syncs_topic("west") == "mm2-offset-syncs-west-internal"

@@ -120,6 +120,10 @@ class ReplicationPolicy:
             return self.original_topic(topic)
         return self.format_remote(source_alias, topic)
 
+    def offset_syncs_topic(self, alias: str) -> str:
+        """``offsetSyncsTopic``: ``mm2-offset-syncs.<alias>.internal`` with the internal separator."""
+        return f"mm2-offset-syncs{self.internal_separator}{alias}{self.internal_separator}internal"
+
     def checkpoints_topic(self, alias: str) -> str:
         """``checkpointsTopic``: ``<alias>.checkpoints.internal`` with the internal separator."""
         return f"{alias}{self.internal_separator}checkpoints{self.internal_separator}internal"

@@ -12,7 +12,7 @@ from connect_offsets.models.crds import (
     MirrorSpec,
     WriteToTarget,
 )
-from connect_offsets.planning.mirror_topics import DEFAULT_GROUPS_EXCLUDE, exclude_reference_groups
+from connect_offsets.planning.mirror_topics import DEFAULT_GROUPS_EXCLUDE, exclude_reference_groups, replication_policy
 from connect_offsets.planning.plan import ConditionSpec
 from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import (
@@ -28,13 +28,6 @@ from connect_offsets.vocabulary import (
 )
 
 # --- KafkaMirrorMaker2 -------------------------------------------------------------------
-
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-
-
-#: Policies whose internal topic names we know (IdentityReplicationPolicy extends the default).
-KNOWN_POLICIES = (DEFAULT_POLICY, "org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
-
 
 #: Records pass through unchanged: MM2 copies bytes, whatever the worker's default converters.
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -310,13 +303,13 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                     "MirrorSourceConnector; nothing in Kafka was touched",
                 )
             )
-        elif target.config.get("replication.policy.class", DEFAULT_POLICY) not in KNOWN_POLICIES:
+        elif isinstance(policy := replication_policy(target.config, f"{target.name}'s config"), str):
             conditions.append(
                 ConditionSpec(
                     "InvalidAnnotation",
                     "True",
                     "InvalidOffsetSyncsReset",
-                    "a custom replication.policy.class names the offset-syncs topic itself; clear that topic by hand. "
+                    f"{policy}: the offset-syncs topic it names cannot be known; clear that topic by hand. "
                     "Nothing in Kafka was touched",
                 )
             )
@@ -324,11 +317,8 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
             source_alias = target.config["source.cluster.alias"]
             target_alias = target.config["target.cluster.alias"]
             location = target.config.get("offset-syncs.topic.location", "source")
-            # MirrorSourceConfig.offsetSyncsTopic(): named after the *other* cluster's alias, with the
-            # policy's internal separator (DefaultReplicationPolicy.offsetSyncsTopic).
-            separator = target.config.get("replication.policy.separator", ".")
-            if target.config.get("replication.policy.internal.topic.separator.enabled", "true") == "false":
-                separator = "."
+            # MirrorSourceConfig.offsetSyncsTopic(): named after the *other* cluster's alias
+            # (DefaultReplicationPolicy.offsetSyncsTopic, with the policy's internal separator).
             other, holder = (source_alias, target_alias) if location == "target" else (target_alias, source_alias)
-            syncs_reset = (target.name, f"mm2-offset-syncs{separator}{other}{separator}internal", holder)
+            syncs_reset = (target.name, policy.offset_syncs_topic(other), holder)
     return MirrorPlan(targets, conditions, syncs_reset)
