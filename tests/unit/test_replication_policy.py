@@ -92,4 +92,5 @@ def test_a_group_on_a_two_hop_topic_translates() -> None:
 def test_the_offset_syncs_topic_is_named_by_the_same_policy() -> None:
     assert DEFAULT.offset_syncs_topic("west") == "mm2-offset-syncs.west.internal"
     policy = replication_policy({"replication.policy.separator": "-"}, "here")
-    assert isinstance(policy, ReplicationPolicy) and policy.offset_syncs_topic("west") == "mm2-offset-syncs-west-internal"
+    assert isinstance(policy, ReplicationPolicy)
+    assert policy.offset_syncs_topic("west") == "mm2-offset-syncs-west-internal"
