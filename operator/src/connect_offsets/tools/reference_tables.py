@@ -50,7 +50,7 @@ def _sample(kind: str = "KafkaConnector") -> RequestOutcome:
 
 
 def plugin_columns_table() -> str:
-    """The plugin's tables: ``-l`` (text), ``-o wide`` and ``lag``, their columns as printed."""
+    """The plugin's tables: ``-l`` (text), ``-l -o wide`` and ``lag``, their columns as printed."""
     mirror = {
         "status": {
             "replicationLag": {
@@ -61,7 +61,7 @@ def plugin_columns_table() -> str:
     connector = {"metadata": {"name": "c"}, "status": {"progress": {"type": "sink", "totalLag": 1}}}
     tables: list[tuple[str, Callable[[], str]]] = [
         ("`-l` (text); `NAMESPACE` only when several", lambda: render_table([_sample()], with_namespace=True)),
-        ("`-o wide` (one resource or `-l`)", lambda: render_wide([_sample()])),
+        ("`-l -o wide`", lambda: render_wide([_sample()])),
         ("`lag`", lambda: render_lag(mirror)),
         ("`lag -o wide`", lambda: render_lag(mirror, wide=True)),
         ("`lag cokc/NAME`", lambda: render_connector_lag(connector)),
