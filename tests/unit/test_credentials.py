@@ -364,6 +364,12 @@ async def test_kafka_config_follows_the_policy() -> None:
     assert outside.value.reason == "HostNotAllowed" and kube.reads == []
     settings = await ClusterRegistry(kube, CredentialsPolicy(allow_plaintext=True)).kafka_config("ns", "c")  # type: ignore[arg-type]
     assert settings["bootstrap.servers"] == "k.kafka.svc:9092" and kube.reads == ["jaas"]
+    # No spec.kafka: the message names the cluster and the field; its two users (seek, sink
+    # progress) each put what needed it in front.
+    del body["spec"]["kafka"]
+    with pytest.raises(ClusterUnusable) as absent:
+        await ClusterRegistry(kube, CredentialsPolicy()).kafka_config("ns", "c")  # type: ignore[arg-type]
+    assert str(absent.value) == "ConnectCluster c has no spec.kafka"
 
 
 def mirror(clusters: list[dict[str, Any]]) -> KafkaMirrorMaker2Resource:

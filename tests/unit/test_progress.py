@@ -253,7 +253,7 @@ async def test_kafka_trouble_is_not_measured_never_stalled(kafka: Kafka) -> None
     await monitor.measure("ns", "local", CLIENT, {"orders": connector("orders")})
     _, condition = judge(monitor.registry.get("ns", "orders"), SPEC, datetime.now(UTC) + timedelta(hours=1))
     assert condition is not None and (condition.status, condition.reason) == ("Unknown", "NotMeasured")
-    assert "needs Kafka access" in condition.message and "no spec.kafka" in condition.message
+    assert "sink progress needs Kafka access: ConnectCluster local has no spec.kafka" in condition.message
     monitor, _ = make_monitor([resource("orders")])
     kafka.fail = "list topics on cluster kafka:9092: _TRANSPORT"
     await monitor.measure("ns", "local", CLIENT, {"orders": connector("orders")})

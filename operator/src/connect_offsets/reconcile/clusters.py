@@ -431,7 +431,8 @@ class ClusterRegistry:
         except ValidationError as error:
             raise ClusterUnusable(f"ConnectCluster {name} is invalid: {validation_text(error)}") from error
         if kafka is None:
-            raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka: seeking to a time needs Kafka access")
+            # The callers say what needed it (seeking a sink to a time, sink progress): one message, two uses.
+            raise ClusterUnusable(f"ConnectCluster {name} has no spec.kafka")
         java = {k: java_string(v) for k, v in kafka.config.items() if v is not None}
         try:
             brokers = self.policy.check_kafka(

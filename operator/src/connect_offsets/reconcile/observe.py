@@ -159,8 +159,8 @@ async def _seek(p: Pass, config: dict[str, str], when: str) -> SeekOffsets:
         return SeekOffsets(error="seeking to a time needs Kafka access (ConnectCluster spec.kafka)")
     try:
         settings = await p.kafka()
-    except ClusterUnusable as error:
-        return SeekOffsets(error=str(error))
+    except ClusterUnusable as error:  # as sink progress words it (progress/monitor.py)
+        return SeekOffsets(error=f"seeking to a time needs Kafka access: {error}")
     topics = {t.strip() for t in config.get("topics", "").split(",") if t.strip()}
     try:  # the tenant's pattern: linear time (RE2), or refused with the reason
         pattern = compile_java(config["topics.regex"], "config[topics.regex]") if config.get("topics.regex") else None
