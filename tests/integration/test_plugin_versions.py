@@ -32,6 +32,8 @@ from tests.integration.support import (
     wait_events,
 )
 
+pytestmark = [pytest.mark.local_stack, pytest.mark.timeout(300)]  # a worker from the stack's jars
+
 
 @pytest.fixture(scope="module")
 def worker() -> Iterator[DedicatedWorker]:
