@@ -2,7 +2,8 @@
 
 Layers (enforced by import-linter, see ``pyproject.toml``):
 
-* ``handlers``    kopf registrations only; parse bodies and call the reconcile layer.
+* ``handlers``    the process: kopf's start-up and cleanup, our watch streams' wiring, the entry point.
+* ``controller``  one work queue, bounded workers, Leases: which pass runs when, on which replica.
 * ``reconcile``   I/O for one resource: gather observed state, ask the planner, act, write status.
 * ``lag``         MirrorMaker 2 replication lag: measuring, and the decisions about it.
 * ``planning``    pure decisions: (spec, annotations, observed state) -> actions and conditions.

@@ -1,6 +1,6 @@
 """The Kubernetes API, as the operator uses it: ConfigMaps, Secrets, our resources, Events.
 
-Why a wrapper: the official ``kubernetes`` client is synchronous and kopf runs every handler on one
+Why a wrapper: the official ``kubernetes`` client is synchronous and the operator runs every pass on one
 event loop, so each call goes through a thread of its own pool (one per worker, ``KUBE_THREADS`` at least) here and
 nowhere else. Errors are mapped to two classes that say whether retrying can help. Secret values are
 returned to the caller and never logged or put into exception text. Over 600 lines because every

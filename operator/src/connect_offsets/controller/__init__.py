@@ -1,6 +1,6 @@
 """The controller core: one work queue for every key, a bounded pool of workers, shards.
 
-Between the kopf handlers (``handlers/``, which only feed it watch events) and the reconcile layer
+Between the watch streams (``handlers/watching.py``, which only feed it watch events) and the reconcile layer
 (``reconcile/``, one pass per key). ``queue`` (dedup, delays, back-off, fairness across namespaces,
 a cap per Connect cluster) -> ``sharding`` (which replica takes which ConnectCluster) and ``core``
 (the workers, what wakes which key, our finalizer) and ``leases`` (which replica works on which

@@ -1,6 +1,6 @@
 """The reconcile layer: everything that does I/O to bring one resource to what it asks for.
 
-Driven by a thin layer of kopf handlers (``connect_offsets.handlers``) but importing no kopf, so
+Driven by the controller's work queue (``connect_offsets.controller``) and importing no kopf, so
 the same code runs in tests and tools. One reconcile of a KafkaConnector:
 
 1. read the resource fresh from the API (never act on a stale body: an annotation already

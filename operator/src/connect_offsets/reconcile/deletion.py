@@ -2,11 +2,12 @@
 carried out through the finalizer, exactly once.
 
 Why a module of its own: the deletion is a multi-step change like stop -> change -> resume, but it
-runs in kopf's delete handler (the resource is terminating, the controller no longer reconciles it), so
-its own record lives in ``status.deletion``, written before each step:
+runs in the controller's deletion pass (the resource is terminating and waits on our finalizer:
+``controller/core.py`` ``_finish_deletion``, not the resource's reconcile), so its own record lives in
+``status.deletion``, written before each step:
 
 * ``Stopping`` (reset): the connector is stopped, then the handler comes back until Connect reports
-  it STOPPED with no task (``DeletionPending``: kopf retries after a short delay);
+  it STOPPED with no task (``DeletionPending``: the controller looks again after a short delay);
 * the backup: a ConfigMap with a name derived from the resource's uid, created if absent, with no
   owner reference (it must outlive the resource), labelled like every backup so a resource
   re-created under the same name can ``restore`` it; recorded in ``status.deletion.backup``;
@@ -16,7 +17,7 @@ its own record lives in ``status.deletion``, written before each step:
 * ``Done``: written before the outcome Event is posted, so the Event is posted at most once (the
   project's rule: an outcome is reported after the status that records it).
 
-A killed operator restarts, kopf calls the handler again, and the record says where it was.
+A killed operator restarts, the controller runs the deletion again, and the record says where it was.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ STOP_POLL_S = 2.0
 
 
 class DeletionPending(TransientError):
-    """The deletion waits for Connect (the connector is still stopping); kopf calls the handler
-    again after ``delay`` seconds."""
+    """The deletion waits for Connect (the connector is still stopping); the controller runs the
+    deletion again after ``delay`` seconds."""
 
     def __init__(self, message: str, delay: float = STOP_POLL_S) -> None:
         super().__init__(message)
@@ -132,7 +133,7 @@ async def offsets_on_delete(
     ``ConnectError`` to be called again (unless ``give_up``: then the connector is left as it is
     and a Warning Event says so)."""
     meta = body["metadata"]
-    # The status this handler wrote on an earlier call (kopf may hand us a body one event old).
+    # The status this deletion wrote on an earlier call (the watch cache may be one event old).
     fresh = await kube.fresh_resource(CONNECTORS, meta["namespace"], meta["name"])
     body = fresh if fresh is not None else body
     try:
