@@ -1,11 +1,11 @@
 """The latest body of every resource the operator watches, kept from the watch stream.
 
 Why: the watch streams (``clients/watch.py``) already bring every KafkaConnector, KafkaMirrorMaker2
-and ConnectCluster body to us. Reading them again with a GET on every pass made the idle cost one
-or two API calls per resource per drift interval (3,785 calls/min at 1,000 connectors). Like
-controller-runtime's informer cache, reads come from here and writes go to the API server; a GET is left only where freshness
-decides something (``KubernetesApi.fresh_resource``, before a destructive offsets change) and as
-the fallback for a resource no event has brought yet.
+and ConnectCluster body to us. Reading them again with a GET on every pass made the idle cost one or
+two API calls per resource per drift interval (3,785 calls/min at 1,000 connectors). Like
+controller-runtime's informer cache, reads come from here and writes go to the API server; a GET is
+left only where freshness decides something (``KubernetesApi.fresh_resource``, before a destructive
+offsets change) and as the fallback for a resource no event has brought yet.
 
 Bodies are stored and handed out as deep copies: a pass mutates the body it holds (the status it
 wrote), and a watch event must not change a body half-way through someone's pass.
