@@ -12,7 +12,7 @@ bundles only what the plugin imports: PyInstaller follows the imports from
 the other tools' own dependencies, are excluded so that an import of one by the plugin fails the
 no-venv test (tests/integration/test_plugin_binary.py) instead of growing the file.
 
-Next to it, ``build/plugin/kubectl_complete-connect_offsets`` (``deploy/krew/``'s two-line ``sh``
+Next to it, ``build/plugin/kubectl_complete-connect_offsets`` (``deploy/krew/``'s three-line ``sh``
 script): kubectl's completion executable, which runs the binary's ``__complete``. krew unpacks only
 regular files (no links), so the krew archive (``hack/krew.py``) carries the script, not a link.
 
