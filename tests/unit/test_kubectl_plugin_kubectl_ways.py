@@ -700,3 +700,20 @@ def test_the_documented_wide_refusal_is_the_plugins_own(capsys: pytest.CaptureFi
     shown = doc[doc.index(command) + len(command) :].split("\n```", 1)[0]
     assert main(["list", "orders", "-n", "kafka", "-o", "wide"]) == kp.EXIT_USAGE
     assert capsys.readouterr().err == shown + "\n"
+
+
+def test_a_failover_with_allow_partial_asks_for_it_with_the_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--allow-partial`` puts ``connect-offsets.io/allow-partial=true`` on the resource with the
+    request (issue 46: a partial translation is refused without it); without the flag it is absent."""
+    from connect_offsets.tools.kubectl.moving import _failover
+    from connect_offsets.tools.kubectl.parser import DEFAULTS, parse_args
+
+    for flags, expected in (([], None), (["--allow-partial"], "true")):
+        kube = kube_with(mirror())
+        argv = ["failover-group", "app", "--mirror", "e2w", "--dry-run=client", "-o", "json", *flags]
+        args = {**DEFAULTS, **vars(parse_args(argv))}
+        assert asyncio.run(_failover(cast(Any, kube), args, NS, "e2w", "app")) == kp.EXIT_OK
+        record = json.loads(capsys.readouterr().out)
+        annotations = record["writes"][0]["body"]["metadata"]["annotations"]
+        assert annotations.get("connect-offsets.io/allow-partial") == expected, annotations
+        assert annotations["connect-offsets.io/failover-group"] == "app"

@@ -17,9 +17,10 @@ import pytest
 
 from connect_offsets.clients.kafka_groups import Checkpoint
 from connect_offsets.planning.failover import mirror_facts, translate
-from connect_offsets.planning.failover_requests import ANNOTATION_ALLOW_PARTIAL, failover_key, failover_requests
+from connect_offsets.planning.failover_requests import failover_key, failover_requests
 from connect_offsets.planning.plan import PlannedRefusal
 from connect_offsets.vocabulary import (
+    ANNOTATION_ALLOW_PARTIAL,
     ANNOTATION_DRY_RUN,
     ANNOTATION_FAILOVER_GROUP,
     ANNOTATION_REQUEST_ID,

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "ANNOTATION_ADOPT",
+    "ANNOTATION_ALLOW_PARTIAL",
     "ANNOTATION_ALTER_FROM_CLUSTER",
     "ANNOTATION_ALTER_FROM_CONNECTOR",
     "ANNOTATION_DRY_RUN",
@@ -118,6 +119,10 @@ ANNOTATION_FAILOVER_GROUP = ANNOTATION_PREFIX + "failover-group"
 #: ``<source cluster alias>`` next to ``failover-group``: which mirror (needed when several mirrors
 #: of the resource have a checkpoint connector).
 ANNOTATION_FAILOVER_FROM = ANNOTATION_PREFIX + "failover-from"
+#: ``true`` next to ``failover-group``: the failover may commit a partial translation (the
+#: partitions without a checkpoint start from ``auto.offset.reset``); refused without it. The
+#: spec's ``groupFailover.allowPartial`` says the same for a declared failover.
+ANNOTATION_ALLOW_PARTIAL = ANNOTATION_PREFIX + "allow-partial"
 #: Annotations that belong to an offsets request and are removed with it.
 REQUEST_ANNOTATIONS = (
     ANNOTATION_DRY_RUN,

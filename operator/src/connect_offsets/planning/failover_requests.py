@@ -20,18 +20,17 @@ from connect_offsets.models.crds import GroupFailoverStatus, KafkaMirrorMaker2Re
 from connect_offsets.planning.plan import Action, ConditionSpec
 from connect_offsets.planning.targets import handled_before
 from connect_offsets.vocabulary import (
+    ANNOTATION_ALLOW_PARTIAL,
     ANNOTATION_DRY_RUN,
     ANNOTATION_FAILOVER_FROM,
     ANNOTATION_FAILOVER_GROUP,
     ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_OFFSETS,
-    ANNOTATION_PREFIX,
     ANNOTATION_REQUEST_ID,
     short_hash,
 )
 
 __all__ = [
-    "ANNOTATION_ALLOW_PARTIAL",
     "ANNOTATION_RECORDS_KEPT",
     "FailoverRequest",
     "failover_key",
@@ -42,11 +41,6 @@ __all__ = [
 
 #: Records of annotation requests kept in status (the newest); declarative ones are kept per group.
 ANNOTATION_RECORDS_KEPT = 10
-
-#: ``true``: a failover-group request may commit a partial translation (issue 46, item 5; the
-#: spec's ``groupFailover.allowPartial``). Here rather than in ``vocabulary`` while that module is
-#: being reworked elsewhere; it belongs there.
-ANNOTATION_ALLOW_PARTIAL = ANNOTATION_PREFIX + "allow-partial"
 
 #: The annotations a failover request consists of (removed together once it finished).
 _REQUEST_KEYS = (

@@ -64,6 +64,7 @@ from connect_offsets.tools.kubectl.render import WaitProgress, report, write_lin
 from connect_offsets.tools.kubectl.request import Options, existing_request, existing_request_text, new_request_id
 from connect_offsets.tools.kubectl.runner import run
 from connect_offsets.vocabulary import (
+    ANNOTATION_ALLOW_PARTIAL,
     ANNOTATION_DRY_RUN,
     ANNOTATION_FAILOVER_FROM,
     ANNOTATION_FAILOVER_GROUP,
@@ -394,6 +395,8 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
     annotations = {ANNOTATION_FAILOVER_GROUP: group, ANNOTATION_REQUEST_ID: new_request_id()}
     if source_alias:
         annotations[ANNOTATION_FAILOVER_FROM] = source_alias
+    if values["allow_partial"]:
+        annotations[ANNOTATION_ALLOW_PARTIAL] = "true"
     if options.dry_run:
         annotations[ANNOTATION_DRY_RUN] = "true"
     writes = Writes(kube, options.dry_run_strategy)

@@ -127,6 +127,8 @@ examples:
   kubectl connect-offsets failover-group orders-app --mirror b-to-a -n kafka
   # a KafkaMirrorMaker2 with several mirrors: name the source cluster alias
   kubectl connect-offsets failover-group orders-app --mirror dr --source-cluster east
+  # the source site is down and some partitions have no checkpoint: commit the rest
+  kubectl connect-offsets failover-group orders-app --mirror b-to-a --dry-run --allow-partial
 """
 # `copy` and `failover-group` have their own functions too (tools/kubectl/moving.py): a copy may
 # create a resource, and a failover is a request on a KafkaMirrorMaker2 that is not a connector's.
@@ -411,6 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     failover.add_argument("--mirror", required=True, metavar="NAME", help="the KafkaMirrorMaker2 (mm2/NAME works too)")
     failover.add_argument(
         "--source-cluster", metavar="ALIAS", help="the mirror's source cluster alias (when several have checkpoints)"
+    )
+    failover.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="commit the partitions that translate even when others cannot (those start from the group's "
+        "auto.offset.reset); without it such a failover is refused, each partition listed with its reason",
     )
     _dry_run_option(
         failover,
