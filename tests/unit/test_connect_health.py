@@ -191,36 +191,3 @@ async def test_a_worker_without_the_endpoint_stays_ready_on_get_root(
     assert (condition(kube, CLUSTERS, "local")["reason"], outcome.transient_error) == ("Reachable", None)
     assert "health" not in kube.resource(CLUSTERS, NS, "local")["status"]
     assert len(connect.sent("GET", "/health")) == 1
-
-
-@pytest.mark.parametrize("world", ["4.1.1"], indirect=True)
-async def test_a_snapshot_answered_stands_for_health_until_the_probe(
-    world: tuple[FakeKube, FakeConnect, ClusterRegistry], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """GET /connectors goes through the herder's request queue as GET /health does: while the
-    worker answers the snapshot every interval, GET /health is asked with the probe only (one REST
-    call per cluster per interval, issue 45), and again at the first pass after a snapshot failed."""
-    from connect_offsets.reconcile.cluster_service import PROBE_EVERY_S
-
-    kube, connect, clusters = world
-    service = ClusterService(kube, clusters)  # type: ignore[arg-type]
-    await service.reconcile(NS, "local")
-    assert len(connect.sent("GET", "/health")) == 1
-    snapshot = clusters.snapshot(NS, "local")
-    assert snapshot is not None and snapshot.answer_age() is not None
-    age = [clusters.drift_interval]  # a whole interval since GET /health was answered
-    monkeypatch.setattr(clusters, "health_age", lambda namespace, name: age[0])
-    await service.reconcile(NS, "local")
-    assert len(connect.sent("GET", "/health")) == 1
-    assert kube.resource(CLUSTERS, NS, "local")["status"]["health"] == "healthy"
-    age[0] = PROBE_EVERY_S + 1
-    await service.reconcile(NS, "local")
-    assert len(connect.sent("GET", "/health")) == 2
-
-    age[0] = clusters.drift_interval
-    connect.fail("GET", "/connectors", 500, "Request timed out")
-    with pytest.raises(Exception, match="timed out"):
-        await snapshot.refresh()
-    assert snapshot.answer_age() is None
-    await service.reconcile(NS, "local")
-    assert len(connect.sent("GET", "/health")) == 3

@@ -129,21 +129,14 @@ class ClusterService:
             self.clusters.set_health(namespace, name, None)
             return None
         known = self.clusters.health(namespace, name)
-        if known is not None and known[0] == "healthy":
-            interval = self.clusters.drift_interval
-            age = self.clusters.health_age(namespace, name)
-            if age < interval * 0.8:
-                # Another ConnectCluster naming the same endpoint asked this interval (as for the
-                # snapshot); a worker not healthy is asked again by every pass, to see it recover.
-                return known
-            snapshot = self.clusters.snapshot(namespace, name)
-            answered = snapshot.answer_age() if snapshot is not None else None
-            if age < PROBE_EVERY_S and answered is not None and answered < interval * 2:
-                # The herder answered the last interval's snapshot through the same queue that
-                # GET /health checks: still healthy, without asking. Asked again with the probe
-                # (at least every PROBE_EVERY_S), and at once after a snapshot fails: one REST
-                # call per cluster per interval instead of two (bench_steady_state, issue 45).
-                return known
+        if (
+            known is not None
+            and known[0] == "healthy"
+            and self.clusters.health_age(namespace, name) < self.clusters.drift_interval * 0.8
+        ):
+            # Another ConnectCluster naming the same endpoint asked this interval (as for the
+            # snapshot); a worker not healthy is asked again by every pass, to see it recover.
+            return known
         if time.monotonic() - self._no_health.get((namespace, name), float("-inf")) < PROBE_EVERY_S:
             return None
         snapshot = self.clusters.snapshot(namespace, name)

@@ -105,18 +105,6 @@ class ConnectorsSnapshot:
     def client(self) -> ConnectClient:
         return self._client
 
-    def answer_age(self) -> float | None:
-        """Seconds since the request of the last snapshot the worker answered, if no request has
-        failed since (None: none answered, one failed after it, or snapshots are off).
-
-        Why it matters beyond the connectors: ``GET /connectors`` is served through the
-        herder's request queue, as ``GET /health`` is (``DistributedHerder.connectors`` and
-        ``healthCheck`` both ``addRequest``), so an answer says what a healthy answer would."""
-        taken, failed = self._taken, self._failed
-        if taken is None or self._off is not None or (failed is not None and failed[0] >= taken.at):
-            return None
-        return time.monotonic() - taken.at
-
     def connectors(self) -> dict[str, ExpandedConnector] | None:
         """Every connector of the last snapshot (None: none taken yet, or snapshots are off)."""
         return None if self._taken is None or self._off is not None else self._taken.connectors
