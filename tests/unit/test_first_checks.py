@@ -279,3 +279,54 @@ def test_a_pass_of_an_earlier_wait_does_not_end_the_next_one() -> None:
     assert len(checks) == 1 and done == []
     checks.checked(key("ns", "a"), checks.term(key("ns", "a")))
     assert len(checks) == 0 and done == [1]
+
+
+def cluster_body(name: str, namespace: str, generation: int, **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": str(generation * 10 + len(annotations)),
+            "generation": generation,
+            "annotations": annotations,
+        },
+        "spec": {"url": "http://connect:8083"},
+    }
+
+
+async def test_a_connectcluster_wakes_only_its_own_resources_and_only_for_a_spec_change() -> None:
+    """A ConnectCluster's first sight, spec change and deletion wake the resources bound to it
+    (another cluster's in the same namespace stay asleep); an annotation of it wakes nobody, so a
+    tenant annotating its cluster in a loop costs one small event each (attacker review F2)."""
+    from connect_offsets.vocabulary import CLUSTERS
+
+    passes: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        passes.append(name)
+        return Outcome()
+
+    async def cluster_pass(namespace: str, name: str) -> Outcome:
+        return Outcome()
+
+    made = Controller(
+        cast(KubernetesApi, Kube()), {CONNECTORS: reconcile, CLUSTERS: cluster_pass}, drift_interval=3600.0, workers=2
+    )
+    made.observe(CONNECTORS, "team-a", "on-east", labelled("on-east", "east"))
+    made.observe(CONNECTORS, "team-a", "on-west", labelled("on-west", "west"))
+    made.start()
+    try:
+        await until(lambda: sorted(passes) == ["on-east", "on-west"])
+        for event, expected in (
+            (cluster_body("east", "team-a", 1), ["on-east"]),  # first sight
+            (cluster_body("east", "team-a", 1, note="x"), []),  # an annotation only
+            (cluster_body("east", "team-a", 1, note="y"), []),
+            (cluster_body("east", "team-a", 2, note="y"), ["on-east"]),  # spec changed
+            (None, ["on-east"]),  # deleted
+        ):
+            passes.clear()
+            made.observe_cluster("team-a", "east", event)
+            await asyncio.sleep(0.05)
+            assert passes == expected, (event, passes)
+    finally:
+        await made.stop()

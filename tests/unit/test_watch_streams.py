@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -433,3 +434,45 @@ def test_an_oversized_watch_event_ends_the_watch_unparsed(server: Any, monkeypat
         stream.stop()
         stream.join(5)
     assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "12")]
+
+
+def test_a_watch_cut_mid_stream_resumes_after_the_last_event_handed_over(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection drops in the middle of a watch: the next watch starts from the last event's
+    version, not from where the dropped one began, so nothing is handed over twice (a deletion
+    replayed after a re-creation would drop the new object; attacker review F3)."""
+    handler, api = server
+    monkeypatch.setattr(watch, "MAX_BACKOFF_S", 0.1)
+    done = threading.Event()
+    watches: list[str] = []
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" not in query:
+            request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("a", "5")]})
+            return
+        watches.append(query["resourceVersion"][0])
+        if len(watches) == 1:
+            line = json.dumps({"type": "DELETED", "object": body("a", "11")}).encode() + b"\n"
+            request.send_response(200)
+            request.send_header("Transfer-Encoding", "chunked")
+            request.end_headers()
+            request.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            request.wfile.flush()
+            request.connection.shutdown(socket.SHUT_RDWR)  # cut: no terminating chunk
+        else:
+            request.send_events([{"type": "ADDED", "object": body("a", "12")}], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        seen = collected.wait_for(3)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert seen == [("ADDED", "a", "5"), ("DELETED", "a", None), ("ADDED", "a", "12")]
+    assert watches[:2] == ["10", "11"]
+    assert stream.lists == 1

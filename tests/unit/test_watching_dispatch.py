@@ -5,10 +5,12 @@ deleted ConnectCluster's connection dropped, a labelled ConfigMap to the resourc
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.clients.watch import WatchEvent
 from connect_offsets.handlers.watching import CONFIGMAPS, WATCHED_KINDS, Watching
 from connect_offsets.vocabulary import API_VERSION, CLUSTERS, CONNECTORS, MIRRORS, WATCH_LABEL
@@ -22,13 +24,14 @@ class RecordingController:
     def __init__(self, queued: bool = True) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.queued = queued
+        self.kube = SimpleNamespace(cache=ResourceCache())
 
     def observe(self, plural: str, namespace: str, name: str, body: Any) -> bool:
         self.calls.append(("observe", plural, namespace, name, body is not None))
         return self.queued and body is not None
 
-    def cluster_changed(self, namespace: str) -> None:
-        self.calls.append(("cluster_changed", namespace))
+    def observe_cluster(self, namespace: str, name: str, body: Any) -> None:
+        self.calls.append(("observe_cluster", namespace, name, body is not None))
 
     def configmap_changed(self, namespace: str, name: str) -> None:
         self.calls.append(("configmap_changed", namespace, name))
@@ -84,20 +87,27 @@ def test_resources_go_to_the_controller() -> None:
     ]
 
 
-def test_a_changed_cluster_wakes_its_namespace_and_an_unchanged_one_does_not() -> None:
-    changed = RecordingController(queued=True)
-    dispatch([event(CLUSTERS, "MODIFIED", "east")], changed)
-    assert changed.calls == [("observe", CLUSTERS, "team-a", "east", True), ("cluster_changed", "team-a")]
-    same = RecordingController(queued=False)  # our own status write: nothing it asks for changed
-    dispatch([event(CLUSTERS, "MODIFIED", "east")], same)
-    assert same.calls == [("observe", CLUSTERS, "team-a", "east", True)]
-
-
-def test_a_deleted_cluster_is_forgotten_and_its_resources_told() -> None:
+def test_cluster_events_go_to_the_controller_and_a_deleted_one_is_forgotten() -> None:
     controller = RecordingController()
-    clusters = dispatch([event(CLUSTERS, "DELETED", "east", deleted=True)], controller)
-    assert controller.calls == [("observe", CLUSTERS, "team-a", "east", False), ("cluster_changed", "team-a")]
+    clusters = dispatch(
+        [event(CLUSTERS, "MODIFIED", "east"), event(CLUSTERS, "DELETED", "east", deleted=True)], controller
+    )
+    assert controller.calls == [
+        ("observe_cluster", "team-a", "east", True),
+        ("observe_cluster", "team-a", "east", False),
+    ]
     assert clusters.forgotten == [("team-a", "east")]
+
+
+def test_a_deletion_older_than_the_body_held_is_not_applied() -> None:
+    """A replayed DELETED of an object since created again (its version older than the one held)
+    must not drop the new one; a deletion a new listing inferred (no version) always applies."""
+    controller = RecordingController()
+    controller.kube.cache.observe(CONNECTORS, "team-a", "c1", {"metadata": {"name": "c1", "resourceVersion": "13"}})
+    old = WatchEvent(KINDS[CONNECTORS], "DELETED", "team-a", "c1", None, "12")
+    inferred = WatchEvent(KINDS[CONNECTORS], "DELETED", "team-a", "c1", None, "")
+    dispatch([old, inferred], controller)
+    assert controller.calls == [("observe", CONNECTORS, "team-a", "c1", False)]
 
 
 def test_a_labelled_configmap_wakes_its_readers() -> None:

@@ -106,6 +106,13 @@ class ResourceCache:
         copied: dict[str, Any] = copy_tree(body)
         return copied
 
+    def holds_newer(self, plural: str, namespace: str, name: str, version: str) -> bool:
+        """Whether the body held is newer than ``version`` (both etcd's integers): a deletion of
+        that version is an old one (the object was created again since)."""
+        current = self._bodies.get((plural, namespace, name))
+        held = None if current is None else _version(current)
+        return held is not None and version.isdigit() and held > int(version)
+
     def peek(self, plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The cached body itself, not a copy, for read-only looks at many resources at once (the
         progress monitor checks thousands per interval): the caller must not change it."""

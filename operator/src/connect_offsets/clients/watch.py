@@ -95,6 +95,9 @@ class WatchEvent:
     namespace: str
     name: str
     body: dict[str, Any] | None
+    #: The object's resourceVersion in the event ("" for a deletion a new listing inferred): a
+    #: deletion older than the body already held is not applied.
+    version: str = ""
 
 
 class EventSink(Protocol):
@@ -211,6 +214,11 @@ class WatchStream:
         #: Set once the first listing has been handed over (for tests and the start-up log).
         self.listed = threading.Event()
         self.lists = 0
+        #: The last resourceVersion this stream handed over (a listing's, an event's, a
+        #: bookmark's): a watch that ends or fails resumes from here, never from where it began,
+        #: so no event is handed over twice (a deletion replayed after a re-creation would drop the
+        #: new object). None: list first.
+        self._version: str | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -235,18 +243,17 @@ class WatchStream:
     # -- the thread --------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        version: str | None = None
         failures = 0
         while not self._stopped.is_set():
             try:
-                if version is None:
-                    version = self._list()
+                if self._version is None:
+                    self._version = self._list()
                     failures = 0
-                version = self._watch(version)
+                self._watch()
                 failures = 0
             except ResourceVersionGone:
                 log.info("the watch of %s is too old to resume: listing again", self.kind.describe(self.namespace))
-                version = None
+                self._version = None
             except Exception as error:
                 if self._stopped.is_set():
                     break
@@ -323,7 +330,7 @@ class WatchStream:
             for item in page.get("items") or []:
                 namespace, name = _name_of(item)
                 listed.add((namespace, name))
-                events.append(WatchEvent(self.kind, "ADDED", namespace, name, item))
+                events.append(WatchEvent(self.kind, "ADDED", namespace, name, item, _version_of(item)))
             self._pump.put(events)
             token = str(metadata.get("continue") or "")
             if not token:
@@ -335,20 +342,21 @@ class WatchStream:
         self.listed.set()
         return version
 
-    def _watch(self, version: str) -> str:
-        """Watches from ``version`` until the server ends the watch; returns the last version seen."""
+    def _watch(self) -> None:
+        """Watches from the last version handed over until the server ends the watch, keeping the
+        version of each event and bookmark as it goes."""
         query = [
             *self._query(),
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
-            ("resourceVersion", version),
+            ("resourceVersion", self._version or ""),
             ("timeoutSeconds", str(self._watch_timeout_s)),
         ]
         response = self._request(query, read_timeout=self._watch_timeout_s + 30)
         self._response = response
         try:
             if self._stopped.is_set():
-                return version
+                return
             for line in _lines(response):
                 event = json.loads(line)
                 kind = event.get("type")
@@ -357,17 +365,17 @@ class WatchStream:
                     if body.get("code") == 410:
                         raise ResourceVersionGone()
                     raise StreamFailed(int(body.get("code") or 0), str(body.get("message") or body))
-                version = _version_of(body) or version
-                if kind == "BOOKMARK":
-                    continue
-                namespace, name = _name_of(body)
-                if kind == "DELETED":
-                    self._known.discard((namespace, name))
-                    self._pump.put([WatchEvent(self.kind, "DELETED", namespace, name, None)])
-                elif kind in ("ADDED", "MODIFIED"):
-                    self._known.add((namespace, name))
-                    self._pump.put([WatchEvent(self.kind, kind, namespace, name, body)])
-            return version
+                version = _version_of(body)
+                if kind != "BOOKMARK":
+                    namespace, name = _name_of(body)
+                    if kind == "DELETED":
+                        self._known.discard((namespace, name))
+                        self._pump.put([WatchEvent(self.kind, "DELETED", namespace, name, None, version)])
+                    elif kind in ("ADDED", "MODIFIED"):
+                        self._known.add((namespace, name))
+                        self._pump.put([WatchEvent(self.kind, kind, namespace, name, body, version)])
+                # Only once handed over: a stream stopped in ``put`` resumes with this event.
+                self._version = version or self._version
         finally:
             self._response = None
             response.close()

@@ -79,13 +79,12 @@ class Watching:
     def dispatch(self, event: WatchEvent) -> None:
         controller = self._controller
         plural = event.kind.plural
+        if event.body is None and controller.kube.cache.holds_newer(plural, event.namespace, event.name, event.version):
+            return  # the deletion of an earlier object of that name: the one held was created since
         if event.kind == CONFIGMAPS:
             controller.configmap_changed(event.namespace, event.name)
         elif plural == CLUSTERS:
-            queued = controller.observe(plural, event.namespace, event.name, event.body)
-            if queued or event.body is None:
-                # Its resources may have waited for it, or must now say it is gone.
-                controller.cluster_changed(event.namespace)
+            controller.observe_cluster(event.namespace, event.name, event.body)
             if event.body is None:
                 task = asyncio.get_running_loop().create_task(self._clusters.forget(event.namespace, event.name))
                 self._forgetting.add(task)
