@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -476,3 +476,48 @@ def test_a_watch_cut_mid_stream_resumes_after_the_last_event_handed_over(
     assert seen == [("ADDED", "a", "5"), ("DELETED", "a", None), ("ADDED", "a", "12")]
     assert watches[:2] == ["10", "11"]
     assert stream.lists == 1
+
+
+def test_a_metadata_only_kind_asks_for_partial_object_metadata(server: Any) -> None:
+    """ConfigMaps are streamed as metadata only: the listing asks for a PartialObjectMetadataList and
+    the watch for PartialObjectMetadata (attacker review F5: a tenant's large ConfigMap was parsed whole
+    on every event although only its name is used)."""
+    handler, api = server
+    accepts: list[str] = []
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        accepts.append(str(request.headers.get("Accept")))
+        if "watch" not in query:
+            request.send_json(200, {"metadata": {"resourceVersion": "10"}, "items": [body("cm", "5")]})
+        else:
+            request.send_events([], hold=done)
+
+    handler.script = script
+    collected = Collected()
+    kind = Watched("", "v1", "configmaps", "connect-offsets.io/watch=true", metadata_only=True)
+    stream = WatchStream(api, kind, "team-a", collected)
+    stream.start()
+    try:
+        collected.wait_for(1)
+        deadline = time.monotonic() + 10
+        while len(accepts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+    assert accepts[0].startswith("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+    assert accepts[1].startswith("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+
+
+def test_lines_split_events_across_and_within_chunks() -> None:
+    class Chunks:
+        def __init__(self, chunks: list[bytes]) -> None:
+            self._chunks = chunks
+
+        def stream(self, amount: int, decode_content: bool) -> Iterator[bytes]:
+            yield from self._chunks
+
+    chunks = [b'{"a":1}\n{"b"', b":2}\n\n", b'{"c":', b"3}\n", b'{"d":4}']
+    assert list(watch._lines(cast(Any, Chunks(chunks)))) == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']

@@ -75,6 +75,9 @@ class Watched:
     version: str
     plural: str
     label_selector: str | None = None
+    #: Only the objects' metadata is streamed (``PartialObjectMetadata``): for a kind whose
+    #: events only say which object changed, a tenant's large object costs the stream nothing.
+    metadata_only: bool = False
 
     def path(self, namespace: str | None) -> str:
         prefix = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
@@ -267,12 +270,18 @@ class WatchStream:
                 )
                 self._stopped.wait(delay)
 
-    def _request(self, query: list[tuple[str, str]], *, read_timeout: float) -> urllib3.BaseHTTPResponse:
+    def _request(
+        self, query: list[tuple[str, str]], *, read_timeout: float, watching: bool = False
+    ) -> urllib3.BaseHTTPResponse:
+        accept = "application/json"
+        if self.kind.metadata_only:
+            as_kind = "PartialObjectMetadata" if watching else "PartialObjectMetadataList"
+            accept = f"application/json;as={as_kind};g=meta.k8s.io;v=v1,application/json"
         _, url, headers, _, _ = self._api.param_serialize(
             "GET",
             self.kind.path(self.namespace),
             query_params=query,
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": accept},
             auth_settings=["BearerToken"],
         )
         response: urllib3.BaseHTTPResponse = self._api.rest_client.pool_manager.request(
@@ -352,7 +361,7 @@ class WatchStream:
             ("resourceVersion", self._version or ""),
             ("timeoutSeconds", str(self._watch_timeout_s)),
         ]
-        response = self._request(query, read_timeout=self._watch_timeout_s + 30)
+        response = self._request(query, read_timeout=self._watch_timeout_s + 30, watching=True)
         self._response = response
         try:
             if self._stopped.is_set():
@@ -391,20 +400,22 @@ class StreamFailed(TransientError):
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     """The newline-separated JSON documents of a watch response, as they arrive."""
-    pending = b""
+    pending = bytearray()
+    scanned = 0  # where the search for the next newline goes on: each byte is looked at once
     for chunk in response.stream(64 * 1024, decode_content=True):
         pending += chunk
-        while True:
-            end = pending.find(b"\n")
-            if end < 0:
-                break
-            line, pending = pending[:end], pending[end + 1 :]
+        begin = 0
+        while (end := pending.find(b"\n", max(begin, scanned))) >= 0:
+            line = bytes(pending[begin:end])
+            begin = end + 1
             if line.strip():
                 yield line
-        if len(pending) > MAX_EVENT_BYTES:
+        del pending[:begin]
+        scanned = len(pending)
+        if scanned > MAX_EVENT_BYTES:
             raise StreamFailed(0, f"a watch event over {MAX_EVENT_BYTES} bytes")
     if pending.strip():
-        yield pending
+        yield bytes(pending)
 
 
 def _describe(error: Exception) -> str:
