@@ -96,3 +96,21 @@ def test_bodies_are_copied_at_every_level() -> None:
     copied["metadata"]["labels"]["a"] = "2"
     copied["metadata"]["finalizers"].append("g")
     assert original["metadata"] == {"labels": {"a": "1"}, "finalizers": ["f"]}
+
+
+def test_a_body_handed_over_is_kept_without_a_copy_and_one_lent_is_copied() -> None:
+    """The watch streams hand their freshly parsed bodies over (``owned``): no copy of a tenant's
+    deeply nested config on the loop (attacker review F1); a body the caller keeps is copied."""
+    from connect_offsets.clients.resource_cache import ResourceCache
+
+    cache = ResourceCache()
+    config = {"nested": [{"a": 1}]}
+    handed = {"metadata": {"name": "c", "resourceVersion": "2", "managedFields": [{}]}, "spec": {"config": config}}
+    cache.observe("kafkaconnectors", "ns", "c", handed, owned=True)
+    held = cache.peek("kafkaconnectors", "ns", "c")
+    assert held is not None and held["spec"]["config"] is config
+    assert "managedFields" not in held["metadata"]
+    lent = {"metadata": {"name": "d", "resourceVersion": "2"}, "spec": {"config": config}}
+    cache.observe("kafkaconnectors", "ns", "d", lent)
+    copied = cache.peek("kafkaconnectors", "ns", "d")
+    assert copied is not None and copied["spec"]["config"] == config and copied["spec"]["config"] is not config

@@ -521,3 +521,22 @@ def test_lines_split_events_across_and_within_chunks() -> None:
 
     chunks = [b'{"a":1}\n{"b"', b":2}\n\n", b'{"c":', b"3}\n", b'{"d":4}']
     assert list(watch._lines(cast(Any, Chunks(chunks)))) == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
+
+
+def test_a_turn_of_the_pump_ends_when_its_time_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Costly events (a tenant's deeply nested config) hold the loop one budget at a time, not
+    ``per_turn`` events' worth."""
+    monkeypatch.setattr(watch, "TURN_BUDGET_S", 0.0)
+
+    async def run() -> list[int]:
+        handled: list[str] = []
+        turns: list[int] = []
+        pump = EventPump(asyncio.get_running_loop(), lambda event: handled.append(event.name), per_turn=200)
+        pump.put([WatchEvent(KIND, "ADDED", "team-a", f"c{i}", None) for i in range(5)])
+        while len(handled) < 5:
+            await asyncio.sleep(0)
+            turns.append(len(handled))
+        return turns
+
+    turns = asyncio.run(run())
+    assert all(later - earlier <= 1 for earlier, later in zip([0, *turns], turns, strict=False))

@@ -26,7 +26,7 @@ class RecordingController:
         self.queued = queued
         self.kube = SimpleNamespace(cache=ResourceCache())
 
-    def observe(self, plural: str, namespace: str, name: str, body: Any) -> bool:
+    def observe(self, plural: str, namespace: str, name: str, body: Any, owned: bool = False) -> bool:
         self.calls.append(("observe", plural, namespace, name, body is not None))
         return self.queued and body is not None
 

@@ -63,10 +63,19 @@ class ResourceCache:
         self._expires: dict[_Key, float] = {}  # bodies no watch event has brought yet
 
     def observe(
-        self, plural: str, namespace: str, name: str, body: Mapping[str, Any] | None, *, watched: bool = True
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any] | None,
+        *,
+        watched: bool = True,
+        owned: bool = False,
     ) -> None:
         """A body from a watch event (``watched``) or from a GET or the answer to our own write;
-        ``None``: deleted.
+        ``None``: deleted. ``owned``: the caller hands the body over (a watch stream's, parsed for
+        this event and held by no one else), so it is kept without a copy: a copy of a tenant's
+        deeply nested config doubled the event's cost on the loop (attacker review F1).
 
         An older body never replaces a newer one: the answer to our status patch may arrive
         before the watch event of a change made just before it. resourceVersion is opaque by
@@ -89,7 +98,7 @@ class ResourceCache:
         metadata = kept.get("metadata")
         if isinstance(metadata, Mapping) and "managedFields" in metadata:
             kept["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
-        self._bodies[key] = copy_tree(kept)
+        self._bodies[key] = kept if owned else copy_tree(kept)
         if watched:
             self._expires.pop(key, None)
         elif current is None or key in self._expires:

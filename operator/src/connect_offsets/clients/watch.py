@@ -25,6 +25,7 @@ import collections
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -55,6 +56,8 @@ WATCH_TIMEOUT_S = 300
 READ_TIMEOUT_S = WATCH_TIMEOUT_S + 30
 CONNECT_TIMEOUT_S = 10.0
 MAX_BACKOFF_S = 30.0
+#: Loop time one turn of the pump may take (it ends after the event that passes it).
+TURN_BUDGET_S = 0.01
 #: Bytes a listing page may take before it is parsed: a tenant may fill its objects up to the API
 #: server's object limit (1.5 MiB), and 500 of them would be 750 MiB. A larger page is asked
 #: again at half the size (one object always fits).
@@ -159,6 +162,9 @@ class EventPump:
             self._room.notify_all()
 
     def _drain(self) -> None:
+        # A turn ends after ``per_turn`` events or TURN_BUDGET_S of handling, whichever first: a
+        # tenant's costly events (a deeply nested config) hold the loop for one budget at a time.
+        ends = time.perf_counter() + TURN_BUDGET_S
         for _ in range(self._per_turn):
             try:
                 event = self._events.popleft()
@@ -171,6 +177,8 @@ class EventPump:
                     "handling the watch event of %s %s/%s failed", event.kind.plural, event.namespace, event.name
                 )
             self.handled += 1
+            if time.perf_counter() > ends:
+                break  # at least one event a turn
         with self._room:
             self._room.notify_all()
             if not self._events or self._closed:

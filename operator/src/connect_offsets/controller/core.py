@@ -169,10 +169,13 @@ class Controller:
 
     # --- what handlers call ---------------------------------------------------------------------
 
-    def observe(self, plural: str, namespace: str, name: str, body: Mapping[str, Any] | None) -> bool:
-        """A watch event: keep the body (``None``: deleted) and queue the key if what the resource
-        asks for changed (our own status writes do not change it). True: it was queued."""
-        self.kube.cache.observe(plural, namespace, name, body)
+    def observe(
+        self, plural: str, namespace: str, name: str, body: Mapping[str, Any] | None, *, owned: bool = False
+    ) -> bool:
+        """A watch event: keep the body (``None``: deleted; ``owned``: handed over, kept without a
+        copy) and queue the key if what the resource asks for changed (our own status writes do
+        not change it). True: it was queued."""
+        self.kube.cache.observe(plural, namespace, name, body, owned=owned)
         key = (plural, namespace, name)
         if body is None:
             self.forget(key)
@@ -232,14 +235,14 @@ class Controller:
                 self.queue.add(key)
 
     def observe_cluster(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
-        """A ConnectCluster's watch event. The resources bound to it check again when it appears,
+        """A ConnectCluster's watch event (its body handed over). The resources bound to it check again when it appears,
         goes, or its spec changes: what they wait for may be there now, or they must say it is
         gone. Its annotations, labels and status do not concern them, and each wake-up looks only
         at that cluster's resources (the index), not at every key: a tenant annotating its
         ConnectCluster in a loop costs the loop one small event each (attacker review, F2)."""
         before = self.kube.cache.peek(CLUSTERS, namespace, name)
         was = None if before is None else _spec_of(before)
-        self.observe(CLUSTERS, namespace, name, body)
+        self.observe(CLUSTERS, namespace, name, body, owned=True)
         if body is None or was is None or was != _spec_of(body):
             cluster = (namespace, name)
             for key in list(self._by_cluster.get(cluster, ())):

@@ -92,4 +92,4 @@ class Watching:
                 self._forgetting.add(task)
                 task.add_done_callback(self._forgetting.discard)
         else:
-            controller.observe(plural, event.namespace, event.name, event.body)
+            controller.observe(plural, event.namespace, event.name, event.body, owned=True)
