@@ -717,3 +717,41 @@ def test_a_failover_with_allow_partial_asks_for_it_with_the_request(capsys: pyte
         annotations = record["writes"][0]["body"]["metadata"]["annotations"]
         assert annotations.get("connect-offsets.io/allow-partial") == expected, annotations
         assert annotations["connect-offsets.io/failover-group"] == "app"
+
+
+def test_a_leftover_allow_partial_is_named_in_the_refusal_and_never_inherited(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Attacker review of issue 46, F1: the refusal of a request already on the mirror names
+    allow-partial among the annotations to remove; and a plain ``failover-group`` removes an
+    allow-partial (and failover-from, dry-run) left on the mirror, so it is never planned as a
+    partial failover it did not ask for."""
+    from connect_offsets.models.crds import KafkaMirrorMaker2Resource
+    from connect_offsets.planning.failover_requests import failover_requests
+    from connect_offsets.tools.kubectl.moving import _check_failover, _failover
+    from connect_offsets.tools.kubectl.parser import DEFAULTS, parse_args
+
+    pending = {
+        "connect-offsets.io/failover-group": "app",
+        REQUEST_ID: "r-old",
+        "connect-offsets.io/allow-partial": "true",
+    }
+    with pytest.raises(kp.PluginError) as caught:
+        _check_failover(mirror(pending), None)
+    assert str(caught.value).endswith(
+        "kubectl annotate comm2 e2w -n kafka connect-offsets.io/failover-group- "
+        "connect-offsets.io/allow-partial- connect-offsets.io/request-id-"
+    ), str(caught.value)
+    # the user removed only the request (failover-group, request-id): allow-partial stays
+    leftover = {"connect-offsets.io/allow-partial": "true", "connect-offsets.io/failover-from": "north"}
+    kube = kube_with(mirror(leftover))
+    args = {**DEFAULTS, **vars(parse_args(["failover-group", "app", "--mirror", "e2w", "--no-wait", "-o", "json"]))}
+    assert asyncio.run(_failover(cast(Any, kube), args, NS, "e2w", "app")) == kp.EXIT_OK
+    capsys.readouterr()
+    body = kube.resources[(MIRRORS, NS, "e2w")]
+    annotations = body["metadata"]["annotations"]
+    assert (
+        "connect-offsets.io/allow-partial" not in annotations and "connect-offsets.io/failover-from" not in annotations
+    )
+    requests, _, _ = failover_requests(KafkaMirrorMaker2Resource.model_validate(body))
+    assert [(r.group, r.allow_partial) for r in requests] == [("app", False)]

@@ -392,13 +392,18 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
     options = _options(values, "failover-group", MIRROR, mirror, namespace)
     outcome = RequestOutcome(namespace, mirror, MIRROR.kind, f"group {group}", "failover-group", "Requested", EXIT_OK)
     source_alias = values["source_cluster"]
-    annotations = {ANNOTATION_FAILOVER_GROUP: group, ANNOTATION_REQUEST_ID: new_request_id()}
-    if source_alias:
-        annotations[ANNOTATION_FAILOVER_FROM] = source_alias
-    if values["allow_partial"]:
-        annotations[ANNOTATION_ALLOW_PARTIAL] = "true"
-    if options.dry_run:
-        annotations[ANNOTATION_DRY_RUN] = "true"
+    request_id = new_request_id()
+    # every annotation of the request is set or removed (null in the merge patch): one left over
+    # from an earlier request (allow-partial=true above all) never makes this one something it
+    # did not ask for
+    patch: dict[str, str | None] = {
+        ANNOTATION_FAILOVER_GROUP: group,
+        ANNOTATION_REQUEST_ID: request_id,
+        ANNOTATION_FAILOVER_FROM: source_alias or None,
+        ANNOTATION_ALLOW_PARTIAL: "true" if values["allow_partial"] else None,
+        ANNOTATION_DRY_RUN: "true" if options.dry_run else None,
+    }
+    annotations = {key: value for key, value in patch.items() if value is not None}
     writes = Writes(kube, options.dry_run_strategy)
     body: dict[str, Any] | None = None
     for _ in range(5):
@@ -410,7 +415,7 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
         _check_failover(body, source_alias)
         try:
             body = await writes.annotate(
-                MIRROR, namespace, mirror, dict(annotations), body["metadata"]["resourceVersion"], body
+                MIRROR, namespace, mirror, dict(patch), body["metadata"]["resourceVersion"], body
             )
             break
         except KubernetesError as error:
@@ -421,7 +426,7 @@ async def _failover(kube: KubernetesApi, values: dict[str, Any], namespace: str,
     assert body is not None
     if writes.dry:
         return report([_dry_outcome(outcome, writes)], options)
-    outcome.request_id = annotations[ANNOTATION_REQUEST_ID]
+    outcome.request_id = request_id
     if not options.wait:
         outcome.message = f"failover of group {group} requested (request id {outcome.request_id}); not waiting"
         return report([outcome], options)
@@ -505,7 +510,13 @@ def _check_failover(body: dict[str, Any], source_alias: str | None) -> None:
         found = _failover_state(body) if key == ANNOTATION_FAILOVER_GROUP else existing_request(MIRROR, body)
         state, why = found or ("pending", "")
         keys = (
-            [ANNOTATION_FAILOVER_GROUP, ANNOTATION_FAILOVER_FROM, ANNOTATION_REQUEST_ID, ANNOTATION_DRY_RUN]
+            [
+                ANNOTATION_FAILOVER_GROUP,
+                ANNOTATION_FAILOVER_FROM,
+                ANNOTATION_ALLOW_PARTIAL,
+                ANNOTATION_REQUEST_ID,
+                ANNOTATION_DRY_RUN,
+            ]
             if key == ANNOTATION_FAILOVER_GROUP
             else [ANNOTATION_OFFSETS, ANNOTATION_MM2_CONNECTOR, ANNOTATION_REQUEST_ID, ANNOTATION_DRY_RUN]
         )
