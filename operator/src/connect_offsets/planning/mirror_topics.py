@@ -131,14 +131,25 @@ class ReplicationPolicy:
 
 def replication_policy(config: Mapping[str, str], where: str) -> ReplicationPolicy | str:
     """The replication policy ``config`` (a mirror connector's) configures, or why it cannot be known:
-    a ``replication.policy.class`` other than MirrorMaker 2's two names its topics in code."""
+    a ``replication.policy.class`` other than MirrorMaker 2's two names its topics in code, and an
+    empty ``replication.policy.separator`` is refused rather than taken for the default ``.``."""
     policy = config.get("replication.policy.class", DEFAULT_POLICY).strip()
     if policy not in (DEFAULT_POLICY, IDENTITY_POLICY):
         return (
             f"{where}: replication.policy.class {policy!r} is not {DEFAULT_POLICY} or {IDENTITY_POLICY}; the "
             "checkpoints topic and the remote topic names a custom policy chooses cannot be known from outside"
         )
-    separator = config.get("replication.policy.separator", ".") or "."
+    separator = config.get("replication.policy.separator", ".")
+    if separator == "":
+        # MirrorMaker 2 keeps an empty separator (DefaultReplicationPolicy.configure takes the
+        # value as given): remote topics are <alias><topic>, the offset-syncs topic
+        # mm2-offset-syncs<alias>internal, and topicSource splits a name into characters. Taking
+        # "." for it would name other topics (a reset could clear another mirror's offset syncs).
+        return (
+            f"{where}: replication.policy.separator is empty; the remote topic names and internal topics "
+            "MirrorMaker 2 derives from an empty separator are not restated here (set a separator, or leave "
+            "it unset for the default '.')"
+        )
     enabled = config.get("replication.policy.internal.topic.separator.enabled", "true").strip().lower() != "false"
     return ReplicationPolicy(
         identity=policy == IDENTITY_POLICY,
@@ -181,7 +192,7 @@ def mirrored_topic_filter(config: Mapping[str, str]) -> Callable[[str], bool] | 
     ``MirrorSourceConnector.shouldReplicateTopic``: (the topic filter accepts it, or it is a
     heartbeats topic and heartbeat replication is on) and it is not internal and not a cycle (a
     topic that came from the target cluster). A custom ``topic.filter.class`` makes the set
-    unknowable from outside: None.
+    unknowable from outside: None; so does an empty ``replication.policy.separator``.
     """
     if config.get("topic.filter.class", DEFAULT_FILTER) != DEFAULT_FILTER:
         return None
@@ -189,7 +200,9 @@ def mirrored_topic_filter(config: Mapping[str, str]) -> Callable[[str], bool] | 
     exclude_raw = config.get("topics.exclude", config.get("topics.blacklist", DEFAULT_EXCLUDE))
     exclude = _compile(_java_list(exclude_raw), "topics.exclude")
     policy = config.get("replication.policy.class", DEFAULT_POLICY)
-    separator = config.get("replication.policy.separator", ".") or "."
+    separator = config.get("replication.policy.separator", ".")
+    if separator == "":  # see replication_policy: not restated, so unknowable from outside
+        return None
     internal_separator = (
         separator if config.get("replication.policy.internal.topic.separator.enabled", "true") != "false" else "."
     )
