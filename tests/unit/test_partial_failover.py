@@ -181,3 +181,63 @@ async def test_a_partial_failover_is_refused_then_committed_with_allow_partial()
             ("west:9092", GROUP, ((("east.orders", 0), 38),))
         ]
         assert sim.kafka.groups[("west:9092", GROUP)] == {("east.orders", 0): 38} != before.get(("west:9092", GROUP))
+
+
+def _declared(allow: bool) -> dict[str, Any]:
+    body = _mm2_body()
+    body["spec"]["mirrors"][0]["groupFailover"] = {"groups": [GROUP], "allowPartial": allow}
+    return body
+
+
+def _gap(sim: Sim) -> None:
+    sim.kafka.records = {"east.checkpoints.internal": [Checkpoint(GROUP, "east.orders", 0, 40, 38)]}
+    sim.kafka.groups = {("east:9092", GROUP): {("orders", 0): 40, ("orders", 1): 12}}
+    sim.kafka.topics = {"west:9092": {"east.orders"}}
+
+
+def _withdraw_allow_partial(sim: Sim) -> None:
+    """The user sets ``allowPartial: false`` (a new generation) on the API server."""
+    obj = sim.kube.resources[(MIRRORS, NS, MM2)]
+    obj["spec"]["mirrors"][0]["groupFailover"]["allowPartial"] = False
+    obj["metadata"]["generation"] += 1
+    obj["metadata"]["resourceVersion"] = sim.kube._bump()
+
+
+async def test_a_declared_allow_partial_withdrawn_during_the_pass_commits_nothing() -> None:
+    """Attacker review of issue 46, F5: a declared failover read its body once; ``allowPartial``
+    withdrawn while it translated still got a partial commit. Now a declared failover re-reads the
+    resource before the commit (as annotation requests do): a new generation is planned again."""
+    async with simulation() as sim:
+        _gap(sim)
+        describe = sim.kafka.describe
+        edited: list[int] = []
+
+        async def describe_and_edit(config: dict[str, Any], group: str, *, namespace: str) -> Any:
+            if not edited:  # the target's group looked at just before the commit
+                edited.append(1)
+                with sim.as_user():
+                    _withdraw_allow_partial(sim)
+                    sim.kube._deliver(MIRRORS, NS, MM2)
+            return await describe(config, group, namespace=namespace)
+
+        sim.kafka.describe = describe_and_edit  # type: ignore[method-assign]
+        sim.kube.put_resource(MIRRORS, _declared(True))
+        await sim.settle([(MIRRORS, MM2)])
+        assert edited and sim.kafka.applied == []
+        (record,) = _records(sim)
+        assert (record["result"], record["reason"], record["generation"]) == ("Failed", "UntranslatablePartitions", 2)
+
+
+async def test_a_declared_allow_partial_withdrawn_while_the_watch_lags_commits_nothing() -> None:
+    async with simulation() as sim:
+        _gap(sim)
+        sim.kube.put_resource(MIRRORS, _declared(True))
+        sim.kube.watch_paused = True
+        _withdraw_allow_partial(sim)  # the cache has not seen it
+        await sim.check(MIRRORS, MM2)
+        sim.kube.watch_paused = False
+        sim.kube._deliver(MIRRORS, NS, MM2)
+        await sim.settle([(MIRRORS, MM2)])
+        assert sim.kafka.applied == []
+        (record,) = _records(sim)
+        assert (record["result"], record["reason"], record["generation"]) == ("Failed", "UntranslatablePartitions", 2)

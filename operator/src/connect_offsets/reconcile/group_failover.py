@@ -129,7 +129,10 @@ class GroupFailovers:
         await write_status_fields(self.kube, MIRRORS, body, now, update)
 
     async def _confirm(self, body: dict[str, Any]) -> bool:
-        """The request still stands on the API server (the cache may lag one event): commit nothing otherwise."""
+        """The request still stands on the API server (the cache may lag one event): commit nothing otherwise.
+
+        Asked for a declared failover too: a new generation (``groupFailover.allowPartial`` withdrawn,
+        the group removed) means planning again, never committing what the old spec allowed."""
         meta = body["metadata"]
         fresh = await self.kube.fresh_resource(MIRRORS, meta["namespace"], meta["name"])
         return fresh is not None and request_view(fresh) == request_view(body)
@@ -288,9 +291,6 @@ class GroupFailovers:
                 count,
                 base,
             )
-        if request.source == "annotation" and not await self._confirm(body):
-            result.superseded = True
-            return "", 0, base
         state = await self.kafka.describe(clusters.target, request.group, namespace=namespace)
         if state.members:
             raise _Outcome(
@@ -300,6 +300,10 @@ class GroupFailovers:
                 f"(state {state.state}): its offsets are committed only while it has none; stop its consumers "
                 f"there, then ask again. Nothing was committed (translated offsets in ConfigMap {pinned})",
             )
+        # the last look before the intent: annotation and spec alike (allowPartial may have been withdrawn)
+        if not await self._confirm(body):
+            result.superseded = True
+            return "", 0, base
         intent = base.model_copy(update={"step": "Committing", "time": iso(now)})
         await self._record(body, resource, intent, now)
         await self._commit(request.group, translation.offsets, clusters, namespace)
