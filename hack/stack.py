@@ -2,8 +2,10 @@
 """Start, stop and describe the local stack: etcd, kube-apiserver, kube-controller-manager,
 two single-node KRaft Kafka clusters and Kafka Connect workers, all on 127.0.0.1; on demand, a third
 Kafka cluster and an exactly-once Connect worker on it for MirrorMaker 2's harder cases
-(``up connect-eos``), and a Spark standalone master and worker for the offsets pipeline
-(``up spark-worker``).
+(``up connect-eos``), a Spark standalone master and worker for the offsets pipeline
+(``up spark-worker``), and a node where Pods run (``up node``: containerd, kubelet, kube-scheduler,
+kube-proxy and the CNI bridge, with an API server and controller-manager of their own beside the core
+pair).
 
 Why a script of its own (stdlib only): it must run before the project's virtualenv exists,
 from ``make`` and from the pytest session fixture alike, and every test must see the same
@@ -16,6 +18,10 @@ Usage::
 
     stack.py up [COMPONENT ...]     # default: the core set; idempotent
     stack.py down                   # stops every process it started, removes data
+    stack.py up node                # on demand: a node (containerd, kubelet, scheduler, kube-proxy, CNI)
+    stack.py down node              # stops only the node and removes its data
+    stack.py node-image REF ...     # podman's image into the node's containerd
+    stack.py node-namespace NS ...  # a namespace the node's Pods can run in
     stack.py stop COMPONENT ...     # stop some components (data kept, for fault tests)
     stack.py status                 # which components run, where their logs are
     stack.py env                    # shell exports (KUBECONFIG, CONNECT_URL, ...)
@@ -26,18 +32,24 @@ from __future__ import annotations
 
 import argparse
 import base64
+import calendar
+import concurrent.futures
 import contextlib
 import fcntl
+import hashlib
 import http.client
+import io
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -593,6 +605,674 @@ def spark_components(
     return master, worker
 
 
+# ---------------------------------------------------------------------------------------
+# The node (on demand: ``up node``; docs/development.md#the-node): containerd with runc, kubelet,
+# kube-scheduler, kube-proxy and the CNI bridge, so that Pods run; a second API server and
+# controller-manager for what Pods need that the core pair (left as it is) lacks; a TCP gateway from
+# the Pods' network to the stack's Connect workers. Binaries: hack/build-node.sh; Debian packages:
+# hack/node-packages.sh.
+
+NODE_DIR = STACK_DIR / "node"
+#: The node's API server's self-signed serving certificate and CA: kept by ``down node`` (the
+#: ``kube-root-ca.crt`` ConfigMaps of namespaces hold that CA), removed with the rest by ``down``.
+NODE_PKI = STACK_DIR / "node-pki"
+NODE_NAME = "stack-node"
+#: Only Pods that tolerate it run on the node: the stack is shared, and the node's controllers make
+#: Pods of every Deployment and StatefulSet in it, other tests' too.
+NODE_TAINT = {"key": "stack.connect-offsets.io/node", "effect": "NoSchedule"}
+#: The API server's Service range (``--service-cluster-ip-range``; ``kubernetes`` is 10.0.0.1).
+SERVICE_CIDR = "10.0.0.0/24"
+#: The Pods' addresses: a /24 that no address or route of this machine uses (``ip addr``/``ip route``:
+#: eth0 192.0.2.0/24 only, Services 10.0.0.0/24, podman's default 10.88.0.0/16 when it makes one).
+POD_CIDR = "10.244.0.0/24"
+#: The bridge's own address: the Pods' gateway, the node's InternalIP (kubelet refuses a loopback one)
+#: and where the node's API server and the gateway listen; it is local to this machine, so nothing
+#: of the node listens on eth0.
+NODE_IP = "10.244.0.1"
+NODE_BRIDGE = "stack-cni0"
+PAUSE_IMAGE = f"localhost/stack-pause:{VERSIONS.get('STACK_PAUSE_VERSION', '1')}"
+NODE_PORTS = {
+    "node-apiserver": 26444,
+    "node-controllers": 20258,
+    "kube-scheduler": 20259,
+    "kubelet": 20250,
+    "kubelet-healthz": 20248,
+    "kube-proxy-healthz": 20256,
+    "kube-proxy-metrics": 20249,
+}
+#: Stack ports a Pod reaches on NODE_IP through ``node-gateway`` (they listen on 127.0.0.1 only): the
+#: Connect workers' REST APIs. Not Kafka: its brokers advertise 127.0.0.1, which in a Pod is the Pod.
+GATEWAY_PORTS = [PORTS[name] for name in PORTS if name.startswith("connect")]
+#: Kernel settings kubelet (vm.*, kernel.*: setupKernelTunables) and the CNI bridge (ip_forward) set
+#: for the whole machine; their values before the node started are put back by ``down``.
+NODE_SYSCTLS = [
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+    "net/ipv4/ip_forward",
+]
+
+
+def containerd_socket() -> Path:
+    return NODE_DIR / "containerd.sock"
+
+
+def node_kubeconfig_path() -> Path:
+    return NODE_DIR / "kubeconfig"
+
+
+def node_binary(relative: str) -> str:
+    path = BIN_DIR / relative
+    if not path.exists():
+        raise StackError(f"{relative} missing in {BIN_DIR}: run hack/build-node.sh")
+    return str(path)
+
+
+def cni_bin_dir() -> Path:
+    return BIN_DIR / f"cni-plugins-{VERSIONS.get('CNI_PLUGINS_VERSION', '')}"
+
+
+def system_binary(name: str) -> str:
+    found = shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if found is None:
+        raise StackError(f"{name} is not installed: run hack/node-packages.sh (containerd, runc, iptables)")
+    return found
+
+
+def ensure_bridge() -> None:
+    """The Pods' bridge with NODE_IP, made before the CNI plugin's first Pod so that the node's API
+    server, kubelet and gateway can listen on it from the start (the plugin adopts an existing bridge)."""
+    ip = system_binary("ip")
+    if not Path(f"/sys/class/net/{NODE_BRIDGE}").exists():
+        subprocess.run([ip, "link", "add", NODE_BRIDGE, "type", "bridge"], check=True, capture_output=True)
+    shown = subprocess.run([ip, "-4", "-o", "addr", "show", "dev", NODE_BRIDGE], capture_output=True, text=True)
+    if f" {NODE_IP}/" not in shown.stdout:
+        prefix = POD_CIDR.split("/")[1]
+        subprocess.run([ip, "addr", "add", f"{NODE_IP}/{prefix}", "dev", NODE_BRIDGE], check=True, capture_output=True)
+    subprocess.run([ip, "link", "set", NODE_BRIDGE, "up"], check=True, capture_output=True)
+
+
+def save_sysctls() -> None:
+    """The machine-wide settings the node changes, as they were before its first start (kept until ``down``)."""
+    saved = NODE_DIR / "sysctls-before.json"
+    if saved.exists():
+        return
+    values = {}
+    for key in NODE_SYSCTLS:
+        with contextlib.suppress(OSError):
+            values[key] = (Path("/proc/sys") / key).read_text().strip()
+    write(saved, json.dumps(values, indent=2))
+
+
+def restore_sysctls() -> None:
+    saved = NODE_DIR / "sysctls-before.json"
+    if not saved.exists():
+        return
+    for key, value in json.loads(saved.read_text()).items():
+        with contextlib.suppress(OSError):
+            (Path("/proc/sys") / key).write_text(value)
+
+
+def write_node_kubeconfig() -> Path:
+    """The node's components and ``kubectl`` for Pods talk to the node's API server. They use the
+    stack's admin token: the core API server authenticates tokens from its file only (read at its
+    start, no client CA), and runs RBAC without the Node authorizer, so no node identity exists."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "stack-node",
+                "cluster": {
+                    "server": f"https://{NODE_IP}:{NODE_PORTS['node-apiserver']}",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
+        "users": [{"name": "admin", "user": {"token": state()["admin_token"]}}],
+        "contexts": [{"name": "stack-node", "context": {"cluster": "stack-node", "user": "admin"}}],
+        "current-context": "stack-node",
+    }
+    path = write(node_kubeconfig_path(), json.dumps(config, indent=2))
+    path.chmod(0o600)
+    return path
+
+
+def prepare_containerd() -> list[str]:
+    """containerd with a config, root, state and socket of its own under the stack folder (a
+    system-wide /etc/containerd/config.toml, which the Debian package installs, is not read); CRI with
+    the local pause image as sandbox image, runc through the cgroupfs driver (no systemd here), and
+    the CNI plugins and config of the stack."""
+    save_sysctls()
+    ensure_bridge()
+    root = NODE_DIR / "containerd"
+    cni_conf = NODE_DIR / "cni" / "net.d"
+    for folder in (root / "root", root / "state", root / "opt", cni_conf):
+        folder.mkdir(parents=True, exist_ok=True)
+    write_cni_config(cni_conf)
+    config = write(
+        NODE_DIR / "containerd.toml",
+        "\n".join(
+            [
+                "version = 2",
+                f'root = "{root / "root"}"',
+                f'state = "{root / "state"}"',
+                # Snapshotters this machine has no use for would only log that they cannot start.
+                'disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",'
+                ' "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]',
+                "[grpc]",
+                f'  address = "{containerd_socket()}"',
+                "[ttrpc]",
+                f'  address = "{containerd_socket()}.ttrpc"',
+                "[debug]",
+                '  level = "warn"',
+                '[plugins."io.containerd.internal.v1.opt"]',
+                f'  path = "{root / "opt"}"',
+                '[plugins."io.containerd.grpc.v1.cri"]',
+                f'  sandbox_image = "{PAUSE_IMAGE}"',
+                # No CAP_SYS_RESOURCE here (podman needs --ulimit for the same reason): kubelet's
+                # negative oom_score_adj (-998 for every sandbox) failed runc's init ("can't get final
+                # child's PID from pipe: EOF"); restricted, scores stay at or above containerd's own.
+                "  restrict_oom_score_adj = true",
+                '[plugins."io.containerd.grpc.v1.cri".containerd]',
+                '  snapshotter = "overlayfs"',
+                '  default_runtime_name = "runc"',
+                '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+                '  runtime_type = "io.containerd.runc.v2"',
+                '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+                "  SystemdCgroup = false",
+                f'  BinaryName = "{system_binary("runc")}"',
+                '[plugins."io.containerd.grpc.v1.cri".cni]',
+                f'  bin_dir = "{cni_bin_dir()}"',
+                f'  conf_dir = "{cni_conf}"',
+                "",
+            ]
+        ),
+    )
+    return [system_binary("containerd"), "--config", str(config)]
+
+
+def write_cni_config(folder: Path) -> Path:
+    """bridge + host-local on POD_CIDR, with NODE_IP as gateway (isGateway: the plugin turns on
+    ip_forward, which Service traffic between Pods needs), hairpin for a Pod reaching itself through a
+    Service; no masquerade (Pods talk to this machine only); portmap for hostPort."""
+    bridge = {
+        "type": "bridge",
+        "bridge": NODE_BRIDGE,
+        "isGateway": True,
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP}]],
+            "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": str(NODE_DIR / "cni" / "ipam"),
+        },
+    }
+    conflist = {
+        "cniVersion": "1.0.0",
+        "name": "stack",
+        "plugins": [bridge, {"type": "portmap", "capabilities": {"portMappings": True}}],
+    }
+    return write(folder / "10-stack.conflist", json.dumps(conflist, indent=2))
+
+
+def containerd_ready() -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex(str(containerd_socket())) == 0
+
+
+def ctr(*args: str, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [system_binary("ctr"), "--address", str(containerd_socket()), "--namespace", "k8s.io", *args],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+    )
+
+
+def pause_image_archive() -> Path:
+    """The sandbox image as a docker-archive of one layer: hack/build-node.sh's static pause binary."""
+    pause = Path(node_binary(f"stack-pause-{VERSIONS.get('STACK_PAUSE_VERSION', '1')}/pause"))
+    layer_bytes = io.BytesIO()
+    with tarfile.open(fileobj=layer_bytes, mode="w", format=tarfile.USTAR_FORMAT) as layer:
+        entry = tarfile.TarInfo("pause")
+        entry.size, entry.mode, entry.mtime = pause.stat().st_size, 0o755, 0
+        with pause.open("rb") as handle:
+            layer.addfile(entry, handle)
+    diff_id = hashlib.sha256(layer_bytes.getvalue()).hexdigest()
+    image_config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
+    }
+    manifest = [{"Config": "config.json", "RepoTags": [PAUSE_IMAGE], "Layers": ["layer.tar"]}]
+    archive = NODE_DIR / "stack-pause.tar"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w") as tar:
+        for name, data in (
+            ("layer.tar", layer_bytes.getvalue()),
+            ("config.json", json.dumps(image_config).encode()),
+            ("manifest.json", json.dumps(manifest).encode()),
+        ):
+            entry = tarfile.TarInfo(name)
+            entry.size = len(data)
+            tar.addfile(entry, io.BytesIO(data))
+    return archive
+
+
+def image_present(reference: str) -> bool:
+    listed = ctr("images", "ls", "-q")
+    return reference in listed.stdout.split() or f"docker.io/{reference}" in listed.stdout.split()
+
+
+def import_image(archive: Path) -> None:
+    with archive.open("rb") as handle:
+        result = ctr("images", "import", "-", stdin=handle.fileno())
+    if result.returncode != 0:
+        raise StackError(f"ctr images import {archive} failed: {result.stderr.strip()}")
+
+
+def prepare_node_apiserver() -> list[str]:
+    """A second API server on the same etcd (a control plane of two, as in any HA cluster), on
+    NODE_IP where Pods reach it. The core one runs without the ServiceAccount admission plugin and only
+    on 127.0.0.1, and is never restarted under running tests; the node's controllers create Pods
+    through this one, whose ServiceAccount plugin gives them their token volume. Its endpoint is the
+    ``kubernetes`` Service's (an EndpointSlice of the stack, ``ensure_kubernetes_endpoints``): the
+    core one's reconciler refuses 127.0.0.1, so that Service had none."""
+    ensure_bridge()
+    core_pki = STACK_DIR / "pki"
+    if not (core_pki / "sa.key").exists():
+        raise StackError("the core API server's keys are missing: start it first (stack.py up)")
+    pki = NODE_PKI
+    pki.mkdir(parents=True, exist_ok=True)
+    write_node_kubeconfig()
+    return [
+        binary("kube-apiserver"),
+        f"--etcd-servers=http://{HOST}:{PORTS['etcd']}",
+        f"--cert-dir={pki}",
+        f"--secure-port={NODE_PORTS['node-apiserver']}",
+        f"--bind-address={NODE_IP}",
+        f"--advertise-address={NODE_IP}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        "--authorization-mode=RBAC",
+        f"--token-auth-file={core_pki / 'tokens.csv'}",
+        f"--service-account-issuer=https://{HOST}:{PORTS['apiserver']}",
+        f"--service-account-key-file={core_pki / 'sa.key'}",
+        f"--service-account-signing-key-file={core_pki / 'sa.key'}",
+        "--endpoint-reconciler-type=none",
+        # logs, exec, port-forward: kubelet at the node's InternalIP (its Hostname, stack-node, resolves
+        # nowhere; the core API server, which keeps the default order, cannot reach kubelet by it).
+        "--kubelet-preferred-address-types=InternalIP",
+        "--enable-priority-and-fairness=false",
+        "--v=0",
+    ]
+
+
+def node_apiserver_ready() -> bool:
+    return http_ok(f"https://{NODE_IP}:{NODE_PORTS['node-apiserver']}/readyz", token=state()["admin_token"])
+
+
+def node_kubectl(*args: str, stdin_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [binary("kubectl"), f"--kubeconfig={node_kubeconfig_path()}", *args],
+        input=stdin_text,
+        capture_output=True,
+        text=True,
+    )
+
+
+def ensure_kubernetes_endpoints() -> None:
+    """The ``kubernetes`` Service (10.0.0.1:443, in-cluster clients' address) routes to the node's API
+    server: an EndpointSlice of its own, which the core API server's reconciler (by name) never touches."""
+    slice_ = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "kubernetes-stack-node",
+            "namespace": "default",
+            "labels": {
+                "kubernetes.io/service-name": "kubernetes",
+                "endpointslice.kubernetes.io/managed-by": "stack.connect-offsets.io",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
+        "ports": [{"name": "https", "port": NODE_PORTS["node-apiserver"], "protocol": "TCP"}],
+    }
+    result = node_kubectl("apply", "-f", "-", stdin_text=json.dumps(slice_))
+    if result.returncode != 0:
+        raise StackError(f"EndpointSlice for the kubernetes Service: {result.stderr.strip()}")
+
+
+def node_namespace(namespace: str) -> None:
+    """A namespace Pods run in: created if missing, with the ``kube-root-ca.crt`` ConfigMap of every
+    Pod's token volume (the node's API server's CA; its controller-manager does not publish it in
+    every namespace, which the other tests' namespaces would see)."""
+    node_kubectl("create", "namespace", namespace)
+    ca = (NODE_PKI / "apiserver.crt").read_text()
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kube-root-ca.crt", "namespace": namespace},
+        "data": {"ca.crt": ca},
+    }
+    result = node_kubectl("apply", "-f", "-", stdin_text=json.dumps(configmap))
+    if result.returncode != 0:
+        raise StackError(f"kube-root-ca.crt in {namespace}: {result.stderr.strip()}")
+
+
+#: What the node's controller-manager runs: Deployments, ReplicaSets and StatefulSets make Pods,
+#: EndpointSlices route Services, the disruption controller keeps PodDisruptionBudgets for evictions,
+#: node lifecycle marks the node NotReady when kubelet stops. The core one keeps its three.
+NODE_CONTROLLERS = [
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+    "disruption-controller",
+    "node-lifecycle-controller",
+    "pod-garbage-collector-controller",
+]
+
+
+def prepare_node_controllers() -> list[str]:
+    kubeconfig = write_node_kubeconfig()
+    return [
+        binary("kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={HOST}",
+        f"--secure-port={NODE_PORTS['node-controllers']}",
+        "--leader-elect=false",
+        f"--controllers={','.join(NODE_CONTROLLERS)}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--v=0",
+    ]
+
+
+def prepare_scheduler() -> list[str]:
+    kubeconfig = write_node_kubeconfig()
+    return [
+        node_binary("kube-scheduler"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={HOST}",
+        f"--secure-port={NODE_PORTS['kube-scheduler']}",
+        "--leader-elect=false",
+        "--v=0",
+    ]
+
+
+def prepare_kubelet() -> list[str]:
+    """kubelet 1.35 on cgroup v1 (this machine: v1 hierarchies plus a cgroup2 mount at
+    /sys/fs/cgroup/unified) starts only with ``failCgroupV1: false``, its documented setting (KEP-5573;
+    without it: "kubelet is configured to not run on a host using cgroup v1");
+    cgroupfs driver as containerd's runc; no swap check; no image garbage collection (the images cannot
+    be pulled again); eviction only when the machine is nearly full (it is shared)."""
+    if not image_present(PAUSE_IMAGE):
+        import_image(pause_image_archive())
+    root = NODE_DIR / "kubelet"
+    root.mkdir(parents=True, exist_ok=True)
+    kubeconfig = write_node_kubeconfig()
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": NODE_PORTS["kubelet"],
+        "readOnlyPort": 0,
+        "healthzBindAddress": HOST,
+        "healthzPort": NODE_PORTS["kubelet-healthz"],
+        # The API servers reach kubelet (logs, exec) without a client certificate: anonymous, allowed;
+        # kubelet listens on NODE_IP only, which is local to this machine.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "containerRuntimeEndpoint": f"unix://{containerd_socket()}",
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "podLogsDir": str(NODE_DIR / "pod-logs"),
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+            "imagefs.available": "1%",
+        },
+        "maxPods": 30,
+        "registerWithTaints": [NODE_TAINT],
+        "resolvConf": "/etc/resolv.conf",
+    }
+    config_path = write(NODE_DIR / "kubelet.json", json.dumps(config, indent=2))
+    return [
+        node_binary("kubelet"),
+        f"--config={config_path}",
+        f"--kubeconfig={kubeconfig}",
+        f"--root-dir={root}",
+        f"--hostname-override={NODE_NAME}",
+        f"--node-ip={NODE_IP}",
+        "--v=0",
+    ]
+
+
+def kubelet_ready() -> bool:
+    """Ready when kubelet answers and its Node is Ready (the runtime and CNI report ready) in a status
+    this kubelet wrote, not one left by a kubelet stopped before."""
+    if not http_ok(f"http://{HOST}:{NODE_PORTS['kubelet-healthz']}/healthz"):
+        return False
+    ready = "{.status.conditions[?(@.type=='Ready')]}"
+    result = node_kubectl("get", "node", NODE_NAME, "-o", f"jsonpath={ready}")
+    try:
+        condition = json.loads(result.stdout)
+        started = COMPONENTS["kubelet"].pidfile.stat().st_mtime
+        beat = calendar.timegm(time.strptime(condition["lastHeartbeatTime"], "%Y-%m-%dT%H:%M:%SZ"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return bool(condition.get("status") == "True" and beat >= int(started) - 1)
+
+
+def prepare_kube_proxy() -> list[str]:
+    """iptables mode for the Services of POD_CIDR; it leaves conntrack sysctls and route_localnet alone
+    and serves NodePorts on NODE_IP only."""
+    ensure_kubernetes_endpoints()
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "iptables",
+        "clientConnection": {"kubeconfig": str(write_node_kubeconfig())},
+        "hostnameOverride": NODE_NAME,
+        "clusterCIDR": POD_CIDR,
+        "healthzBindAddress": f"{HOST}:{NODE_PORTS['kube-proxy-healthz']}",
+        "metricsBindAddress": f"{HOST}:{NODE_PORTS['kube-proxy-metrics']}",
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        "iptables": {"localhostNodePorts": False},
+    }
+    config_path = write(NODE_DIR / "kube-proxy.json", json.dumps(config, indent=2))
+    return [node_binary("kube-proxy"), f"--config={config_path}", "--v=0"]
+
+
+def prepare_gateway() -> list[str]:
+    ensure_bridge()
+    ports = ",".join(str(port) for port in GATEWAY_PORTS)
+    return [sys.executable, str(HACK_DIR / "node_gateway.py"), NODE_IP, HOST, ports]
+
+
+NODE_COMPONENTS = [
+    Component("containerd", [], [], prepare_containerd, containerd_ready),
+    Component("node-apiserver", [], ["apiserver"], prepare_node_apiserver, node_apiserver_ready),
+    Component(
+        "node-controllers",
+        [NODE_PORTS["node-controllers"]],
+        ["node-apiserver"],
+        prepare_node_controllers,
+        lambda: http_ok(f"https://{HOST}:{NODE_PORTS['node-controllers']}/healthz"),
+    ),
+    Component(
+        "kube-scheduler",
+        [NODE_PORTS["kube-scheduler"]],
+        ["node-apiserver"],
+        prepare_scheduler,
+        lambda: http_ok(f"https://{HOST}:{NODE_PORTS['kube-scheduler']}/healthz"),
+    ),
+    Component(
+        "kubelet",
+        [NODE_PORTS["kubelet-healthz"]],
+        ["containerd", "node-apiserver"],
+        prepare_kubelet,
+        kubelet_ready,
+    ),
+    Component(
+        "kube-proxy",
+        [NODE_PORTS["kube-proxy-healthz"], NODE_PORTS["kube-proxy-metrics"]],
+        ["node-apiserver"],
+        prepare_kube_proxy,
+        lambda: http_ok(f"http://{HOST}:{NODE_PORTS['kube-proxy-healthz']}/healthz"),
+    ),
+    Component("node-gateway", [], [], prepare_gateway, lambda: gateway_ready()),
+]
+#: ``up node`` / ``down node``: the node's components, in start order.
+GROUPS = {"node": [component.name for component in NODE_COMPONENTS]}
+
+
+def gateway_ready() -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((NODE_IP, GATEWAY_PORTS[0])) == 0
+
+
+def node_image(reference: str) -> None:
+    """An image podman has (``make image``) into the node's containerd, where kubelet finds it
+    (``imagePullPolicy: Never`` or ``IfNotPresent``: no registry is reachable)."""
+    if not containerd_ready():
+        raise StackError("the node's containerd is not running: stack.py up node")
+    began = time.monotonic()
+    archive = NODE_DIR / "image-import.tar"
+    saved = subprocess.run(
+        [system_binary("podman"), "save", "--format", "docker-archive", "-o", str(archive), reference],
+        capture_output=True,
+        text=True,
+    )
+    if saved.returncode != 0:
+        raise StackError(f"podman save {reference}: {saved.stderr.strip()}")
+    try:
+        import_image(archive)
+    finally:
+        archive.unlink(missing_ok=True)
+    print(f"  {reference} imported into the node's containerd in {time.monotonic() - began:.1f}s")
+
+
+def node_mounts() -> list[str]:
+    """Mount points under the node's folder (Pods' volumes, containerd's snapshots), deepest first."""
+    points = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split()[4].replace("\\040", " ")
+            if point == str(NODE_DIR) or point.startswith(f"{NODE_DIR}/"):
+                points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def down_node(*, remove: bool = True) -> None:
+    """Stops the node so that nothing of it runs or uses CPU afterwards: kubelet first (it would start
+    the Pods again), then every Pod through CRI (containers, their shims, CNI DEL, network namespaces),
+    then containerd; kube-proxy's and the bridge's rules and link; the kernel settings as they were."""
+    names = GROUPS["node"]
+    if not NODE_DIR.exists() and not any(read_pid(COMPONENTS[name]) for name in names):
+        return  # never started (a stack without a node): nothing to stop or clean
+    # All but containerd at once (each stop waits ~2 s here for its process to be reaped); 5 s: the
+    # node's API server, asked to stop, waits out the 20 s otherwise (its state is in etcd).
+    others = [name for name in reversed(names) if name != "containerd"]
+    with concurrent.futures.ThreadPoolExecutor(len(others)) as pool:
+        stopped = list(pool.map(lambda name: stop(COMPONENTS[name], timeout=5.0), others))
+    for name, was_running in zip(others, stopped, strict=True):
+        if was_running:
+            print(f"  {name:<20} stopped")
+    if read_pid(COMPONENTS["containerd"]) is not None:
+        crictl = BIN_DIR / "crictl"
+        if crictl.exists():
+            subprocess.run(
+                [str(crictl), f"--runtime-endpoint=unix://{containerd_socket()}", "rmp", "--all", "--force"],
+                capture_output=True,
+                timeout=120,
+            )
+        stop(COMPONENTS["containerd"])
+        print(f"  {'containerd':<20} stopped")
+    kill_leftover_shims()
+    if Path(node_binary_path("kube-proxy")).exists():
+        subprocess.run([node_binary_path("kube-proxy"), "--cleanup"], capture_output=True, timeout=60)
+    remove_kubelet_chains()
+    for point in node_mounts():
+        subprocess.run(["umount", "--lazy", point], capture_output=True)
+    if Path(f"/sys/class/net/{NODE_BRIDGE}").exists():
+        subprocess.run(["ip", "link", "del", NODE_BRIDGE], capture_output=True)
+    restore_sysctls()
+    # The Node (else a next `up node` would find it Ready from before) and the kubernetes Service's
+    # endpoint on the node's API server, through the core API server when it runs.
+    if apiserver_ready():
+        for kind, name, namespace in (("node", NODE_NAME, None), ("endpointslice", "kubernetes-stack-node", "default")):
+            subprocess.run(
+                [binary("kubectl"), f"--kubeconfig={kubeconfig_path()}", "delete", kind, name, "--ignore-not-found"]
+                + ([f"--namespace={namespace}"] if namespace else []),
+                capture_output=True,
+                timeout=60,
+            )
+    if remove:
+        shutil.rmtree(NODE_DIR, ignore_errors=True)
+
+
+def remove_kubelet_chains() -> None:
+    """kubelet's own chains, which ``kube-proxy --cleanup`` leaves (KUBE-FIREWALL, its drop of
+    outside packets to 127.0.0.0/8, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT): the jumps to them
+    from the built-in chains, then the chains, in IPv4 and IPv6."""
+    for tool in ("iptables", "ip6tables"):
+        found = shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        if found is None:
+            continue
+        for table in ("filter", "nat", "mangle"):
+            saved = subprocess.run([found, "-w", "-t", table, "-S"], capture_output=True, text=True)
+            rules = saved.stdout.splitlines()
+            chains = [line.split()[1] for line in rules if line.startswith("-N KUBE-")]
+            for rule in rules:
+                words = shlex.split(rule)
+                jumps = words[:1] == ["-A"] and "-j" in words and words[words.index("-j") + 1] in chains
+                if jumps and words[1] not in chains:
+                    subprocess.run([found, "-w", "-t", table, "-D", *words[1:]], capture_output=True)
+            for flag in ("-F", "-X"):
+                for chain in chains:
+                    subprocess.run([found, "-w", "-t", table, flag, chain], capture_output=True)
+
+
+def node_binary_path(relative: str) -> str:
+    return str(BIN_DIR / relative)
+
+
+def kill_leftover_shims() -> None:
+    """containerd's shims run in sessions of their own and outlive it: any left serving the node's
+    containerd (its socket on their command line) is ended, by pid."""
+    address = str(containerd_socket())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0].endswith(b"containerd-shim-runc-v2") and address.encode() in args:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 #: Workers the fault tests kill and restart: plugins found through their ServiceLoader manifests
 #: (KIP-898) instead of a reflective scan of every jar, which takes 20 s of the start-up here.
 FAST_RESTART = ["plugin.discovery=service_load"]
@@ -689,6 +1369,8 @@ COMPONENTS: dict[str, Component] = {
         # On demand, for running the offsets pipeline with spark-submit against a real cluster by hand
         # (docs/pipeline.md); `up spark-worker` starts the master too, `down` stops the worker first.
         *spark_components(),
+        # On demand (`up node`): the node, after everything else so that `down` stops it first.
+        *NODE_COMPONENTS,
     ]
 }
 
@@ -771,6 +1453,10 @@ def resolve(names: list[str]) -> list[str]:
     ordered: list[str] = []
 
     def visit(name: str) -> None:
+        if name in GROUPS:
+            for member in GROUPS[name]:
+                visit(member)
+            return
         if name not in COMPONENTS:
             raise StackError(f"unknown component {name!r}; known: {', '.join(COMPONENTS)}")
         for dep in COMPONENTS[name].depends:
@@ -853,13 +1539,22 @@ def cmd_stop(names: list[str]) -> None:
         print(f"  {name:<20} {'stopped' if stopped else 'not running'}")
 
 
-def cmd_down() -> None:
+def cmd_down(groups: list[str] | None = None) -> None:
+    """Everything, or only the named groups (``down node``: the node, the rest of the stack untouched)."""
+    unknown = [group for group in groups or [] if group not in GROUPS]
+    if unknown:
+        raise StackError(f"down takes no component, only a group: {', '.join(GROUPS)} (not {', '.join(unknown)})")
+    if groups:
+        down_node()
+        print("node down")
+        return
+    down_node()
     # Reverse dependency order: Connect before Kafka, controller-manager before apiserver, Spark's worker
     # (and its executors) before its master.
     for name in reversed(list(COMPONENTS)):
         if stop(COMPONENTS[name]):
             print(f"  {name:<20} stopped")
-    for name in ("etcd-data", "kafka-a-data", "kafka-b-data", "kafka-c-data", "run", "pki"):
+    for name in ("etcd-data", "kafka-a-data", "kafka-b-data", "kafka-c-data", "run", "pki", "node-pki"):
         shutil.rmtree(STACK_DIR / name, ignore_errors=True)
     kubeconfig_path().unlink(missing_ok=True)
     print("stack down")
@@ -893,6 +1588,13 @@ def info() -> dict[str, object]:
         "helm": str(BIN_DIR / "helm"),
         "kafka_libs": str(KAFKA_LIBS),
         "logs": str(LOG_DIR),
+        "node_kubeconfig": str(node_kubeconfig_path()),
+        "node_name": NODE_NAME,
+        "node_ip": NODE_IP,
+        "pod_cidr": POD_CIDR,
+        "node_toleration": {**NODE_TAINT, "operator": "Exists"},
+        "containerd_endpoint": f"unix://{containerd_socket()}",
+        "crictl": str(BIN_DIR / "crictl"),
         "running": running,
         "versions": VERSIONS,
     }
@@ -916,6 +1618,9 @@ def cmd_env() -> None:
     print(f"export KAFKA_B_BOOTSTRAP={data['kafka_b']}")
     print(f"export KAFKA_C_BOOTSTRAP={data['kafka_c']}")
     print(f"export CONNECT_EOS_URL={data['connect_eos_url']}")
+    # The node (`up node`): kubectl for its Pods (logs, exec) and crictl's endpoint.
+    print(f"export NODE_KUBECONFIG={data['node_kubeconfig']}")
+    print(f"export CONTAINER_RUNTIME_ENDPOINT={data['containerd_endpoint']}")
     print(f"export PATH={BIN_DIR}:$PATH")
 
 
@@ -926,7 +1631,12 @@ def main(argv: list[str]) -> int:
     up.add_argument("components", nargs="*")
     stop_parser = sub.add_parser("stop", help="stop components, keep their data")
     stop_parser.add_argument("components", nargs="+")
-    sub.add_parser("down", help="stop everything and remove data")
+    down = sub.add_parser("down", help="stop everything and remove data (or only a group: down node)")
+    down.add_argument("groups", nargs="*")
+    image = sub.add_parser("node-image", help="import images from podman into the node's containerd")
+    image.add_argument("images", nargs="+")
+    namespace = sub.add_parser("node-namespace", help="make namespaces where the node's Pods can run")
+    namespace.add_argument("namespaces", nargs="+")
     sub.add_parser("status")
     sub.add_parser("env")
     sub.add_parser("info")
@@ -940,7 +1650,13 @@ def main(argv: list[str]) -> int:
                 cmd_stop(args.components)
         elif args.command == "down":
             with changing():
-                cmd_down()
+                cmd_down(args.groups)
+        elif args.command == "node-image":
+            for reference in args.images:
+                node_image(reference)
+        elif args.command == "node-namespace":
+            for name in args.namespaces:
+                node_namespace(name)
         elif args.command == "status":
             return cmd_status()
         elif args.command == "env":
