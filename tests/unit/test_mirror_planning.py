@@ -994,6 +994,18 @@ def test_offset_syncs_reset_refused_for_custom_replication_policy() -> None:
     assert any(c.reason == "InvalidOffsetSyncsReset" for c in mirror.conditions)
 
 
+def test_offset_syncs_reset_refused_for_an_empty_separator() -> None:
+    """Attacker review of issue 46, F6: MirrorMaker 2 keeps an empty separator
+    (``mm2-offset-syncs<alias>internal``); taken for "." the reset deleted another topic."""
+    mirror = plan_mm2(
+        mirrors=[make_mirror(sourceConnector={"config": {"replication.policy.separator": ""}})],
+        annotations=offsets_annotations("reset", SOURCE, "true"),
+    )
+    assert mirror.offset_syncs_reset is None
+    (condition,) = [c for c in mirror.conditions if c.reason == "InvalidOffsetSyncsReset"]
+    assert f"{SOURCE}'s config: replication.policy.separator is empty" in condition.message
+
+
 @pytest.mark.parametrize(("replay_from", "stored"), [(5, {"offset": 4}), (1, {"offset": 0}), (0, None)])
 def test_alter_in_replay_from_terms(replay_from: int, stored: dict[str, int] | None) -> None:
     """MirrorSourceConnector resumes at offset + 1: replayFrom N is stored as N - 1 (0: no offset)."""

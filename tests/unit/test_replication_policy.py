@@ -101,19 +101,10 @@ def test_an_empty_separator_is_refused_never_taken_for_a_dot() -> None:
     """Attacker review of issue 46, F6: MirrorMaker 2 keeps an empty ``replication.policy.separator``
     (its offset-syncs topic is ``mm2-offset-syncs<alias>internal``); taking "." for it named another
     topic (an offset-syncs reset could delete another mirror's). Refused like an unknown class,
-    naming the mirror and the setting."""
-    from tests.unit.test_mirror_planning import SOURCE, make_mirror, offsets_annotations, plan_mm2
-
+    naming the mirror and the setting (the offset-syncs reset: test_mirror_planning)."""
     refused = replication_policy({"replication.policy.separator": ""}, "mirror x->z")
     assert isinstance(refused, str) and refused.startswith("mirror x->z: replication.policy.separator is empty")
     assert mirrored_topic_filter({"replication.policy.separator": ""}) is None
     facts = mirror_facts(mm2([mirror(checkpointConnector={"config": {"replication.policy.separator": ""}})]), None)
     assert isinstance(facts, PlannedRefusal) and facts.reason == "CustomReplicationPolicy"
     assert "mirror" in facts.message and "replication.policy.separator is empty" in facts.message
-    planned = plan_mm2(
-        mirrors=[make_mirror(sourceConnector={"config": {"replication.policy.separator": ""}})],
-        annotations=offsets_annotations("reset", SOURCE, "true"),
-    )
-    assert planned.offset_syncs_reset is None
-    (condition,) = [c for c in planned.conditions if c.reason == "InvalidOffsetSyncsReset"]
-    assert f"{SOURCE}'s config: replication.policy.separator is empty" in condition.message
