@@ -241,3 +241,57 @@ async def test_a_declared_allow_partial_withdrawn_while_the_watch_lags_commits_n
         assert sim.kafka.applied == []
         (record,) = _records(sim)
         assert (record["result"], record["reason"], record["generation"]) == ("Failed", "UntranslatablePartitions", 2)
+
+
+def _edit_spec(sim: Sim, change: Any) -> None:
+    obj = sim.kube.resources[(MIRRORS, NS, MM2)]
+    change(obj["spec"])
+    obj["metadata"]["generation"] += 1
+    obj["metadata"]["resourceVersion"] = sim.kube._bump()
+    sim.kube._deliver(MIRRORS, NS, MM2)
+
+
+@pytest.mark.parametrize("source", ["spec", "annotation"])
+async def test_a_resumed_commit_is_checked_on_the_target_whatever_the_spec_says_meanwhile(source: str) -> None:
+    """Attacker review of issue 46, P1: a commit cut short (record Committing) was recorded Failed by
+    a spec the mirror's facts now refuse (a custom replication policy), without looking at the
+    target; the spec changed back, the failover ran anew and committed a second, newer translation.
+    A resume needs only the target cluster: checked there, never committed twice; while no connector
+    of the mirror is declared (its target unknown), the record stays Committing with a condition."""
+    async with simulation() as sim:
+        sim.kafka.records = {"east.checkpoints.internal": [Checkpoint(GROUP, "east.orders", 0, 40, 38)]}
+        sim.kafka.groups = {("east:9092", GROUP): {("orders", 0): 40}}
+        sim.kafka.topics = {"west:9092": {"east.orders"}}
+        sim.kube.put_resource(MIRRORS, _declared(False) if source == "spec" else _mm2_body())
+        if source == "annotation":
+            sim.kube.annotate(MIRRORS, NS, MM2, failover_group=GROUP)
+        for at in range(1, 20):  # crash right after the Kafka commit
+            sim.faults.arm(at, "crash")
+            await sim.check(MIRRORS, MM2)
+            assert sim.faults.hit is not None, "no commit"
+            if "kafka: commit" in sim.faults.hit:
+                break
+        sim.faults.arm(None)
+        assert [r.get("step") for r in _records(sim)] == ["Committing"] and len(sim.kafka.applied) == 1
+        # the mirror goes from the spec: its target is unknown, the record stays Committing
+        mirrors = copy.deepcopy(sim.kube.resources[(MIRRORS, NS, MM2)]["spec"]["mirrors"])
+        _edit_spec(sim, lambda spec: spec["mirrors"][0].update(sourceCluster="west", targetCluster="east"))
+        await sim.settle([(MIRRORS, MM2)])
+        assert [r.get("step") for r in _records(sim) if r["mirror"] == "east->west"] == ["Committing"]
+        status = resource(sim, MIRRORS, MM2)["status"]
+        assert any(
+            (c["type"], c["reason"]) == ("GroupFailoverInProgress", "MirrorNotFound") for c in status["conditions"]
+        ), status["conditions"]
+        # back, with a policy the mirror's facts refuse: the resume still looks at the target only
+        mirrors[0]["checkpointConnector"]["config"]["replication.policy.class"] = "com.example.CustomPolicy"
+        _edit_spec(sim, lambda spec: spec.update(mirrors=copy.deepcopy(mirrors)))
+        await sim.settle([(MIRRORS, MM2)])
+        (record,) = [r for r in _records(sim) if r["mirror"] == "east->west"]
+        assert (record.get("step"), record["result"]) == (None, "Succeeded"), record
+        assert "not committed again" in record["message"]
+        # the policy reverted while the checkpoints moved on: nothing committed again
+        sim.kafka.records["east.checkpoints.internal"].append(Checkpoint(GROUP, "east.orders", 0, 60, 57))
+        del mirrors[0]["checkpointConnector"]["config"]["replication.policy.class"]
+        _edit_spec(sim, lambda spec: spec.update(mirrors=copy.deepcopy(mirrors)))
+        await sim.settle([(MIRRORS, MM2)])
+        assert [c.offsets for c in sim.kafka.applied] == [((("east.orders", 0), 38),)]

@@ -24,8 +24,9 @@ from connect_offsets.clients.kafka import KafkaAdminError
 from connect_offsets.clients.kafka_groups import GroupActive, KafkaGroups
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore, OffsetsStoreError
+from connect_offsets.lag import mirror_kafka_config
 from connect_offsets.models.crds import GroupFailoverStatus, KafkaMirrorMaker2Resource, KafkaMirrorMaker2Status
-from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConditionSpec
+from connect_offsets.planning import HANDLED_REQUEST_IDS, Action, ConditionSpec, mirror_targets
 from connect_offsets.planning.failover import Translation, mirror_facts, offsets_document
 from connect_offsets.planning.failover_requests import FailoverRequest, failover_requests, handled_id, kept_records
 from connect_offsets.planning.outcomes import MAX_OPERATION_MESSAGE, truncate
@@ -71,6 +72,22 @@ def _offsets(document: dict[str, Any]) -> dict[TP, int]:
         if isinstance(topic, str) and type(number) is int and type(position) is int:
             found[(topic, number)] = position
     return found
+
+
+def _resume_target(
+    resource: KafkaMirrorMaker2Resource, values: dict[tuple[str, str], str], mirror: str
+) -> dict[str, Any] | None:
+    """The target cluster of ``mirror`` (``<source>-><target>``) from a connector the spec still
+    declares for it (its checkpoint connector first), or None."""
+    source_alias, _, target_alias = mirror.partition("->")
+    found = [
+        t
+        for t in mirror_targets(resource, values).targets
+        if (t.config.get("source.cluster.alias"), t.config.get("target.cluster.alias")) == (source_alias, target_alias)
+        and "target.cluster.bootstrap.servers" in t.config
+    ]
+    found.sort(key=lambda t: not t.name.endswith(".MirrorCheckpointConnector"))
+    return mirror_kafka_config(found[0], "target") if found else None
 
 
 class GroupFailovers:
@@ -159,17 +176,32 @@ class GroupFailovers:
             pinned=request.resume.pinned if request.resume else None,
         )
         try:
+            if request.resume is not None:
+                # A commit cut short needs only its target cluster: the mirror's facts (a spec change
+                # may refuse them now) never turn it Failed unchecked - it might be committed again later.
+                target = _resume_target(resource, values, request.resume.mirror)
+                if target is None:
+                    result.conditions.append(
+                        ConditionSpec(
+                            "GroupFailoverInProgress",
+                            "True",
+                            "MirrorNotFound",
+                            f"{request.group}: the commit through mirror {request.resume.mirror} was cut short "
+                            "and the spec no longer declares a connector of that mirror, so its target cluster is "
+                            "unknown; it stays Committing until the mirror is back in the spec",
+                        )
+                    )
+                    return
+                message, count = await self._resume(request, target, namespace)
+                raise _Outcome("Succeeded", "", message, count)
             facts = mirror_facts(resource, request.source_alias)
             if isinstance(facts, PlannedRefusal):
                 raise _Outcome("Failed", facts.reason, facts.message)
             base = base.model_copy(update={"mirror": facts.name})
             clusters = mirror_kafka(resource, values, facts)
-            if request.resume is not None:
-                message, count = await self._resume(request, clusters, namespace)
-            else:
-                message, count, base = await self._new(body, resource, request, clusters, facts, base, now, result)
-                if result.superseded:
-                    return
+            message, count, base = await self._new(body, resource, request, clusters, facts, base, now, result)
+            if result.superseded:
+                return
             raise _Outcome("Succeeded", "", message, count)
         except _Outcome as outcome:
             final = base.model_copy(
@@ -196,7 +228,7 @@ class GroupFailovers:
             )
             result.events.append(PassEvent("Warning", "GroupFailoverFailed", f"{who}: {final.message}"))
 
-    async def _resume(self, request: FailoverRequest, clusters: MirrorKafka, namespace: str) -> tuple[str, int]:
+    async def _resume(self, request: FailoverRequest, target: dict[str, Any], namespace: str) -> tuple[str, int]:
         """A commit cut short (recorded Committing): done if the group's offsets already got there."""
         record = request.resume
         assert record is not None
@@ -215,18 +247,18 @@ class GroupFailovers:
                 "and ask again",
             )
         offsets = _offsets(document)
-        current = await self.kafka.committed(clusters.target, request.group, namespace=namespace)
+        current = await self.kafka.committed(target, request.group, namespace=namespace)
         if all(current.get(tp, -1) >= offset for tp, offset in offsets.items()):
             return (
                 f"{len(offsets)} partition(s) committed before the operator restarted (the group is at or past the "
                 f"translated offsets of ConfigMap {record.pinned}); not committed again",
                 len(offsets),
             )
-        await self._commit(request.group, offsets, clusters, namespace)
+        await self._commit(request.group, offsets, target, namespace)
         return f"committed {len(offsets)} partition(s) from ConfigMap {record.pinned}", len(offsets)
 
-    async def _commit(self, group: str, offsets: dict[TP, int], clusters: MirrorKafka, namespace: str) -> None:
-        state = await self.kafka.describe(clusters.target, group, namespace=namespace)
+    async def _commit(self, group: str, offsets: dict[TP, int], target: dict[str, Any], namespace: str) -> None:
+        state = await self.kafka.describe(target, group, namespace=namespace)
         if state.members:
             raise _Outcome(
                 "Failed",
@@ -236,7 +268,7 @@ class GroupFailovers:
                 "Nothing was committed",
             )
         try:
-            await self.kafka.commit(clusters.target, group, offsets, namespace=namespace)
+            await self.kafka.commit(target, group, offsets, namespace=namespace)
         except GroupActive as error:
             raise _Outcome("Failed", "ConsumerGroupActive", f"{error}; nothing was committed") from error
 
@@ -306,7 +338,7 @@ class GroupFailovers:
             return "", 0, base
         intent = base.model_copy(update={"step": "Committing", "time": iso(now)})
         await self._record(body, resource, intent, now)
-        await self._commit(request.group, translation.offsets, clusters, namespace)
+        await self._commit(request.group, translation.offsets, clusters.target, namespace)
         return (
             f"committed {count} partition(s) for group {request.group} on cluster {facts.target_alias} "
             f"(translated offsets in ConfigMap {pinned}){partial}{notes}" + (listing if translation.partial else ""),
