@@ -138,3 +138,40 @@ def test_a_read_that_stops_moving_fails_with_where_it_stopped() -> None:
             consumer, TOPIC, "app", "cluster west", timeout=1, deadline_s=3, clock=lambda: float(next(ticks))
         )
     assert "not read to its end within 3 s" in str(raised.value) and "at offset 1 of 0..2" in str(raised.value)
+
+
+def _key(group: str, topic: bytes, partition: int) -> bytes:
+    return (
+        len(group).to_bytes(2, "big")
+        + group.encode()
+        + len(topic).to_bytes(2, "big")
+        + topic
+        + partition.to_bytes(4, "big", signed=True)
+    )
+
+
+def test_a_record_naming_no_kafka_topic_partition_is_undecodable() -> None:
+    """Attacker review of issue 46, P3: a checkpoints topic is the tenant's; a record whose topic is
+    over 249 bytes, has a character Kafka forbids, or whose partition is negative, is no checkpoint
+    MirrorMaker 2 writes: counted undecodable, not kept."""
+    _, value = record("app", "east.orders", 0, 1, 1)
+    bad = [b"t" * 250, b"east orders", b"east/orders", "\u00e9t\u00e9".encode(), b".", b".."]
+    log: dict[int, tuple[bytes, bytes] | None] = {i: (_key("app", topic, 0), value) for i, topic in enumerate(bad)}
+    log[len(bad)] = (_key("app", b"east.orders", -1), value)
+    log[len(bad) + 1] = (_key("app", b"t" * 249, 0), value)
+    consumer = FakeConsumer(log, end=len(log))
+    read = read_checkpoints(consumer, TOPIC, "app", "cluster west", timeout=1, deadline_s=10)
+    assert read.undecodable == len(bad) + 1 and list(read.checkpoints) == [("t" * 249, 0)]
+
+
+def test_a_group_with_too_many_partitions_ends_the_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P3: distinct partitions kept per group are capped (memory), the read ends saying so."""
+    from connect_offsets.clients import kafka_groups
+
+    monkeypatch.setattr(kafka_groups, "MAX_CHECKPOINT_PARTITIONS", 5)
+    log: dict[int, tuple[bytes, bytes] | None] = {i: record("app", f"east.t{i}", 0, 1, 1) for i in range(6)}
+    log.update({6 + i: record("app", "east.t0", 0, 2 + i, 2 + i) for i in range(10)})
+    within = FakeConsumer({k: v for k, v in log.items() if k != 5}, end=16)
+    assert len(read_checkpoints(within, TOPIC, "app", "cluster west", timeout=1, deadline_s=10).checkpoints) == 5
+    with pytest.raises(KafkaAdminError, match=r"group app has checkpoints for more than 5 partitions"):
+        read_checkpoints(FakeConsumer(log, end=16), TOPIC, "app", "cluster west", timeout=1, deadline_s=10)

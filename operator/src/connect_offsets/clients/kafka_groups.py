@@ -12,7 +12,9 @@ again: ``GroupActive``).
 
 Every call runs in the tenant pool (``clients.tenant_io``, through ``clients.kafka.tenant_call``):
 a limit per namespace, failures remembered per address. Answers are bounded (16 MiB per response;
-at most ``MAX_CHECKPOINT_RECORDS`` records read within ``timeout``). ``KafkaGroups`` bundles the
+at most ``MAX_CHECKPOINT_RECORDS`` records read within ``timeout``, at most
+``MAX_CHECKPOINT_PARTITIONS`` partitions kept for the group; a record naming no valid topic
+partition counts as undecodable). ``KafkaGroups`` bundles the
 calls so that a test (the unit simulation) can put a fake in its place.
 
 Checkpoints written in transactions (a checkpoint connector on a worker with
@@ -28,6 +30,7 @@ its end.
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -55,6 +58,7 @@ from connect_offsets.errors import UserError
 
 __all__ = [
     "ACTIVE_GROUP_ERRORS",
+    "MAX_CHECKPOINT_PARTITIONS",
     "MAX_CHECKPOINT_RECORDS",
     "TP",
     "Checkpoint",
@@ -74,6 +78,12 @@ TP = tuple[str, int]
 #: A checkpoints topic holds one record per group, partition and emission (compacted to the newest
 #: per key); reading more than this many records is refused rather than holding the operator's memory.
 MAX_CHECKPOINT_RECORDS: Final = 2_000_000
+
+#: A group's distinct (topic, partition) checkpoints kept by one read: a checkpoints topic is the
+#: tenant's, and one group's records could each name another partition; past this the read ends.
+MAX_CHECKPOINT_PARTITIONS: Final = 100_000
+#: Kafka's topic names (``Topic.validate``): at most 249 bytes of these characters, not "." or "..".
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 #: What Kafka answers an offset commit for a group that has members (classic and KIP-848 groups).
 ACTIVE_GROUP_ERRORS: Final = frozenset(
@@ -150,6 +160,8 @@ def decode_checkpoint(key: bytes, value: bytes) -> Checkpoint:
         (downstream,) = _INT64.unpack_from(value, _INT16.size + _INT64.size)
     except (struct.error, UnicodeDecodeError) as error:
         raise ValueError(str(error)) from error
+    if not _TOPIC_NAME.fullmatch(topic) or topic in (".", "..") or partition < 0:
+        raise ValueError("not a Kafka topic partition")  # no checkpoint MirrorMaker 2 writes
     return Checkpoint(group, topic, partition, upstream, downstream)
 
 
@@ -248,7 +260,13 @@ def read_checkpoints(
                 undecodable += 1
                 continue
             if checkpoint.group == group:
-                newest[(checkpoint.topic, checkpoint.partition)] = checkpoint
+                tp = (checkpoint.topic, checkpoint.partition)
+                if tp not in newest and len(newest) >= MAX_CHECKPOINT_PARTITIONS:
+                    raise KafkaAdminError(
+                        f"checkpoints topic {topic} on {where}: group {group} has checkpoints for more than "
+                        f"{MAX_CHECKPOINT_PARTITIONS} partitions; not read to its end"
+                    )
+                newest[tp] = checkpoint
         # Past control records and aborted transactions, which no message stands for.
         (at,) = consumer.position([TopicPartition(topic, 0)])
         if at.error is None and at.offset is not None and at.offset >= 0:
