@@ -191,3 +191,43 @@ async def test_a_failed_declared_failover_then_a_list_request_is_answered() -> N
         told = _condition(sim, "GroupFailoverFailed")
         assert told is not None and told["reason"] == "ConsumerGroupActive"
         assert sim.kafka.applied == []
+
+
+async def test_a_dry_run_failover_next_to_a_list_never_commits_for_real() -> None:
+    """Attacker review of issue 46, P2: ``failover-group`` + ``dry-run`` + ``request-id`` set with a
+    ``list``: the list ran first and its removal took the shared dry-run and request-id along; the
+    failover then committed for real. While both requests are on the resource with a shared
+    annotation, neither runs (InvalidAnnotation/AmbiguousRequest); once the list goes, the dry run."""
+    async with simulation() as sim:
+        sim.kube.put_resource(MIRRORS, _mm2_body())
+        await sim.settle([(MIRRORS, MM2)])
+        sim.kafka.records = {"east.checkpoints.internal": [Checkpoint(GROUP, "east.orders", 0, 40, 38)]}
+        sim.kafka.groups = {("east:9092", GROUP): {("orders", 0): 40}}
+        sim.kafka.topics = {"west:9092": {"east.orders"}}
+        sim.connect.connectors[SOURCE].offsets = [
+            {"partition": {"cluster": "east", "partition": 0, "topic": "orders"}, "offset": {"offset": 40}}
+        ]
+        both = {
+            "connector_offsets": "list",
+            "mirrormaker_connector": SOURCE,
+            "failover_group": GROUP,
+            "dry_run": "true",
+            "request_id": "r1",
+        }
+        sim.kube.annotate(MIRRORS, NS, MM2, **both)
+        await sim.settle([(MIRRORS, MM2)])
+        body = resource(sim, MIRRORS, MM2)
+        assert {"connect-offsets.io/dry-run", "connect-offsets.io/request-id"} <= set(body["metadata"]["annotations"])
+        assert sim.kafka.applied == [] and not (body.get("status") or {}).get("groupFailovers")
+        reasons = {(c["type"], c["reason"]) for c in body["status"]["conditions"]}
+        assert ("InvalidAnnotation", "AmbiguousRequest") in reasons, reasons
+        # the list taken away: the failover runs, as the dry run it asked for
+        obj = sim.kube.resources[(MIRRORS, NS, MM2)]
+        for key in ("connector-offsets", "mirrormaker-connector"):
+            del obj["metadata"]["annotations"][f"connect-offsets.io/{key}"]
+        obj["metadata"]["resourceVersion"] = sim.kube._bump()
+        sim.kube._deliver(MIRRORS, NS, MM2)
+        await sim.settle([(MIRRORS, MM2)])
+        records = resource(sim, MIRRORS, MM2)["status"]["groupFailovers"]
+        assert [(r["result"], r.get("dryRun"), r.get("requestId")) for r in records] == [("Succeeded", True, "r1")]
+        assert sim.kafka.applied == []

@@ -16,9 +16,12 @@ from connect_offsets.planning.mirror_topics import DEFAULT_GROUPS_EXCLUDE, exclu
 from connect_offsets.planning.plan import ConditionSpec
 from connect_offsets.planning.targets import ConnectorTarget
 from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_FAILOVER_GROUP,
     ANNOTATION_HANDLED_REQUEST,
     ANNOTATION_MM2_CONNECTOR,
     ANNOTATION_OFFSETS,
+    ANNOTATION_REQUEST_ID,
     ANNOTATION_RESET_OFFSET_SYNCS,
     ANNOTATION_RESTORE_FROM,
     MIRROR_CLASSES,
@@ -136,6 +139,23 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
     conditions: list[ConditionSpec] = []
     targets: list[ConnectorTarget] = []
     previous = {c.name: c for c in resource.status.connectors}
+    shared = [key for key in (ANNOTATION_DRY_RUN, ANNOTATION_REQUEST_ID) if key in annotations]
+    ambiguous = operation is not None and ANNOTATION_FAILOVER_GROUP in annotations and bool(shared)
+    if ambiguous:
+        # dry-run and request-id would be the offsets request's and the failover's alike: the
+        # offsets request's removal would strip them from the failover waiting behind it (a dry
+        # run committed for real). Neither runs until one of the two requests is taken away.
+        conditions.append(
+            ConditionSpec(
+                "InvalidAnnotation",
+                "True",
+                "AmbiguousRequest",
+                f"{ANNOTATION_OFFSETS}={operation!r} and {ANNOTATION_FAILOVER_GROUP}="
+                f"{annotations[ANNOTATION_FAILOVER_GROUP][:80]!r} are both on the resource with "
+                f"{' and '.join(shared)}, which would belong to both; neither runs until one request is removed "
+                "(one request at a time). Nothing was done",
+            )
+        )
 
     def cluster_settings(prefix: str, alias: str) -> dict[str, str]:
         cluster = clusters[alias]
@@ -196,7 +216,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
                 config["groups.exclude"] = exclude_reference_groups(excluded)
             own: dict[str, str] = {}
             companions: tuple[tuple[str, str], ...] = ()
-            if selected == name and operation is not None:
+            if selected == name and operation is not None and not ambiguous:
                 own[ANNOTATION_OFFSETS] = operation
                 companions = ((ANNOTATION_MM2_CONNECTOR, selected),)
                 syncs = annotations.get(ANNOTATION_RESET_OFFSET_SYNCS)
@@ -286,7 +306,7 @@ def mirror_targets(resource: KafkaMirrorMaker2Resource, secrets: dict[tuple[str,
 
     syncs_reset: tuple[str, str, str] | None = None
     syncs_value = annotations.get(ANNOTATION_RESET_OFFSET_SYNCS)
-    if syncs_value is not None:
+    if syncs_value is not None and not ambiguous:
         target = next((t for t in targets if t.name == selected), None)
         if (
             syncs_value != "true"
