@@ -499,3 +499,45 @@ def test_a_transactional_tail_is_read_only_once_the_mirror_stands_still() -> Non
     after = settled(now, frozenset({(("t", 0), 7, 8)}))
     assert [p.lag for p in after] == [0, 5, 3]
     assert settled(now, frozenset({(("t", 0), 7, 9)})) == now  # another end: not this tail
+
+
+@pytest.mark.parametrize(
+    ("config", "committed"),
+    [
+        ({}, False),  # MirrorMaker 2's default: it replicates aborted and open transactions' records
+        ({"consumer.isolation.level": "read_committed"}, True),
+        ({"source.consumer.isolation.level": "read_committed"}, True),
+        ({"consumer.isolation.level": "read_committed", "source.consumer.isolation.level": "read_uncommitted"}, False),
+    ],
+)
+async def test_a_mirror_is_measured_as_its_consumer_reads(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, str], committed: bool
+) -> None:
+    """Attacker review of issue 46, F4: the end (last stable offset or high watermark) and the tail
+    read follow the isolation level of MirrorMaker 2's consumer (``consumer.`` then
+    ``source.consumer.``); a mirror reading uncommitted records was measured to the last stable
+    offset with a read_committed tail read, which calls aborted records it never replicated gone."""
+    from connect_offsets.clients.kafka import LogOffsets
+    from connect_offsets.lag import measure as measure_module
+
+    seen: list[tuple[str, bool]] = []
+
+    async def offsets(*args: Any, read_committed: bool = False, **kwargs: Any) -> LogOffsets:
+        seen.append(("log_offsets", read_committed))
+        return LogOffsets(ends={("t", 0): 12}, starts={}, requests=2)
+
+    async def tails(*args: Any, read_committed: bool = True, **kwargs: Any) -> Any:
+        seen.append(("tails", read_committed))
+        return frozenset(), frozenset()
+
+    monkeypatch.setattr(measure_module, "log_offsets", offsets)
+    monkeypatch.setattr(measure_module, "empty_tails", tails)
+    res = resource()
+    res.spec.mirrors[0].source_connector.config.update(config)  # type: ignore[union-attr]
+    target = next(t for t in mirror_targets(res, {}).targets if t.name.endswith("MirrorSourceConnector"))
+    document = {"offsets": [{"partition": {"cluster": "east", "topic": "t", "partition": 0}, "offset": {"offset": 5}}]}
+    client = connect_answering(httpx.Response(200, json=document))
+    async with client:
+        first = await measure_module.measure_mirror(client, target, None, None, namespace="ns", clock=lambda: at(0))
+        await measure_module.measure_mirror(client, target, first, None, namespace="ns", clock=lambda: at(10))
+    assert seen == [("log_offsets", committed), ("log_offsets", committed), ("tails", committed)]

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from connect_offsets.clients.connect import ExpandedConnector
-from connect_offsets.clients.kafka import KafkaAdminError, SinkPositions
+from connect_offsets.clients.kafka import MAX_TAIL_PROBES, KafkaAdminError, SinkPositions, Tail
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.models.connect import ConnectorStatus
 from connect_offsets.models.crds import ProgressSpec
@@ -142,8 +142,13 @@ def resource(name: str, cluster: str = "local", **spec: Any) -> dict[str, Any]:
     }
 
 
-def connector(name: str, kind: str = "sink", state: str = "RUNNING", owner: str | None = None) -> ExpandedConnector:
+def connector(
+    name: str, kind: str = "sink", state: str = "RUNNING", owner: str | None = None, committed: bool = False
+) -> ExpandedConnector:
+    """``committed``: its consumer reads committed records only (Connect's default reads uncommitted)."""
     config = {"connector.class": SINK, "topics": f"{name}-topic", OWNER_CONFIG_KEY: owner or f"ns/{name}"}
+    if committed:
+        config["consumer.override.isolation.level"] = "read_committed"
     status = ConnectorStatus.model_validate({"name": name, "connector": {"state": state}, "type": kind})
     return ExpandedConnector(config, status, name)
 
@@ -159,24 +164,29 @@ class Kafka:
         #: Tails (partition, from) holding only markers and aborted records.
         self.empty: set[tuple[tuple[str, int], int]] = set()
         self.tails: list[list[tuple[tuple[str, int], int]]] = []  # per round: the tails asked to be read
+        self.topics: dict[str, int] | None = None  # the cluster's topics (default: one partition each)
+        self.asked: list[list[Tail]] = []  # per round: the tails as asked, in order (cap applied)
         self.rounds: list[dict[str, Any]] = []
         self.fail: str | None = None
 
     async def __call__(self, config: dict[str, Any], **kwargs: Any) -> SinkPositions:
         if self.fail is not None:
             raise KafkaAdminError(self.fail)
-        topics = kwargs["topics"] or {"orders-topic": 1, "audit-topic": 1, "other-topic": 1}
+        topics = kwargs["topics"] or self.topics or {"orders-topic": 1, "audit-topic": 1, "other-topic": 1}
         partitions = kwargs["partitions_of"](topics)
         ends = {tp: self.ends.get(tp, 0) for tp in partitions}
         highs = {tp: self.highs.get(tp, ends[tp]) for tp in partitions}
         reads = kwargs["groups_to_read"](ends, highs)
         committed = {group: dict(self.committed.get(group, {})) for group in reads}
-        tails = sorted(kwargs["tails_to_read"](committed, ends))
+        asked = list(kwargs["tails_to_read"](committed, ends, highs))[:MAX_TAIL_PROBES]
+        self.asked.append(asked)
+        tails = sorted({(tp, offset) for tp, offset, _, _ in asked})
         self.rounds.append({"namespace": kwargs["namespace"], "partitions": partitions, "groups": sorted(reads)})
         self.tails.append(tails)
-        empty = frozenset((tp, offset, ends[tp]) for tp, offset in tails if (tp, offset) in self.empty)
+        empty = frozenset(tail for tail in asked if (tail[0], tail[1]) in self.empty)
+        full = frozenset(asked) - empty
         requests = {"metadata": 0 if kwargs["topics"] else 1, "list_offsets": 2, "group_offsets": len(reads)}
-        return SinkPositions(topics, ends, {tp: 0 for tp in partitions}, committed, {}, requests, highs, empty)
+        return SinkPositions(topics, ends, {tp: 0 for tp in partitions}, committed, {}, requests, highs, empty, full)
 
 
 @pytest.fixture
@@ -270,7 +280,7 @@ async def test_a_caught_up_sink_on_a_transactional_topic_is_up_to_date(kafka: Ka
     """Its last record + 1 is committed, the commit marker sits there: the tail up to the last stable
     offset is read once, holds nothing a read_committed consumer is given, and the lag is 0."""
     monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
-    snapshot = {"orders": connector("orders")}
+    snapshot = {"orders": connector("orders", committed=True)}
     kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 7}}
     kafka.empty = {(TP0, 7)}
     await monitor.measure("ns", "local", CLIENT, snapshot)
@@ -287,7 +297,7 @@ async def test_a_caught_up_sink_on_a_transactional_topic_is_up_to_date(kafka: Ka
 
 async def test_a_blocked_sink_on_a_transactional_topic_is_not_advancing(kafka: Kafka) -> None:
     monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
-    snapshot = {"orders": connector("orders")}
+    snapshot = {"orders": connector("orders", committed=True)}
     kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 7}}
     kafka.empty = {(TP0, 7)}
     await monitor.measure("ns", "local", CLIENT, snapshot)
@@ -303,7 +313,7 @@ async def test_a_blocked_sink_on_a_transactional_topic_is_not_advancing(kafka: K
 
 async def test_a_moving_sink_is_not_read_for_its_tail(kafka: Kafka) -> None:
     monitor, _ = make_monitor([resource("orders")])
-    snapshot = {"orders": connector("orders")}
+    snapshot = {"orders": connector("orders", committed=True)}
     kafka.ends, kafka.committed = {TP0: 30}, {"connect-orders": {TP0: 10}}
     await monitor.measure("ns", "local", CLIENT, snapshot)
     kafka.committed = {"connect-orders": {TP0: 20}}
@@ -315,7 +325,7 @@ async def test_a_moving_sink_is_not_read_for_its_tail(kafka: Kafka) -> None:
 
 async def test_a_sink_behind_an_open_transaction_says_so(kafka: Kafka) -> None:
     monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
-    snapshot = {"orders": connector("orders")}
+    snapshot = {"orders": connector("orders", committed=True)}
     kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 8}}
     await monitor.measure("ns", "local", CLIENT, snapshot)
     monitor.registry.report("ns", "orders", SPEC, datetime.now(UTC))
@@ -342,3 +352,106 @@ def test_an_open_transaction_ahead_of_a_caught_up_sink_is_shown_at_once() -> Non
     status, condition, _ = registry.report("ns", "orders", SPEC, later)
     assert status is not None and "3 record(s) of a transaction still open" in (status.message or "")
     assert condition is not None and condition.reason == "UpToDate" and "still open" in condition.message
+
+
+# --- attacker review of issue 46: shared partitions, the cap, sinks reading uncommitted ----------
+
+
+def _topic_sink(name: str, topic: str, committed: bool = False) -> ExpandedConnector:
+    entry = connector(name, committed=committed)
+    assert entry.config is not None
+    entry.config["topics"] = topic
+    return entry
+
+
+async def test_two_sinks_on_one_partition_each_have_their_own_tail(kafka: Kafka) -> None:
+    """F2: the tails were keyed by partition, so the first sink's committed offset was read for both:
+    a caught-up sink next to a stuck one on the same partition showed NotAdvancing."""
+    bodies = [resource(n, progress={"stallAfter": "1s"}) for n in ("aaa", "zzz")]
+    monitor, _ = make_monitor(bodies)
+    snapshot = {n: _topic_sink(n, "orders-topic", committed=True) for n in ("aaa", "zzz")}
+    kafka.ends = {TP0: 8}
+    kafka.committed = {"connect-aaa": {TP0: 0}, "connect-zzz": {TP0: 7}}
+    kafka.empty = {(TP0, 7)}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert sorted(kafka.asked[0]) == [(TP0, 0, 8, True), (TP0, 7, 8, True)]
+    later = datetime.now(UTC) + timedelta(hours=1)
+    for name, reason in (("aaa", "NotAdvancing"), ("zzz", "UpToDate")):
+        entry = monitor.registry.get("ns", name)
+        assert entry is not None
+        _, condition = judge(entry, ProgressSpec(stall_after="1s"), later)
+        assert condition is not None and condition.reason == reason, (name, condition)
+
+
+async def test_a_stuck_sinks_tail_is_not_read_again_while_it_stands(kafka: Kafka) -> None:
+    """F2: a tail known to hold records is remembered as an empty one is: not read every round."""
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders", committed=True)}
+    kafka.ends, kafka.committed = {TP0: 8}, {"connect-orders": {TP0: 3}}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.tails == [[(TP0, 3)], []]
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.full_tails == {(TP0, 3, 8)} and entry.lag == SinkLag(5, 1, 1)
+    kafka.ends = {TP0: 9}  # the end moved: that tail is another one
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.tails[-1] == [(TP0, 3)]
+
+
+async def test_one_stuck_sink_does_not_keep_the_others_out_of_the_tail_cap(kafka: Kafka) -> None:
+    """F3: the MAX_TAIL_PROBES cap was filled in sink order: a stuck sink with as many partitions
+    stopped every later sink's tail reads. Taken in turns across sinks, rotating each round."""
+    bodies = [resource(n, progress={"stallAfter": "1s"}) for n in ("aaa", "zzz")]
+    monitor, _ = make_monitor(bodies)
+    kafka.topics = {"wide": 300, "txn": 1}
+    snapshot = {"aaa": _topic_sink("aaa", "wide", committed=True), "zzz": _topic_sink("zzz", "txn", committed=True)}
+    wide = {("wide", p): 1 for p in range(300)}
+    kafka.ends = {**wide, ("txn", 0): 6}
+    kafka.committed = {"connect-aaa": {tp: 0 for tp in wide}, "connect-zzz": {("txn", 0): 5}}
+    kafka.empty = {(("txn", 0), 5)}
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert (("txn", 0), 5, 6, True) in kafka.asked[0] and len(kafka.asked[0]) == MAX_TAIL_PROBES
+    entry = monitor.registry.get("ns", "zzz")
+    assert entry is not None and entry.lag == SinkLag(0, 0, 1)
+    # the next round: the stuck sink's partitions not read yet get their turn
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    first = {tail[0] for tail in kafka.asked[0]}
+    assert {("wide", p) for p in range(300)} <= first | {tail[0] for tail in kafka.asked[1]}
+
+
+def test_tails_are_taken_in_turns_rotating_each_round() -> None:
+    a = [(("a", p), 0, 1, True) for p in range(3)]
+    z = [(("z", 0), 0, 1, True)]
+    assert monitor_module._fair([a, z], 0) == [a[0], z[0], a[1], a[2]]
+    assert monitor_module._fair([a, z], 1) == [z[0], a[1], a[2], a[0]]
+
+
+async def test_a_sink_reading_uncommitted_is_measured_to_the_high_watermark(kafka: Kafka) -> None:
+    """F4: Connect's sink consumers read uncommitted records unless the connector says otherwise;
+    such a sink stuck at an aborted transaction's first record is blocked (a read_committed tail
+    read would call it empty: UpToDate), and one that read an open transaction's records is not
+    behind it. Its end is the high watermark, its tail read read_uncommitted."""
+    monitor, _ = make_monitor([resource("orders", progress={"stallAfter": "1s"})])
+    snapshot = {"orders": connector("orders")}
+    kafka.ends, kafka.committed = {TP0: 12}, {"connect-orders": {TP0: 6}}  # 6..10 aborted, marker 11
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.asked[-1] == [(TP0, 6, 12, False)]  # read_uncommitted: the aborted records are there
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(6, 1, 1)
+    _, condition = judge(entry, ProgressSpec(stall_after="1s"), datetime.now(UTC) + timedelta(hours=1))
+    assert condition is not None and condition.reason == "NotAdvancing"
+    # it reads an open transaction's records: measured to the high watermark, nothing "open" ahead
+    kafka.ends, kafka.highs, kafka.committed = {TP0: 12}, {TP0: 20}, {"connect-orders": {TP0: 19}}
+    kafka.empty = {(TP0, 19)}  # a marker at 19
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.asked[-1] == []  # it moved: no tail read
+    await monitor.measure("ns", "local", CLIENT, snapshot)
+    assert kafka.asked[-1] == [(TP0, 19, 20, False)]
+    entry = monitor.registry.get("ns", "orders")
+    assert entry is not None and entry.lag == SinkLag(0, 0, 1) and entry.open_records == 0
+
+
+def test_which_sinks_read_committed() -> None:
+    assert monitor_module.reads_committed({"consumer.override.isolation.level": "read_committed"})
+    assert not monitor_module.reads_committed({})
+    assert not monitor_module.reads_committed({"consumer.override.isolation.level": "read_uncommitted"})

@@ -10,11 +10,15 @@ failures (``clients.tenant_io``). Every client reads answers of at most ``MAX_KA
 (a hostile "broker" may claim any size). Java client settings from a resource are mapped to
 librdkafka's names; settings librdkafka does not know are dropped rather than passed (it rejects
 unknown keys).
+
+Over 600 lines: the tail reads of sinks and mirrors (``_read_tails``, several tails of a partition
+in one assignment) live with the admin calls whose tenant pool, settings and bounds they share.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,6 +50,7 @@ __all__ = [
     "KafkaAdminError",
     "LogOffsets",
     "SinkPositions",
+    "Tail",
     "TimestampOffsets",
     "admin_client",
     "client_settings",
@@ -363,6 +368,9 @@ async def offsets_for_timestamp(
 
 TP = tuple[str, int]
 TP3 = tuple[TP, int, int]
+#: A tail to read: (partition, from offset, end offset, read_committed) - the end is the last stable
+#: offset for a read_committed consumer, the high watermark for a read_uncommitted one.
+Tail = tuple[TP, int, int, bool]
 
 
 #: Partitions whose tail (committed offset .. last stable offset) one round reads at most, and what
@@ -383,9 +391,11 @@ class SinkPositions:
     requests: dict[str, int]  # Kafka requests made, by kind: metadata, list_offsets, group_offsets, tail_reads
     #: High watermarks (read_uncommitted ends): above ``ends`` while a transaction is open.
     highs: dict[TP, int] = field(default_factory=dict)
-    #: Tails read (``tails_to_read``) that hold no record a read_committed consumer is given - only
-    #: commit/abort markers and aborted records: (partition, from offset, last stable offset).
-    empty_tails: frozenset[tuple[TP, int, int]] = frozenset()
+    #: Tails read (``tails_to_read``) that hold no record their consumer is given - only commit/abort
+    #: markers (and, read_committed, aborted records): (partition, from, to, read_committed).
+    empty_tails: frozenset[Tail] = frozenset()
+    #: Tails read that hold a record before their end (records wait there), the same way.
+    full_tails: frozenset[Tail] = frozenset()
 
 
 async def sink_positions(
@@ -394,7 +404,7 @@ async def sink_positions(
     topics: dict[str, int] | None,
     partitions_of: Callable[[dict[str, int]], Collection[TP]],
     groups_to_read: Callable[[dict[TP, int], dict[TP, int]], dict[str, list[TP]]],
-    tails_to_read: Callable[[dict[str, dict[TP, int]], dict[TP, int]], Collection[tuple[TP, int]]] | None = None,
+    tails_to_read: Callable[[dict[str, dict[TP, int]], dict[TP, int], dict[TP, int]], Collection[Tail]] | None = None,
     namespace: str,
     timeout: float = 10.0,
 ) -> SinkPositions:
@@ -414,11 +424,12 @@ async def sink_positions(
 
     Topics written in transactions: a sink that read everything commits its last record + 1, and
     the commit marker sits at that offset, so the committed offset stays one (or, after aborted
-    transactions, more) below the last stable offset for ever. ``tails_to_read`` names the
-    partitions (and the committed offset) worth a look; one read_committed consumer, assigned at
-    those offsets, tells which hold no record it is given before the last stable offset
-    (``empty_tails``): librdkafka hands it no markers and no aborted records, and moves its position
-    past them.
+    transactions, more) below the last stable offset for ever. ``tails_to_read`` (given the
+    committed offsets, the last stable offsets and the high watermarks) names the tails worth a
+    look, in the order to take them (at most ``MAX_TAIL_PROBES``); one consumer per isolation level
+    reads them (``_read_tails``) and tells which hold no record it is given before their end
+    (``empty_tails``) and which do (``full_tails``): librdkafka hands it no markers (read_committed:
+    no aborted records either), and moves its position past them.
     """
 
     def run() -> SinkPositions:
@@ -466,75 +477,127 @@ async def sink_positions(
         earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         starts = _list(admin, uncommitted, earliest, timeout, f"start offsets on {where}")
         requests["list_offsets"] += 1 if uncommitted else 0
-        empty: frozenset[tuple[TP, int, int]] = frozenset()
+        empty: set[Tail] = set()
+        full: set[Tail] = set()
         if tails_to_read is not None:
-            tails: dict[TP, tuple[int, int]] = {}
-            for tp, offset in tails_to_read(committed, ends):
-                end = ends.get(tp)
-                if end is not None and offset < end and tp not in tails and len(tails) < MAX_TAIL_PROBES:
-                    tails[tp] = (offset, end)
-            if tails:
-                requests["tail_reads"] += 1
-                empty = _empty_tails(config, tails, timeout)
-        return SinkPositions(known, ends, starts, committed, errors, requests, highs, empty)
+            chosen: dict[Tail, None] = {}
+            for tail in tails_to_read(committed, ends, highs):
+                if tail[1] < tail[2] and len(chosen) < MAX_TAIL_PROBES:
+                    chosen[tail] = None
+            for read_committed in (True, False):
+                mine = [(tp, start, end) for tp, start, end, isolation in chosen if isolation is read_committed]
+                if mine:
+                    requests["tail_reads"] += 1
+                    found, waiting = _read_tails(config, mine, timeout, read_committed=read_committed)
+                    empty |= {(*tail, read_committed) for tail in found}
+                    full |= {(*tail, read_committed) for tail in waiting}
+        return SinkPositions(known, ends, starts, committed, errors, requests, highs, frozenset(empty), frozenset(full))
 
     return await _tenant_call(namespace, config, run)
 
 
 async def empty_tails(
-    config: dict[str, Any], tails: dict[TP, tuple[int, int]], *, namespace: str, timeout: float = 10.0
-) -> frozenset[TP3]:
-    """``_empty_tails`` in the tenant pool, for callers that know their tails without a round of
-    ``sink_positions`` (a mirror's replication lag); at most ``MAX_TAIL_PROBES`` partitions."""
-    chosen = dict(sorted(tails.items())[:MAX_TAIL_PROBES])
+    config: dict[str, Any],
+    tails: dict[TP, tuple[int, int]],
+    *,
+    namespace: str,
+    timeout: float = 10.0,
+    read_committed: bool = True,
+) -> tuple[frozenset[TP3], frozenset[TP3]]:
+    """``_read_tails`` in the tenant pool, for callers that know their tails without a round of
+    ``sink_positions`` (a mirror's replication lag); at most ``MAX_TAIL_PROBES`` partitions:
+    (the empty tails, the tails holding a record)."""
+    chosen = [(tp, start, end) for tp, (start, end) in sorted(tails.items())[:MAX_TAIL_PROBES]]
     if not chosen:
-        return frozenset()
-    return await _tenant_call(namespace, config, lambda: _empty_tails(config, chosen, timeout))
+        return frozenset(), frozenset()
+    return await _tenant_call(
+        namespace, config, lambda: _read_tails(config, chosen, timeout, read_committed=read_committed)
+    )
 
 
-def _empty_tails(config: dict[str, Any], tails: dict[TP, tuple[int, int]], timeout: float) -> frozenset[TP3]:
-    """Which of ``tails`` (partition: (from, last stable offset)) hold no record a read_committed
-    consumer is given: one consumer assigned at each ``from``, until its position reaches the last
-    stable offset (empty) or it is given a record before it (not empty), within ``timeout``. A
-    partition not decided in time, or whose read failed, is not empty: it is counted as records
-    waiting, as before."""
+def _read_tails(
+    config: dict[str, Any], tails: Collection[TP3], timeout: float, *, read_committed: bool
+) -> tuple[frozenset[TP3], frozenset[TP3]]:
+    """Which of ``tails`` (partition, from, end) hold no record the consumer (``read_committed`` or
+    not) is given before their end, and which do.
+
+    Several tails of one partition (sinks sharing a topic, at different committed offsets) are read
+    by one assignment from the lowest ``from``: a record at offset r decides every tail from at most
+    r (records wait there); once the lowest tails are decided the partition jumps (seek) to the next
+    ``from`` still open, so a backlog between two sinks is not read. A tail is empty once the
+    consumer's position reaches its end with no record at or after its ``from`` - librdkafka moves
+    the position past markers (and, read_committed, past aborted records). Within ``timeout``; a
+    tail not decided in time, or whose read failed, is in neither set (counted as records waiting)."""
+    isolation = "read_committed" if read_committed else "read_uncommitted"
     settings = {
         **_client_settings(config, timeout),
         "group.id": "connect-offsets-progress-tails",  # assign() only: it never joins or commits
         "enable.auto.commit": False,
         "enable.partition.eof": False,
-        "isolation.level": "read_committed",
+        "isolation.level": isolation,
         "fetch.max.bytes": _TAIL_FETCH_BYTES,
         "max.partition.fetch.bytes": _TAIL_FETCH_BYTES // 4,
         "queued.max.messages.kbytes": _TAIL_FETCH_BYTES // 1024,
     }
+    # per partition: the tails still open, lowest from first
+    pending: dict[TP, list[tuple[int, int]]] = {}
+    for tp, start, end in tails:
+        if start < end:
+            pending.setdefault(tp, []).append((start, end))
+    for starts in pending.values():
+        starts.sort()
+    empty: set[TP3] = set()
+    full: set[TP3] = set()
+    if not pending:
+        return frozenset(), frozenset()
     try:
         consumer = Consumer(settings)
     except KafkaException as error:
         log.debug("tail reads on %s: %s", config.get("bootstrap.servers", "?"), _kafka_text(error))
-        return frozenset()
-    empty: set[TP3] = set()
-    pending = dict(tails)
+        return frozenset(), frozenset()
     try:
-        consumer.assign([TopicPartition(t, p, offset) for (t, p), (offset, _) in sorted(pending.items())])
+        consumer.assign([TopicPartition(t, p, starts[0][0]) for (t, p), starts in sorted(pending.items())])
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
+            seen: dict[TP, int] = {}  # the highest record offset given this turn, per partition
             decided: list[TP] = []
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 topic, partition = message.topic(), message.partition()
-                if topic is None or partition is None:
+                tp = (topic or "", partition if partition is not None else -1)
+                open_tails = pending.get(tp)
+                if open_tails is None:
                     continue
-                tp = (topic, partition)
-                if tp not in pending:
+                if message.error() is not None:
+                    pending.pop(tp)  # not known: in neither set
+                    decided.append(tp)
                     continue
-                if message.error() is not None or (message.offset() or 0) < pending[tp][1]:
-                    decided.append(tp)  # a record it is given before the end: records wait
+                offset = message.offset() or 0
+                seen[tp] = max(seen.get(tp, -1), offset)
+                # the first record at or after a tail's start: before its end, records wait there;
+                # at or past it, nothing was between (records come in offset order)
+                while open_tails and open_tails[0][0] <= offset:
+                    start, end = open_tails.pop(0)
+                    (full if offset < end else empty).add((tp, start, end))
+                if not open_tails:
                     pending.pop(tp)
-            for at in consumer.position([TopicPartition(t, p) for t, p in pending]):
+                    decided.append(tp)
+            for tp, last in seen.items():
+                open_tails = pending.get(tp)
+                if open_tails and open_tails[0][0] > last + 1:
+                    # skip what lies before the next open tail (no tail starts there); refused: read on
+                    with contextlib.suppress(KafkaException):
+                        consumer.seek(TopicPartition(tp[0], tp[1], open_tails[0][0]))
+            movable = [tp for tp in pending if tp not in seen]
+            for at in consumer.position([TopicPartition(t, p) for t, p in movable]) if movable else []:
                 tp = (at.topic, at.partition)
-                if tp in pending and at.error is None and at.offset is not None and at.offset >= pending[tp][1]:
-                    offset, end = pending.pop(tp)
-                    empty.add((tp, offset, end))
+                open_tails = pending.get(tp)
+                if open_tails is None or at.error is not None or at.offset is None or at.offset < 0:
+                    continue
+                while open_tails and at.offset >= open_tails[0][1]:
+                    start, end = open_tails.pop(0)
+                    empty.add((tp, start, end))
+                if not open_tails:
+                    pending.pop(tp)
                     decided.append(tp)
             if decided:
                 consumer.pause([TopicPartition(t, p) for t, p in decided])
@@ -542,7 +605,7 @@ def _empty_tails(config: dict[str, Any], tails: dict[TP, tuple[int, int]], timeo
         log.debug("tail reads on %s: %s", config.get("bootstrap.servers", "?"), _kafka_text(error))
     finally:
         consumer.close()
-    return frozenset(empty)
+    return frozenset(empty), frozenset(full)
 
 
 # The helpers above, for the other modules of clients that talk to tenants' brokers (kafka_groups):

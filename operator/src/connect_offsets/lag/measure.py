@@ -7,12 +7,15 @@ partitions have no offset yet); ``replicated_offsets`` and ``partition_lags`` ar
 arithmetic it applies (unit-tested without I/O). A failed measurement is a result, never an
 exception: ``MirrorLag.error`` says why, and the last good numbers stay.
 
-Source topics written in transactions (issue 46): the end is the last stable offset
-(ListOffsets READ_COMMITTED), and MirrorMaker 2 never replicates commit/abort markers, so a
-partition whose last record is followed by a marker would stay at lag 1 (and more after aborted
-transactions) for ever. A partition whose replicated offset stayed below the end since the last
-measurement has that tail read by one read_committed consumer (``clients.kafka.empty_tails``): only
-markers and aborted records there is lag 0 (``tails_to_read``, ``settled``).
+Source topics written in transactions (issue 46): MirrorMaker 2 never replicates commit/abort
+markers, so a partition whose last record is followed by a marker would stay at lag 1 (and more
+after aborted transactions) for ever. A partition whose replicated offset stayed below the end
+since the last measurement has that tail read by one consumer of the mirror's isolation level
+(``clients.kafka.empty_tails``): only markers (and, read_committed, aborted records) there is lag 0
+(``tails_to_read``, ``settled``). The end and that consumer follow what MirrorMaker 2's own
+consumer reads (``reads_committed``): with ``isolation.level=read_committed`` (exactly-once) the
+last stable offset (ListOffsets READ_COMMITTED); otherwise - its default - the high watermark,
+since it replicates aborted records and those of open transactions too.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ from connect_offsets.planning import ConnectorTarget
 from connect_offsets.planning.mirror_topics import mirrored_topic_filter
 
 TP = tuple[str, int]
+
+
+def reads_committed(config: Mapping[str, str]) -> bool:
+    """Whether a MirrorSourceConnector's consumer reads only committed records
+    (``MirrorSourceConfig.sourceConsumerConfig``: ``consumer.`` then ``source.consumer.`` settings;
+    ``MirrorSourceConnector.consumerUsesReadCommitted`` compares with ``read_committed`` exactly)."""
+    level = config.get("source.consumer.isolation.level", config.get("consumer.isolation.level"))
+    return level == "read_committed"
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
@@ -217,7 +228,7 @@ async def measure_mirror(
                 replicated.keys(),
                 namespace=namespace,
                 timeout=timeout,
-                read_committed=True,
+                read_committed=reads_committed(target.config),
             )
         except KafkaAdminError as error:
             raise _MeasureFailed(f"source cluster {source}: {error}") from error
@@ -235,7 +246,13 @@ async def measure_mirror(
     if tails:
         requests += 1
         try:
-            empty = await empty_tails(source_kafka_config(target), tails, namespace=namespace, timeout=timeout)
+            empty, _ = await empty_tails(
+                source_kafka_config(target),
+                tails,
+                namespace=namespace,
+                timeout=timeout,
+                read_committed=reads_committed(target.config),
+            )
         except KafkaAdminError:
             empty = frozenset()  # not known: the offsets' lag stands
         lags = settled(lags, empty)

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from connect_offsets import metrics
 from connect_offsets.clients.connect import ConnectClient, ConnectError, ExpandedConnector
-from connect_offsets.clients.kafka import KafkaAdminError, sink_positions
+from connect_offsets.clients.kafka import KafkaAdminError, Tail, sink_positions
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.crds import ProgressSpec
@@ -107,6 +107,39 @@ class _ClusterState:
     topics_at: float = float("-inf")
     source_due: dict[str, float] | None = None  # connector -> monotonic time of its next read
     measured: set[tuple[str, str]] | None = None  # resources measured in the last round
+    tail_round: int = 0  # turns the order tails are taken in (MAX_TAIL_PROBES a round), each round
+
+
+def reads_committed(config: Mapping[str, str]) -> bool:
+    """Whether a sink's consumer reads only committed records: Connect's sink consumers read
+    uncommitted ones unless the connector sets ``consumer.override.isolation.level``."""
+    return config.get("consumer.override.isolation.level", "").strip().lower() == "read_committed"
+
+
+def _standing(
+    known: frozenset[tuple[TP, int, int]],
+    read: frozenset[Tail],
+    own: bool,
+    committed: Mapping[TP, int],
+    until: Mapping[TP, int],
+) -> set[tuple[TP, int, int]]:
+    """The tails of a sink (known before, or read this round by a consumer of its isolation) that
+    still stand: from its committed offset to the end its consumer can reach."""
+    mine = {(tp, start, end) for tp, start, end, isolation in read if isolation is own}
+    return {t for t in mine | known if t[0] in committed and (committed[t[0]], until.get(t[0])) == t[1:]}
+
+
+def _fair(lists: list[list[Tail]], turn: int) -> list[Tail]:
+    """``lists`` (one per sink) taken in turns, one tail of each at a time, both the sink first and
+    each sink's first tail moving on by ``turn``: no sink's tails keep the others' out of the cap."""
+    if not lists:
+        return []
+    first = turn % len(lists)
+    rotated = [lst[turn % len(lst) :] + lst[: turn % len(lst)] for lst in lists[first:] + lists[:first] if lst]
+    order: list[Tail] = []
+    for index in range(max((len(lst) for lst in rotated), default=0)):
+        order.extend(lst[index] for lst in rotated if index < len(lst))
+    return order
 
 
 class ProgressMonitor:
@@ -268,23 +301,35 @@ class ProgressMonitor:
                     reads.setdefault(groups[key], set()).update(parts)
             return {group: sorted(parts) for group, parts in reads.items()}
 
-        def tails_to_read(committed: dict[str, dict[TP, int]], ends: dict[TP, int]) -> list[tuple[TP, int]]:
-            # Partitions whose committed offset is below the last stable offset and did not move since
-            # the last round (a sink that moves is Advancing anyway): is anything readable left there,
-            # or only markers and aborted records? Tails known empty are not read again.
-            wanted: list[tuple[TP, int]] = []
-            for key, parts in partitions.items():
+        committed_only = {key: reads_committed(c.config) for c in sinks if (key := (c.namespace, c.name)) in selectors}
+        turn = state.tail_round
+        state.tail_round += 1
+
+        def tails_to_read(committed: dict[str, dict[TP, int]], ends: dict[TP, int], highs: dict[TP, int]) -> list[Tail]:
+            # Partitions whose committed offset is below the end and did not move since the last
+            # round (a sink that moves is Advancing anyway): is anything readable left there, or
+            # only markers (and aborted records)? The end is the last stable offset for a sink
+            # reading committed records, the high watermark for one reading uncommitted records
+            # (Connect's default). Tails known empty, or known to hold records, are not read again.
+            lists: list[list[Tail]] = []
+            for key in sorted(partitions):
                 previous = started[key]
                 offsets = committed.get(groups[key])
                 if offsets is None:
                     continue
-                for tp in parts:
-                    offset, end = offsets.get(tp), ends.get(tp)
-                    if offset is None or end is None or offset >= end or (tp, offset, end) in previous.empty_tails:
+                own = committed_only[key]
+                until = ends if own else highs
+                wanted: list[Tail] = []
+                for tp in partitions[key]:
+                    offset, end = offsets.get(tp), until.get(tp)
+                    if offset is None or end is None or offset >= end:
+                        continue
+                    if (tp, offset, end) in previous.empty_tails or (tp, offset, end) in previous.full_tails:
                         continue
                     if previous.committed is None or previous.committed.get(tp) == offset:
-                        wanted.append((tp, offset))
-            return wanted
+                        wanted.append((tp, offset, end, own))
+                lists.append(wanted)
+            return _fair(lists, turn)
 
         try:
             positions = await sink_positions(
@@ -322,19 +367,26 @@ class ProgressMonitor:
                 self.registry.put(*key, replace(previous, ends=ends, highs=highs, measured_at=now, error=None))
                 continue
             committed = {tp: offset for tp, offset in positions.committed[group].items() if tp in ends}
-            empty = {
-                tail
-                for tail in positions.empty_tails | previous.empty_tails
-                if tail[0] in committed and (committed[tail[0]], ends[tail[0]]) == tail[1:]
+            own = committed_only[key]
+            # The end its consumer can reach: the last stable offset (read_committed), else the high
+            # watermark - a sink reading uncommitted records is given an open transaction's records.
+            until = ends if own else {tp: highs.get(tp, end) for tp, end in ends.items()}
+
+            empty = _standing(previous.empty_tails, positions.empty_tails, own, committed, until)
+            full = _standing(previous.full_tails, positions.full_tails, own, committed, until)
+            # What its consumer can still be given: nothing past an empty tail.
+            reached = {
+                tp: until[tp] if (tp, offset, until[tp]) in empty else offset for tp, offset in committed.items()
             }
-            # What a read_committed consumer can still be given: nothing past an empty tail.
-            reached = {tp: ends[tp] if (tp, offset, ends[tp]) in empty else offset for tp, offset in committed.items()}
             from_latest = candidate.config.get("consumer.override.auto.offset.reset", "").strip() == "latest"
-            lag = sink_lag(parts, reached, ends, positions.starts, from_latest=from_latest)
+            lag = sink_lag(parts, reached, until, positions.starts, from_latest=from_latest)
             open_tps = [
                 tp
                 for tp in parts
-                if tp in reached and reached[tp] >= ends[tp] and highs.get(tp, ends[tp]) > max(ends[tp], reached[tp])
+                if own
+                and tp in reached
+                and reached[tp] >= ends[tp]
+                and highs.get(tp, ends[tp]) > max(ends[tp], reached[tp])
             ]
             moved = previous.committed is not None and committed != previous.committed
             self.registry.put(
@@ -346,6 +398,7 @@ class ProgressMonitor:
                     ends=ends,
                     highs=highs,
                     empty_tails=frozenset(empty),
+                    full_tails=frozenset(full),
                     # A sink reading uncommitted records may be past the last stable offset already.
                     open_records=sum(highs[tp] - max(ends[tp], reached[tp]) for tp in open_tps),
                     open_partitions=len(open_tps),

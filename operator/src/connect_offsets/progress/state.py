@@ -95,8 +95,11 @@ class ConnectorProgress:
     committed: dict[TP, int] | None = None  # sink: the group's committed offsets last read
     ends: dict[TP, int] = field(default_factory=dict)  # sink: last stable offsets of its partitions last read
     highs: dict[TP, int] = field(default_factory=dict)  # sink: their high watermarks (above: an open transaction)
-    #: sink: tails known to hold nothing a read_committed consumer is given (partition, from, to).
+    #: sink: tails known to hold nothing its consumer is given (partition, from, to; to: the last
+    #: stable offset, or the high watermark for a sink reading uncommitted records).
     empty_tails: frozenset[tuple[TP, int, int]] = frozenset()
+    #: sink: tails known to hold a record (records wait): not read again while they stand.
+    full_tails: frozenset[tuple[TP, int, int]] = frozenset()
     #: sink: records of transactions still open past the last stable offset of partitions it caught
     #: up to, and on how many partitions.
     open_records: int = 0
