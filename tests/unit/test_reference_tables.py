@@ -55,6 +55,8 @@ NOT_REASONS = {
     "Normal",
     "Warning",
     "BearerToken",  # the kubernetes client's auth setting (clients/annotations_patch.py)
+    "PartialObjectMetadata",  # the API server's metadata-only kinds a watch asks for (clients/watch.py)
+    "PartialObjectMetadataList",
     "ReplicationLag",  # the work queue's metric label of lag measurements (controller/core.py)
     # The kubernetes client's model names a response is read into (clients/kubernetes_core.py).
     "V1ConfigMap",
