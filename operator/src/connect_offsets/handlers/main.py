@@ -133,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         # One line per HTTP request drowns the operator's own messages.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    # A kubeconfig with insecure-skip-tls-verify warns on every request; once is enough.
+    # A kubeconfig with insecure-skip-tls-verify warns on every request; once is enough. Python's
+    # warnings go through logging (the ``py.warnings`` logger), so with --log-format json they are
+    # JSON lines like every other, not two raw lines on stderr that break a log parser.
     warnings.filterwarnings("once", category=urllib3.exceptions.InsecureRequestWarning)
+    logging.captureWarnings(True)
     if args.metrics_port is not None:
         metrics.serve(args.metrics_port)
     # Where records of earlier connector owners can be (initialOffsets' leftover check).
