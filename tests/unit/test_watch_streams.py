@@ -115,6 +115,22 @@ def stream_of(api: client.ApiClient, collected: Collected, **kwargs: Any) -> Wat
     return WatchStream(api, KIND, "team-a", collected, page_size=2, **kwargs)
 
 
+def watch_until(
+    api: client.ApiClient, count: int, done: threading.Event
+) -> tuple[list[tuple[str, str, str | None]], WatchStream]:
+    """Runs a stream (pages of 2) until ``count`` events were handed over, then stops it; ``done``
+    releases the scripted server's open watch."""
+    collected = Collected()
+    stream = stream_of(api, collected)
+    stream.start()
+    try:
+        return collected.wait_for(count), stream
+    finally:
+        done.set()
+        stream.stop()
+        stream.join(5)
+
+
 def test_it_lists_page_by_page_then_watches_from_the_listing_version(server: Any) -> None:
     handler, api = server
     done = threading.Event()
@@ -143,15 +159,7 @@ def test_it_lists_page_by_page_then_watches_from_the_listing_version(server: Any
         )
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)
-    stream.start()
-    try:
-        seen = collected.wait_for(6)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, _stream = watch_until(api, 6, done)
     assert seen == [
         ("ADDED", "a", "5"),
         ("ADDED", "b", "6"),
@@ -184,15 +192,7 @@ def test_a_reconnect_resumes_from_the_last_bookmark_without_listing_again(server
             request.send_events([{"type": "MODIFIED", "object": body("a", "21")}], hold=done)
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)
-    stream.start()
-    try:
-        seen = collected.wait_for(2)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, stream = watch_until(api, 2, done)
     assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "21")]
     assert watches[:2] == ["10", "20"]
     assert stream.lists == 1
@@ -214,15 +214,7 @@ def test_after_410_gone_it_lists_again_and_reports_what_was_deleted_meanwhile(se
             request.send_events([], hold=done)
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)
-    stream.start()
-    try:
-        seen = collected.wait_for(5)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, stream = watch_until(api, 5, done)
     assert seen == [
         ("ADDED", "a", "5"),
         ("ADDED", "b", "6"),
@@ -384,15 +376,7 @@ def test_an_oversized_page_is_asked_again_smaller_and_never_parsed(
         request.send_json(200, {"metadata": {"resourceVersion": "10", **following}, "items": items})
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)  # pages of 2
-    stream.start()
-    try:
-        seen = collected.wait_for(3)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, _stream = watch_until(api, 3, done)  # pages of 2
     assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "6"), ("ADDED", "c", "7")]
     limits = [q["limit"][0] for q in handler.requests if "watch" not in q]
     assert limits[0] == "2" and set(limits[1:]) == {"1"}
@@ -424,15 +408,7 @@ def test_an_oversized_watch_event_ends_the_watch_unparsed(server: Any, monkeypat
             request.send_events([{"type": "MODIFIED", "object": body("a", "12")}], hold=done)
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)
-    stream.start()
-    try:
-        seen = collected.wait_for(2)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, _stream = watch_until(api, 2, done)
     assert seen == [("ADDED", "a", "5"), ("MODIFIED", "a", "12")]
 
 
@@ -464,15 +440,7 @@ def test_a_watch_cut_mid_stream_resumes_after_the_last_event_handed_over(
             request.send_events([{"type": "ADDED", "object": body("a", "12")}], hold=done)
 
     handler.script = script
-    collected = Collected()
-    stream = stream_of(api, collected)
-    stream.start()
-    try:
-        seen = collected.wait_for(3)
-    finally:
-        done.set()
-        stream.stop()
-        stream.join(5)
+    seen, stream = watch_until(api, 3, done)
     assert seen == [("ADDED", "a", "5"), ("DELETED", "a", None), ("ADDED", "a", "12")]
     assert watches[:2] == ["10", "11"]
     assert stream.lists == 1
