@@ -38,13 +38,13 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.kafka_groups import decode_checkpoint
 from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import OperatorProcess, wait_for
+from tests.integration.kafka_records import committed, consume, drop_topics, produce
 from tests.integration.support import (
     FILE_SINK,
     GROUP,
@@ -84,53 +84,6 @@ def third_site(stack: dict[str, Any]) -> dict[str, Any]:
 def plugin(stack: dict[str, Any], *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": stack["kubeconfig"]}
     return subprocess.run([PLUGIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def produce(bootstrap: str, topic: str, start: int, stop: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(start, stop):
-        producer.produce(topic, value=f"r-{i}".encode())
-    assert producer.flush(20) == 0
-
-
-def consume(bootstrap: str, topic: str, group: str, count: int | None, timeout: float = 60) -> list[str]:
-    """Read ``topic`` (one partition) as ``group`` from its committed offset (else the start) until
-    ``count`` records (None: to the end), commit exactly what was read, leave the group."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        values: list[str] = []
-        last: int | None = None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (count is None or len(values) < count):
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                if count is None and message.error().code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            values.append(message.value().decode())
-            last = message.offset()
-        if last is not None:
-            consumer.commit(offsets=[TopicPartition(topic, 0, last + 1)], asynchronous=False)
-        return values
-    finally:
-        consumer.close()
-
-
-def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=20)
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
 
 def committed_records(bootstrap: str, topic: str) -> list[Any]:
@@ -179,13 +132,6 @@ def end_offset(bootstrap: str, topic: str) -> int:
         return int(high)
     finally:
         consumer.close()
-
-
-def drop_topics(bootstrap: str, doomed: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    present = [t for t in doomed if t in admin.list_topics(timeout=20).topics]
-    for future in (admin.delete_topics(present, operation_timeout=30) if present else {}).values():
-        future.result(timeout=40)
 
 
 def source_config(**extra: Any) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,14 +32,14 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 from kubernetes.client.exceptions import ApiException
 
 from connect_offsets.clients.kafka_groups import decode_checkpoint
 from connect_offsets.vocabulary import MIRRORS
 from tests.conftest import OperatorProcess, wait_for
 from tests.integration.connect_worker import DedicatedWorker
+from tests.integration.kafka_records import committed, consume, drop_topics, produce
 from tests.integration.support import (
     FILE_SINK,
     FILE_SOURCE,
@@ -207,53 +206,6 @@ def test_a_connector_moves_to_another_connect_cluster_with_its_offsets(
 # --- disaster recovery -----------------------------------------------------------------------------
 
 
-def produce(bootstrap: str, topic: str, start: int, stop: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(start, stop):
-        producer.produce(topic, value=f"r-{i}".encode())
-    assert producer.flush(20) == 0
-
-
-def consume(bootstrap: str, topic: str, group: str, count: int | None, timeout: float = 60) -> list[str]:
-    """Read ``topic`` as ``group`` from its committed offset (else the start) until ``count`` records
-    (None: until the end), commit exactly what was read, leave the group."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        values: list[str] = []
-        last: int | None = None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (count is None or len(values) < count):
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                if count is None and message.error().code() == KafkaError._PARTITION_EOF:  # the end
-                    break
-                continue
-            values.append(message.value().decode())
-            last = message.offset()
-        if last is not None:
-            consumer.commit(offsets=[TopicPartition(topic, 0, last + 1)], asynchronous=False)
-        return values
-    finally:
-        consumer.close()
-
-
-def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=20)
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
-
-
 def checkpoints(bootstrap: str, topic: str) -> dict[tuple[str, str, int], tuple[int, int]]:
     """The newest checkpoint per (group, topic, partition) in MirrorMaker 2's checkpoints topic."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
@@ -273,13 +225,6 @@ def checkpoints(bootstrap: str, topic: str) -> dict[tuple[str, str, int], tuple[
         return found
     finally:
         consumer.close()
-
-
-def drop_topics(bootstrap: str, doomed: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    present = [t for t in doomed if t in admin.list_topics(timeout=20).topics]
-    for future in (admin.delete_topics(present, operation_timeout=30) if present else {}).values():
-        future.result(timeout=40)
 
 
 @pytest.mark.timeout(600)
