@@ -138,7 +138,6 @@ class EventPump:
         self._room = threading.Condition(self._lock)
         self._scheduled = False
         self._closed = False
-        self.handled = 0
 
     def put(self, events: list[WatchEvent]) -> None:
         """From a stream's thread, never the loop's (it may wait for the loop)."""
@@ -176,7 +175,6 @@ class EventPump:
                 log.exception(
                     "handling the watch event of %s %s/%s failed", event.kind.plural, event.namespace, event.name
                 )
-            self.handled += 1
             if time.perf_counter() > ends:
                 break  # at least one event a turn
         with self._room:
@@ -222,8 +220,7 @@ class WatchStream:
         #: (namespace, name) of every object the last listing and the events since then showed:
         #: what a new listing is compared with to find deletions missed while disconnected.
         self._known: set[tuple[str, str]] = set()
-        #: Set once the first listing has been handed over (for tests and the start-up log).
-        self.listed = threading.Event()
+        #: Listings made (the first, and one after each 410 Gone).
         self.lists = 0
         #: The last resourceVersion this stream handed over (a listing's, an event's, a
         #: bookmark's): a watch that ends or fails resumes from here, never from where it began,
@@ -356,7 +353,6 @@ class WatchStream:
         self._pump.put([WatchEvent(self.kind, "DELETED", ns, name, None) for ns, name in sorted(gone)])
         self._known = listed
         self.lists += 1
-        self.listed.set()
         return version
 
     def _watch(self) -> None:
