@@ -18,7 +18,6 @@ are client-go's (15 / 10 / 2).
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from collections import Counter
@@ -31,6 +30,15 @@ import pytest
 
 from connect_offsets.controller import FINALIZER, lease_name, owner_of
 from tests.conftest import OperatorProcess, wait_for
+from tests.integration.connect_writes import (
+    LINE,
+    holders,
+    once_each,
+    position_doc,
+    source_lines,
+    stopped_changed_resumed,
+    writes,
+)
 from tests.integration.support import (
     GROUP,
     VERSION,
@@ -47,10 +55,6 @@ from tests.integration.support import (
 )
 
 LEASE_FLAGS = ["--leader-election", "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"]
-LINE = 3  # bytes per line of the source files ("a0\n")
-REQUEST = re.compile(
-    r'"(?P<method>PUT|PATCH|DELETE|POST) (?P<path>/connectors[^ ?"]*)\S* HTTP/[\d.]+" (?P<status>\d{3})'
-)
 
 
 def replica(stack: dict[str, Any], namespace: str, tmp_path: Path, name: str, *args: str) -> OperatorProcess:
@@ -62,36 +66,6 @@ def replica(stack: dict[str, Any], namespace: str, tmp_path: Path, name: str, *a
         extra_env={"POD_NAME": name},
         extra_args=[*LEASE_FLAGS, "--lease-namespace", namespace, *args],
     )
-
-
-def writes(log: Path, seen: int, names: set[str]) -> Counter[tuple[str, str]]:
-    """The accepted writes to these connectors since line ``seen``: (method, path) -> count."""
-    found: Counter[tuple[str, str]] = Counter()
-    for line in request_lines(log)[seen:]:
-        match = REQUEST.search(line)
-        if match is None or not match.group("status").startswith("2"):
-            continue
-        parts = match.group("path").split("/")
-        if len(parts) >= 3 and parts[2] in names:
-            found[(match.group("method"), match.group("path"))] += 1
-    return found
-
-
-def holders(coordination: Any, namespace: str) -> dict[str, str]:
-    """Lease name -> holder identity (pod name part) of the namespace's Leases."""
-    leases = coordination.list_namespaced_lease(namespace).items
-    return {lease.metadata.name: (lease.spec.holder_identity or "").split("_")[0] for lease in leases}
-
-
-def source_lines(path: Path, lines: int = 10) -> Path:
-    path.write_text("".join(f"a{i}\n" for i in range(lines)))
-    return path
-
-
-def position_doc(path: Path, position: int) -> str:
-    import json
-
-    return json.dumps({"offsets": [{"partition": {"filename": str(path)}, "offset": {"position": position}}]})
 
 
 @pytest.fixture
@@ -136,15 +110,6 @@ def running_connectors(
         core.create_namespaced_config_map(namespace, {"metadata": {"name": f"{name}-offsets"}, "data": data})
     for name in names:
         wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=120)
-
-
-def once_each(found: Counter[tuple[str, str]], expected: list[tuple[str, str]]) -> None:
-    """Each expected write exactly once, and no other write to these connectors."""
-    assert found == Counter(expected), sorted(found.items())
-
-
-def stopped_changed_resumed(name: str, change: tuple[str, str]) -> list[tuple[str, str]]:
-    return [("PUT", f"/connectors/{name}/stop"), change, ("PUT", f"/connectors/{name}/resume")]
 
 
 def pending(custom: Any, namespace: str, names: list[str]) -> bool:
