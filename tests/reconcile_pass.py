@@ -7,10 +7,11 @@ Shared by the reconcile-layer unit tests (offsets requests, idle cost, check cad
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import respx
@@ -41,6 +42,21 @@ def position(at: int) -> list[dict[str, Any]]:
 
 def document(entries: list[dict[str, Any]]) -> str:
     return json.dumps({"offsets": entries})
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, namespace: str, name: str) -> Outcome: ...
+
+
+async def checked(service: Reconciler, namespace: str, name: str) -> Outcome:
+    """A resource's check as the controller runs it: a pass that gave its worker back for its
+    cluster's first connector listing (``Outcome.after``) runs again once the listing has landed."""
+    outcome = await service.reconcile(namespace, name)
+    if outcome.after is not None:
+        await asyncio.wait([outcome.after])
+        outcome = await service.reconcile(namespace, name)
+        assert outcome.after is None, "deferred twice: the listing landed"
+    return outcome
 
 
 class Stack:
@@ -95,10 +111,11 @@ class Stack:
         self.kube.annotate(CONNECTORS, NS, NAME, **annotations)
 
     async def reconcile(self) -> Outcome:
-        """One check, as the resource's loop runs it: an API-server error ends it as transient
-        (``handlers/loop.run_loop``), to be retried."""
+        """One check, as the controller runs it: an API-server error ends it as transient, to be
+        retried; a pass that gave its worker back for the cluster's first listing
+        (``Outcome.after``) runs again once the listing has landed."""
         try:
-            return await self.service.reconcile(NS, NAME)
+            return await checked(self.service, NS, NAME)
         except KubernetesError as error:
             return Outcome(transient_error=str(error))
 

@@ -47,6 +47,7 @@ from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.reconcile.status import fenced_pass_on
 from connect_offsets.vocabulary import CLUSTERS, CONNECTORS
 from tests.fakes import FakeClock, FakeKube, FakeLeases
+from tests.reconcile_pass import checked
 from tests.simulation import NS, URL, Faults, SimConnect, SimKafka, SimKube
 
 T = TypeVar("T")
@@ -293,7 +294,7 @@ class Replica:
             self.world.deletions.append((self.name, name, result))
             return result
         service = self.connectors if plural == CONNECTORS else self.mirrors
-        outcome = await service.reconcile(NS, name)
+        outcome = await checked(service, NS, name)
         return f"checked: {outcome.transient_error or 'ok'}"
 
     def wake(self) -> None:

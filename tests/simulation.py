@@ -43,6 +43,7 @@ from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS, MIRRORS
 from tests.fakes import FakeConnect, FakeKube
+from tests.reconcile_pass import checked
 
 T = TypeVar("T")
 
@@ -384,7 +385,7 @@ class Sim:
         """One check of one resource as its loop runs it; a crash restarts the process."""
         service = self.connectors if plural == CONNECTORS else self.mirrors
         try:
-            return await service.reconcile(NS, name)
+            return await checked(service, NS, name)
         except KubernetesError as error:
             return Outcome(transient_error=str(error))
         except Crash:

@@ -27,6 +27,7 @@ from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect, FakeConnector, FakeKube
+from tests.reconcile_pass import checked
 
 pytestmark = pytest.mark.unit
 
@@ -126,7 +127,7 @@ async def test_an_offsets_change_waits_while_the_worker_is_starting(
         "message"
     ]
     assert kube.resource(CLUSTERS, NS, "local")["status"]["health"] == "starting"
-    outcome = await connectors.reconcile(NS, NAME)
+    outcome = await checked(connectors, NS, NAME)
     ready = condition(kube, CONNECTORS, NAME)
     assert (ready["status"], ready["reason"]) == ("False", "ConnectWorkerNotReady"), ready
     assert outcome.transient_error is not None  # retried with back-off
@@ -134,7 +135,7 @@ async def test_an_offsets_change_waits_while_the_worker_is_starting(
     connect.health = "healthy"
     await cluster_pass.reconcile(NS, "local")
     assert condition(kube, CLUSTERS, "local")["status"] == "True"
-    await connectors.reconcile(NS, NAME)
+    await checked(connectors, NS, NAME)
     assert connect.changes() == [f"DELETE /connectors/{NAME}/offsets"]
     assert kube.resource(CONNECTORS, NS, NAME)["status"]["lastOffsetsOperation"]["result"] == "Succeeded"
 
@@ -143,7 +144,7 @@ async def test_an_offsets_change_waits_while_the_worker_is_starting(
 async def test_spec_version_is_refused_before_4_1(world: tuple[FakeKube, FakeConnect, ClusterRegistry]) -> None:
     kube, connect, clusters = world
     kube.put_resource(CONNECTORS, connector_body(version="3.9.2"))
-    outcome = await ConnectorService(kube, clusters).reconcile(NS, NAME)  # type: ignore[arg-type]
+    outcome = await checked(ConnectorService(kube, clusters), NS, NAME)  # type: ignore[arg-type]
     ready = condition(kube, CONNECTORS, NAME)
     assert (ready["status"], ready["reason"]) == ("False", "PluginVersionUnsupported")
     assert "Kafka Connect 4.1.0 or newer" in ready["message"] and "3.9.2" in ready["message"]
@@ -157,14 +158,14 @@ async def test_a_version_change_backs_the_offsets_up_first_once(
     kube, connect, clusters = world
     service = ConnectorService(kube, clusters)  # type: ignore[arg-type]
     kube.put_resource(CONNECTORS, connector_body(version="4.1.1"))
-    await service.reconcile(NS, NAME)
+    await checked(service, NS, NAME)
     assert connect.connectors[NAME].config["connector.plugin.version"] == "4.1.1"
     connect.connectors[NAME].offsets = [{"partition": {"filename": "/data/orders.txt"}, "offset": {"position": 7}}]
     body = kube.resource(CONNECTORS, NS, NAME)
     body["spec"]["version"] = "[4.1,5.0)"
     kube.put_resource(CONNECTORS, body)
-    await service.reconcile(NS, NAME)
-    await service.reconcile(NS, NAME)
+    await checked(service, NS, NAME)
+    await checked(service, NS, NAME)
     assert connect.connectors[NAME].config["connector.plugin.version"] == "[4.1,5.0)"
     upgrade = kube.resource(CONNECTORS, NS, NAME)["status"]["pluginUpgrade"]
     assert (upgrade["fromVersion"], upgrade["toVersion"]) == ("4.1.1", "[4.1,5.0)")
@@ -186,8 +187,8 @@ async def test_a_worker_without_the_endpoint_stays_ready_on_get_root(
     kube, connect, clusters = world
     connect.fail("GET", "/health", 404, "HTTP 404 Not Found")
     service = ClusterService(kube, clusters)  # type: ignore[arg-type]
-    outcome = await service.reconcile(NS, "local")
-    await service.reconcile(NS, "local")
+    outcome = await checked(service, NS, "local")
+    await checked(service, NS, "local")
     assert (condition(kube, CLUSTERS, "local")["reason"], outcome.transient_error) == ("Reachable", None)
     assert "health" not in kube.resource(CLUSTERS, NS, "local")["status"]
     assert len(connect.sent("GET", "/health")) == 1

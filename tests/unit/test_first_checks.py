@@ -151,6 +151,50 @@ async def test_the_controller_counts_first_sights_until_each_had_its_pass() -> N
         await made.stop()
 
 
+async def test_checks_waiting_for_their_clusters_first_listing_give_their_worker_back() -> None:
+    """bench_cold_start: after a start, each namespace's worker share was held by checks waiting
+    for their cluster's first listing (7.7 s for 5,000 connectors), and a `list` asked meanwhile
+    waited behind them. With one worker: the checks do not run while the listing is under way (the
+    controller asks before the pass, or the pass finds it and says ``Outcome.after``), a request of
+    the same namespace is answered at once, and each check runs once when its listing lands; the
+    start's wave of first checks ends only then."""
+    loop = asyncio.get_running_loop()
+    listing: asyncio.Future[Any] = loop.create_future()
+    found_in_pass: asyncio.Future[Any] = loop.create_future()  # c2's cluster was not resolved yet
+    passes: list[str] = []
+
+    async def reconcile(namespace: str, name: str) -> Outcome:
+        passes.append(name)
+        if name == "c2" and not found_in_pass.done():
+            return Outcome(after=found_in_pass)
+        return Outcome()
+
+    made = Controller(cast(KubernetesApi, Kube()), {CONNECTORS: reconcile}, drift_interval=3600.0, workers=1)
+    made.first_listing = lambda namespace, name: None if listing.done() or name == "c2" else listing
+    done: list[int] = []
+    made.first_checks.on_all_checked = lambda count, seconds: done.append(count)
+    for name in ("c0", "c1", "c2"):
+        made.observe(CONNECTORS, "team-a", name, resource(name))
+    made.start()
+    try:
+        await until(lambda: passes == ["c2"])
+        asking = resource("c3")
+        asking["metadata"]["annotations"] = {"connect-offsets.io/connector-offsets": "list"}
+        made.observe(CONNECTORS, "team-a", "c3", asking)
+        await until(lambda: "c3" in passes)
+        assert passes == ["c2", "c3"] and done == []  # c0 and c1 wait for the listing, not on the worker
+        assert {k[2] for k in made.first_checks._waiting} >= {"c0", "c1", "c2"}
+        found_in_pass.set_result(None)
+        await until(lambda: passes.count("c2") == 2)
+        listing.set_result(None)
+        await until(lambda: bool(done))
+        await asyncio.sleep(0.05)
+        assert sorted(passes) == ["c0", "c1", "c2", "c2", "c3"]  # once each after the listings
+        assert done[0] >= 3 and len(made.first_checks) == 0
+    finally:
+        await made.stop()
+
+
 # --- the attacker's findings (helper-19): each fails without its fix ------------------------------
 
 HELD = ("team-a", "local")

@@ -383,6 +383,80 @@ def held_listing(client: ConnectClient) -> asyncio.Event:
     return listing
 
 
+async def test_a_check_gives_its_worker_back_rather_than_wait_for_the_first_listing() -> None:
+    """bench_cold_start: after a start, each namespace's worker share was held by checks waiting for
+    their cluster's first listing (7.7 s for 5,000 connectors), and a `list` waited behind them. A
+    reader that may defer (a KafkaConnector's pass) is handed the one listing under way instead;
+    when it lands the reader finds the snapshot. A request still reads its connector on its own."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    connect.requests.clear()
+    listing = held_listing(client)
+    with pytest.raises(snapshots.ListingPending) as first:
+        await asyncio.wait_for(snapshot.read("a", defer=True), timeout=1)
+    with pytest.raises(snapshots.ListingPending) as second:
+        await asyncio.wait_for(snapshot.read("a", defer=True), timeout=1)
+    assert first.value.listing is second.value.listing and not first.value.listing.done()  # one listing
+    asked = await asyncio.wait_for(snapshot.read("a", asked=True, defer=True), timeout=1)
+    assert asked.config == {"k": "v"}
+    listing.set()
+    await asyncio.wait_for(first.value.listing, timeout=2)
+    assert snapshot.first_listing() is None
+    read = await snapshot.read("a", defer=True)
+    assert read.config == {"k": "v"} and read.digest
+    assert [str(r) for r in connect.requests] == [
+        "GET /connectors/a/config",
+        "GET /connectors/a/status",
+        "GET /connectors",
+    ]
+    await client.aclose()
+
+
+async def test_a_deferred_pass_writes_nothing_and_the_controller_sees_the_listing_from_the_cache(stack: Stack) -> None:
+    """A KafkaConnector's first pass on a cluster resolved just now starts its first listing and
+    ends there: no status, no Connect call but the cluster's own; the controller, asking before
+    later passes, finds that listing from the watch cache alone, and nothing once it has landed."""
+    stack.connector("stopped")
+    assert stack.service.first_listing(NS, NAME) is None  # the cluster is not resolved: the pass runs
+    patches = len(stack.kube.status_patches)
+    outcome = await stack.service.reconcile(NS, NAME)
+    assert outcome.after is not None and outcome.transient_error is None
+    assert stack.service.first_listing(NS, NAME) is outcome.after
+    assert len(stack.kube.status_patches) == patches and NAME not in stack.connect.connectors
+    await asyncio.wait([outcome.after], timeout=2)
+    assert stack.service.first_listing(NS, NAME) is None
+    assert (await stack.service.reconcile(NS, NAME)).after is None
+    assert NAME in stack.connect.connectors  # the pass that came back created it
+
+
+async def test_after_a_failed_first_listing_checks_report_its_error_instead_of_deferring_again() -> None:
+    """A deferred check comes back when the listing ends, however it ends: a failed one's error is
+    held (``FAILED_REFRESH_HOLD_S``) and the checks that come back get it, so their resources say
+    that Connect is unreachable rather than wait for listing after listing."""
+    client = ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    failure = ConnectError("connection refused")
+
+    async def refused() -> Any:
+        await asyncio.sleep(0.01)
+        raise failure
+
+    client.list_connectors_expanded = refused  # type: ignore[method-assign]
+    snapshot = ConnectorsSnapshot(client, max_age=60)
+    with pytest.raises(snapshots.ListingPending) as deferred:
+        await snapshot.read("a", defer=True)
+    done, _ = await asyncio.wait([deferred.value.listing], timeout=2)
+    assert done
+    while snapshot._background:  # the quiet refresh keeps the listing's error
+        await asyncio.sleep(0.01)
+    assert snapshot.first_listing() is None
+    with pytest.raises(ConnectError) as reported:
+        await snapshot.read("a", defer=True)
+    assert reported.value is failure
+    await client.aclose()
+
+
 async def test_a_listing_slower_than_the_interval_does_not_hold_every_check() -> None:
     """20,000 connectors took Connect minutes to list: a snapshot was already past its age when it
     arrived, and every check then waited for the next listing. Readers are answered from it (a

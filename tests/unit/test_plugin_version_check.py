@@ -20,6 +20,7 @@ from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect, FakeKube
+from tests.reconcile_pass import checked
 
 pytestmark = pytest.mark.unit
 
@@ -79,7 +80,7 @@ async def world() -> AsyncIterator[World]:
 
 async def test_a_range_no_worker_has_is_refused_naming_the_installed_version(world: World) -> None:
     world.kube.put_resource(CONNECTORS, connector_body("orders", version="[9.0,10.0)"))
-    outcome = await world.service.reconcile(NS, "orders")
+    outcome = await checked(world.service, NS, "orders")
     ready = world.ready("orders")
     assert (ready["status"], ready["reason"]) == ("False", "PluginVersionNotInstalled")
     assert ready["message"].startswith(
@@ -91,14 +92,14 @@ async def test_a_range_no_worker_has_is_refused_naming_the_installed_version(wor
     events = [(e.type, e.reason, e.message) for e in world.kube.events]
     assert events == [("Warning", "PluginVersionNotInstalled", ready["message"])]
     assert world.listings() == ["connectorsOnly=false"]
-    await world.service.reconcile(NS, "orders")
+    await checked(world.service, NS, "orders")
     assert [e.reason for e in world.kube.events] == ["PluginVersionNotInstalled"]  # once, not per pass
     assert world.connect.changes() == []
 
 
 async def test_the_installed_version_is_accepted_and_the_connector_created(world: World) -> None:
     world.kube.put_resource(CONNECTORS, connector_body("orders", version="4.3.1"))
-    outcome = await world.service.reconcile(NS, "orders")
+    outcome = await checked(world.service, NS, "orders")
     assert outcome.transient_error is None
     assert world.connect.changes()[0] == "POST /connectors"
     assert world.connect.connectors["orders"].config["connector.plugin.version"] == "4.3.1"
@@ -109,14 +110,14 @@ async def test_the_listing_is_asked_once_per_connect_cluster_not_per_pass_or_con
         world.kube.put_resource(CONNECTORS, connector_body(name, version="[4.0,5.0)"))
     for _ in range(2):
         for name in ("a", "b", "c"):
-            await world.service.reconcile(NS, name)
+            await checked(world.service, NS, name)
     assert world.listings() == ["connectorsOnly=false"]
     assert sorted(world.connect.connectors) == ["a", "b", "c"]
 
 
 async def test_without_a_version_the_listing_is_not_asked(world: World) -> None:
     world.kube.put_resource(CONNECTORS, connector_body("orders"))
-    await world.service.reconcile(NS, "orders")
+    await checked(world.service, NS, "orders")
     assert world.listings() == [] and "orders" in world.connect.connectors
 
 
@@ -128,7 +129,7 @@ async def test_a_converter_version_in_spec_config_is_checked_too(world: World) -
         "value.converter.plugin.version": "[9.0,10.0)",
     }
     world.kube.put_resource(CONNECTORS, connector_body("orders", config=config))
-    await world.service.reconcile(NS, "orders")
+    await checked(world.service, NS, "orders")
     ready = world.ready("orders")
     assert ready["reason"] == "PluginVersionNotInstalled"
     assert "spec.config.value.converter.plugin.version '[9.0,10.0)'" in ready["message"]
@@ -137,7 +138,7 @@ async def test_a_converter_version_in_spec_config_is_checked_too(world: World) -
 
 async def test_a_version_maven_cannot_read_is_invalid_and_nothing_is_sent(world: World) -> None:
     world.kube.put_resource(CONNECTORS, connector_body("orders", version="[4.0,5.0"))
-    await world.service.reconcile(NS, "orders")
+    await checked(world.service, NS, "orders")
     ready = world.ready("orders")
     assert ready["reason"] == "InvalidSpec" and "Unbounded range: [4.0,5.0" in ready["message"]
     assert [e.reason for e in world.kube.events] == ["InvalidSpec"] and world.connect.changes() == []
@@ -148,12 +149,12 @@ async def test_a_refusal_reads_the_listing_again_before_refusing_if_it_is_older_
 ) -> None:
     """A plugin installed (workers restarted) after the listing was read is seen on the next pass."""
     world.kube.put_resource(CONNECTORS, connector_body("a", version="4.3.1"))
-    await world.service.reconcile(NS, "a")
+    await checked(world.service, NS, "a")
     world.listing.respond(200, json=[*LISTING, {"class": FILE_SOURCE, "type": "source", "version": "9.1.0"}])
     clock = plugins_module.now
     monkeypatch.setattr(plugins_module, "now", lambda: clock() + 60.0)
     world.kube.put_resource(CONNECTORS, connector_body("b", version="[9.0,10.0)"))
-    await world.service.reconcile(NS, "b")
+    await checked(world.service, NS, "b")
     assert world.listings() == ["connectorsOnly=false"] * 2
     assert world.connect.connectors["b"].config["connector.plugin.version"] == "[9.0,10.0)"
 
@@ -161,8 +162,8 @@ async def test_a_refusal_reads_the_listing_again_before_refusing_if_it_is_older_
 async def test_a_failed_listing_leaves_the_version_to_connect_and_is_not_asked_every_pass(world: World) -> None:
     world.listing.respond(403, json={"error_code": 403, "message": "not for you"})
     world.kube.put_resource(CONNECTORS, connector_body("orders", version="4.3.1"))
-    await world.service.reconcile(NS, "orders")
-    await world.service.reconcile(NS, "orders")
+    await checked(world.service, NS, "orders")
+    await checked(world.service, NS, "orders")
     assert len(world.listings()) == 1
     assert "orders" in world.connect.connectors  # Connect's own answer decides
 

@@ -24,6 +24,10 @@ works on a cluster's keys only while it holds the cluster's Lease, cancels the p
 moment it loses it, and runs each pass under the Lease's term (``fencing``). Deletion is ours too:
 the controller puts the one ``FINALIZER`` on, runs the delete logic of a resource being deleted and
 takes the finalizer off, all under the same Lease, so it runs once whatever the shard counts.
+
+Why one module of over 600 lines: the workers' loop, a pass's scheduling, deletions and what a
+Lease brings and takes all read and write the same state (the queue, the keys by cluster, the
+passes running); split, each part reached into the others'.
 """
 
 from __future__ import annotations
@@ -147,6 +151,9 @@ class Controller:
         #: Whether a ConnectCluster's endpoint is in doubt (its circuit breaker open or probing): its
         #: keys then run one at a time. Set by the start-up once the cluster registry exists.
         self.cluster_in_doubt: Callable[[tuple[str, str]], bool] = lambda cluster: False
+        #: A KafkaConnector's cluster's first connector listing while its check would wait for it
+        #: (``ConnectorService.first_listing``; None: run the pass). Set by the start-up too.
+        self.first_listing: Callable[[str, str], asyncio.Future[Any] | None] = lambda namespace, name: None
         self.queue = WorkQueue(
             cluster_of=self._cluster,
             cluster_cap=cap,
@@ -480,22 +487,31 @@ class Controller:
 
     async def _process(self, key: Key) -> None:
         waited = self.first_checks.term(key)
+        deferred = False
         try:
-            await self._pass(key)
+            deferred = await self._pass(key)
         finally:
-            self.first_checks.checked(key, waited)
+            if not deferred:  # a deferred pass checked nothing: the key still waits for its first
+                self.first_checks.checked(key, waited)
 
-    async def _pass(self, key: Key) -> None:
+    async def _pass(self, key: Key) -> bool:
+        """One pass of the key; True: deferred until its cluster's first listing (nothing done)."""
         plural, namespace, name = key
         if plural == LAG:
             await self._measure_lag(key)
-            return
+            return False
         body = self.kube.cache.peek(plural, namespace, name)
         if body is None:
-            return  # gone (deleted, or never seen): nothing to check, nothing to schedule
+            return False  # gone (deleted, or never seen): nothing to check, nothing to schedule
         if plural in FINALIZED and self.deletions is not None and awaiting_deletion(body):
             await self._finish_deletion(key)
-            return
+            return False
+        listing = self.first_listing(namespace, name) if plural == CONNECTORS and not asks_now(body) else None
+        if listing is not None:
+            # A check with no user waiting gives its worker back rather than wait seconds for the
+            # listing: a request of its namespace is answered meanwhile (bench_cold_start).
+            self._after(key, listing)
+            return True
         started = time.monotonic()
         try:
             if plural in FINALIZED and self.deletions is not None and needs_finalizer(body):
@@ -506,8 +522,11 @@ class Controller:
         except KubernetesError as error:
             outcome = Outcome(transient_error=str(error))
         if not self._known(key):
-            return  # deleted (or another shard's) while its pass ran: nothing to record or schedule
+            return False  # deleted (or another shard's) while its pass ran: nothing to record or schedule
         self._references.record(key, outcome.referenced_configmaps, outcome.connectors)
+        if outcome.after is not None:  # its connector read would have waited for the first listing
+            self._after(key, outcome.after)
+            return True
         if outcome.transient_error is not None:
             metrics.RECONCILE_ERRORS.labels(KINDS[plural]).inc()
             delay = self.queue.add_rate_limited(key)
@@ -530,6 +549,13 @@ class Controller:
             current = self.kube.cache.request_view(plural, namespace, name)
             if current is not None and current != outcome.seen:
                 self.queue.add(key)  # asks for what this pass did not see: again, at once
+        return False
+
+    def _after(self, key: Key, listing: asyncio.Future[Any]) -> None:
+        """Queue the key again when ``listing`` ends, however it ends (a failed listing's error is
+        held for the passes that come back, which report it: ``ConnectorsSnapshot``). A user's
+        change meanwhile queues it at once, as ever (``_consider``)."""
+        listing.add_done_callback(lambda _: self.queue.add(key) if self._still_wanted(key) else None)
 
     async def _measure_lag(self, key: Key) -> None:
         _, namespace, name = key

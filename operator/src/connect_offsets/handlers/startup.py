@@ -186,6 +186,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             )
         )
     controller.cluster_in_doubt = lambda cluster: clusters.in_doubt(*cluster)
+    controller.first_listing = connectors.first_listing
     tenant_network().on_recovered = lambda namespace, _address: controller.kafka_recovered(namespace)
     controller_cell.append(controller)
     memo["state"] = OperatorState(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from connect_offsets.reconcile.context import finish_after_answer
 from connect_offsets.reconcile.deletion import offsets_on_delete
 from connect_offsets.reconcile.runner import TargetRunner, accounted_view, delete_owned
 from connect_offsets.reconcile.settings import Outcome, now_utc
+from connect_offsets.reconcile.snapshots import ListingPending
 from connect_offsets.reconcile.sources import SourceReader
 from connect_offsets.reconcile.status import (
     load_resource,
@@ -63,9 +65,7 @@ from connect_offsets.reconcile.status import (
     write_status,
     write_status_fields,
 )
-from connect_offsets.vocabulary import (
-    CONNECTORS,
-)
+from connect_offsets.vocabulary import CONNECTORS, cluster_of
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,17 @@ class ConnectorService:
             return await self._reconcile(namespace, name)
         except KubernetesRejected as error:
             return await report_refusal(self.kube, CONNECTORS, namespace, name, error)
+
+    def first_listing(self, namespace: str, name: str) -> asyncio.Future[Any] | None:
+        """The first connector listing of the resource's ConnectCluster while a check would wait
+        for it (``ConnectorsSnapshot.first_listing``), from the watch cache alone: the controller
+        asks before a pass, so that a start's thousands of checks do not each parse their resource
+        to find that out. None: the pass runs now (also when the cluster is not resolved yet)."""
+        labels = self.kube.cache.labels(CONNECTORS, namespace, name)
+        if labels is None:
+            return None
+        snapshot = self.clusters.snapshot(*cluster_of(CONNECTORS, namespace, name, labels))
+        return None if snapshot is None else snapshot.first_listing()
 
     async def _unchanged(self, namespace: str, name: str) -> Outcome | None:
         """The last full pass's outcome when nothing it depended on changed: the resource (its
@@ -216,18 +227,23 @@ class ConnectorService:
             labels=resource.metadata.labels,
             connector=target.name,
         )
-        result = await self.runner.run(
-            target,
-            body,
-            client,
-            info,
-            now,
-            checkpoint=checkpoint,
-            kafka=kafka,
-            snapshot=snapshot,
-            health=self.clusters.health(*cluster),
-            sources=sources,
-        )
+        try:
+            result = await self.runner.run(
+                target,
+                body,
+                client,
+                info,
+                now,
+                checkpoint=checkpoint,
+                kafka=kafka,
+                snapshot=snapshot,
+                health=self.clusters.health(*cluster),
+                sources=sources,
+                defer_to_listing=True,
+            )
+        except ListingPending as pending:  # nothing written yet: back when the listing lands
+            outcome.after = pending.listing
+            return outcome
         if result.superseded:
             return Outcome(
                 requeue_after=0.0, connectors=outcome.connectors

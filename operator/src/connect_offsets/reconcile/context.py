@@ -186,6 +186,9 @@ class Pass:
     health: tuple[str, str] | None = None
     #: Where copies read their source (KafkaConnectors; None: this resource kind copies nothing).
     sources: CopySources | None = None
+    #: A check that would wait for the cluster's first connector listing raises ``ListingPending``
+    #: instead (a KafkaConnector's pass: it has written nothing before it reads its connector).
+    defer_to_listing: bool = False
     #: The GET ``confirm_request`` checks, when ``read_resource_soon`` sent it early.
     _early_read: _EarlyRead = field(default_factory=_EarlyRead, init=False, repr=False, compare=False)
 

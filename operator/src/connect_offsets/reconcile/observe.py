@@ -142,7 +142,7 @@ async def read_connector(p: Pass, *, fresh: bool = False, asked: bool = False) -
     """The connector's config and status: from the cluster's snapshot, or on its own (``asked``:
     a user's request, which does not wait for a cluster's first snapshot)."""
     if p.snapshot is not None:
-        return await p.snapshot.read(p.target.name, fresh=fresh, asked=asked)
+        return await p.snapshot.read(p.target.name, fresh=fresh, asked=asked, defer=p.defer_to_listing)
     # One after the other, not concurrently: against a frozen or overloaded worker each retry
     # must leave one request behind, not two (the fault tests bound the requests queued).
     config = await p.client.get_connector_config(p.target.name)

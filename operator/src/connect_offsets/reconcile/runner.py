@@ -64,10 +64,12 @@ class TargetRunner:
         snapshot: ConnectorsSnapshot | None = None,
         health: tuple[str, str] | None = None,
         sources: CopySources | None = None,
+        defer_to_listing: bool = False,
     ) -> TargetResult:
         """One pass: ``checkpoint`` receives status fields as they happen (restartable steps),
         ``before_offsets`` runs right before each offsets request, ``kafka`` resolves Kafka access,
-        ``sources`` reads what copies copy."""
+        ``sources`` reads what copies copy; ``defer_to_listing``: ``ListingPending`` rather than
+        wait for the cluster's first listing (``Pass.defer_to_listing``)."""
         sink = StatusSink(checkpoint)
         p = Pass(
             self.kube,
@@ -83,6 +85,7 @@ class TargetRunner:
             snapshot,
             health=health,
             sources=sources,
+            defer_to_listing=defer_to_listing,
         )
         try:
             return await self._run(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -88,3 +89,6 @@ class Outcome:
     #: planned from, less the annotations it removed. A resource whose watched body differs from
     #: it asks for something this pass did not see, and is checked again at once (None: unknown).
     seen: tuple[Any, ...] | None = None
+    #: Check again when this completes, rather than at the next slot: the pass gave its worker back
+    #: instead of waiting for its cluster's first connector listing (``ListingPending``).
+    after: asyncio.Future[Any] | None = None

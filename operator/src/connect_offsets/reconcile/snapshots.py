@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from connect_offsets.clients.connect import (
     ConnectClient,
@@ -38,9 +39,10 @@ from connect_offsets.clients.connect import (
     ConnectResponseTooLarge,
     ExpandedConnector,
 )
+from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.connect import ConnectorStatus
 
-__all__ = ["TOPICS_REFRESH_S", "ConnectorRead", "ConnectorsSnapshot"]
+__all__ = ["TOPICS_REFRESH_S", "ConnectorRead", "ConnectorsSnapshot", "ListingPending"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,21 @@ class ConnectorRead:
     digest: str | None = None
 
 
+class ListingPending(ConnectOffsetsError):
+    """A check that would wait for its cluster's first listing gives its worker back instead (not a
+    failure: a signal to come back when ``listing`` ends, raised on purpose, so under the one root).
+
+    Why: after a start, the first ``GET /connectors?expand=...`` of 5,000 connectors takes Connect
+    ~7.7 s, and every check of the cluster waited for it on a worker of its namespace's share:
+    a ``list`` asked meanwhile waited behind them (bench_cold_start: p99 6.9 s). The pass ends
+    before it has written anything, and its key is queued again when ``listing`` completes.
+    """
+
+    def __init__(self, listing: asyncio.Future[Any]) -> None:
+        super().__init__("the cluster's first connector listing is under way")
+        self.listing = listing
+
+
 @dataclass(frozen=True)
 class _Taken:
     connectors: dict[str, ExpandedConnector]
@@ -88,7 +105,7 @@ class ConnectorsSnapshot:
         #: Told the names of connectors whose config or status changed between two snapshots.
         self.on_change = on_change
         self._taken: _Taken | None = None
-        self._inflight: asyncio.Task[_Taken] | None = None
+        self._inflight: asyncio.Task[_Taken] | None = None  # the listing under way
         self._failed: tuple[float, ConnectError] | None = None
         self._off: str | None = None  # why snapshots are not used for this endpoint
         self._topics_at: dict[str, float] = {}
@@ -116,7 +133,8 @@ class ConnectorsSnapshot:
             return
         if self._taken is not None and time.monotonic() - self._taken.at < older_than:
             return
-        if self._inflight is None:
+        if self._inflight is None or self._inflight.done():
+            # A done one is a listing whose awaiters have not all resumed yet: not a new snapshot.
             self._inflight = asyncio.get_running_loop().create_task(self._take())
         task = self._inflight
         try:
@@ -165,15 +183,28 @@ class ConnectorsSnapshot:
                 self.on_change(changed)
         return taken
 
-    async def read(self, name: str, *, fresh: bool = False, asked: bool = False) -> ConnectorRead:
+    def first_listing(self) -> asyncio.Future[Any] | None:
+        """The cluster's first listing while a reader would wait for it, started if none is under
+        way. None once a snapshot is taken, while snapshots are off, or while a failed listing's
+        error is held (a reader gets that error at once, and its resource says so)."""
+        if self._taken is not None or self._off is not None or self._held():
+            return None
+        if self._inflight is None:
+            self._start_quietly()
+        return self._inflight
+
+    async def read(self, name: str, *, fresh: bool = False, asked: bool = False, defer: bool = False) -> ConnectorRead:
         """The connector from a snapshot at most ``max_age`` old, or read on its own (see module).
 
         ``asked``: the pass carries a user's request. Before the first snapshot is taken it reads
         the connector on its own instead of waiting for the listing: after a start, the first
         listing of 5,000 connectors took a worker 10-15 s under the backlog of first checks, and
-        every ``list`` asked meanwhile waited for it (bench_cold_start's restart: p99 13.5 s)."""
+        every ``list`` asked meanwhile waited for it (bench_cold_start's restart: p99 13.5 s).
+        ``defer``: a reader that would wait for the first listing raises ``ListingPending``."""
         if asked and self._taken is None:
             fresh = True
+        if defer and not fresh and (listing := self.first_listing()) is not None:
+            raise ListingPending(listing)
         if not fresh and self._off is None:
             taken = await self._current()
             if taken is not None and self._client.last_write(name) <= taken.seq:
@@ -193,20 +224,26 @@ class ConnectorsSnapshot:
             # every check behind it. A listing slower than the interval would otherwise make each
             # check wait for one (bench_steady_state at 20,000: one check a second). Changes it
             # finds still wake their resources (on_change); writes and fresh reads never come here.
-            held = self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
-            if self._inflight is None and not held:
-                # The listing starts here, so the next readers see it under way and join it
-                # rather than each start a task of their own; the quiet task only keeps its outcome.
-                loop = asyncio.get_running_loop()
-                self._inflight = loop.create_task(self._take())
-                task = loop.create_task(self._refresh_quietly())
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+            if self._inflight is None and not self._held():
+                self._start_quietly()
             return taken
-        if self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S:
+        if self._failed is not None and self._held():
             raise self._failed[1]
         await self.refresh()
         return self._taken
+
+    def _held(self) -> bool:
+        """Whether the last listing failed less than ``FAILED_REFRESH_HOLD_S`` ago."""
+        return self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
+
+    def _start_quietly(self) -> None:
+        """Start a listing nobody awaits yet: the next readers see it under way and join it rather
+        than each start a task of their own; the quiet task only keeps its outcome."""
+        loop = asyncio.get_running_loop()
+        self._inflight = loop.create_task(self._take())
+        task = loop.create_task(self._refresh_quietly())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _refresh_quietly(self) -> None:
         """A refresh nobody waits for: its failure is kept (``_failed``) for the next reader."""
