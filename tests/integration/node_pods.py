@@ -72,6 +72,9 @@ class Node:
     def crictl(self, *args: str) -> str:
         return run([self.info["crictl"], f"--runtime-endpoint={self.info['containerd_endpoint']}", *args])
 
+    def kubectl(self, *args: str) -> str:
+        return run([self.info["kubectl"], f"--kubeconfig={self.kubeconfig}", *args])
+
     def ctr(self, *args: str) -> str:
         socket = self.info["containerd_endpoint"].removeprefix("unix://")
         return run(["ctr", "--address", socket, "--namespace", "k8s.io", *args])

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from connect_offsets.controller import owner_of
 from tests.conftest import delete_leftover_connectors, delete_namespace, wait_for
 from tests.integration.connect_writes import (
     LINE,
@@ -35,12 +36,22 @@ from tests.integration.connect_writes import (
     stopped_changed_resumed,
     writes,
 )
-from tests.integration.node_pods import Node, Release, assert_runs_as_the_chart_says, start_node, stop_node
+from tests.integration.node_pods import (
+    Node,
+    Release,
+    assert_runs_as_the_chart_says,
+    container_id,
+    start_node,
+    stop_node,
+)
 from tests.integration.support import (
+    GROUP,
+    VERSION,
     annotate,
     configmap_offsets,
     connect_log,
     connect_offsets,
+    connector_absent,
     create_cluster,
     create_connector,
     file_source_spec,
@@ -83,15 +94,20 @@ def connect(stack: dict[str, Any]) -> Iterator[httpx.Client]:
         yield client
 
 
-def running_connector(custom: Any, core: Any, release: Release, tmp_path: Path, name: str, **spec: Any) -> Path:
-    """A RUNNING file source through the release's Pods on its own ConnectCluster (``c-<name>``),
-    with an offsets ConfigMap (``<name>-offsets``) moving it back to line 8. Returns its file."""
+def running_connector(
+    custom: Any, core: Any, release: Release, tmp_path: Path, name: str, cluster: str | None = None, **spec: Any
+) -> Path:
+    """A RUNNING file source through the release's Pods, on ``cluster`` (created beforehand) or on
+    a ConnectCluster of its own (``c-<name>``), with an offsets ConfigMap (``<name>-offsets``)
+    moving it back to line 8. Returns its file."""
     namespace = release.namespace
     source = source_lines(tmp_path / f"{name}.txt")
-    create_cluster(custom, namespace, release.node.connect_url, name=f"c-{name}")
+    if cluster is None:
+        cluster = f"c-{name}"
+        create_cluster(custom, namespace, release.node.connect_url, name=cluster)
     body = file_source_spec(source, name, f"{name}-offsets")
     body.update(spec)
-    create_connector(custom, namespace, name, body, cluster=f"c-{name}")
+    create_connector(custom, namespace, name, body, cluster=cluster)
     data = {"offsets.json": position_doc(source, 8 * LINE)}
     core.create_namespaced_config_map(namespace, {"metadata": {"name": f"{name}-offsets"}, "data": data})
     return source
@@ -147,3 +163,315 @@ def test_a_default_install_is_ready_through_its_probes_and_serves_list_alter_and
     [after] = release.wait_ready(1)
     assert after.metadata.uid == pod.metadata.uid and after.status.container_statuses[0].restart_count == 0
     print(f"\ndefault install: Pod Ready {ready_after:.1f}s after helm install")
+
+
+def running_on_one_cluster(custom: Any, core: Any, release: Release, tmp_path: Path, names: list[str]) -> None:
+    """RUNNING file sources on one ConnectCluster (``shared``), Ready once all are."""
+    create_cluster(custom, release.namespace, release.node.connect_url, name="shared")
+    for name in names:
+        running_connector(custom, core, release, tmp_path, name, cluster="shared")
+    for name in names:
+        wait_condition(custom, release.namespace, name, "Ready", reason="ConnectorRunning", timeout=120)
+
+
+def wait_absent(custom: Any, namespace: str, name: str, timeout: float) -> None:
+    assert wait_for(f"{name} gone", lambda: connector_absent(custom, namespace, name), timeout=timeout)
+
+
+def pending(custom: Any, namespace: str, names: list[str]) -> bool:
+    return any((get_connector(custom, namespace, n).get("status") or {}).get("pendingOffsetsOperation") for n in names)
+
+
+def alters_under_way(custom: Any, namespace: str, names: list[str], log: Path) -> int:
+    """Alters with stop-connector asked of ``names``, and the first claim seen; the worker's
+    request lines before them."""
+    seen = len(request_lines(log))
+    for name in names:
+        annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
+    assert wait_for("a claim", lambda: pending(custom, namespace, names), timeout=30, interval=0.05)
+    return seen
+
+
+def each_alter_once(custom: Any, namespace: str, names: list[str], log: Path, seen: int) -> None:
+    """Every alter succeeded, and its stop, PATCH and resume reached Connect once."""
+    once_each(
+        writes(log, seen, set(names)),
+        [w for n in names for w in stopped_changed_resumed(n, ("PATCH", f"/connectors/{n}/offsets"))],
+    )
+    for name in names:
+        last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
+        assert last["result"] == "Succeeded", (name, last)
+
+
+def the_leader(release: Release, pods: list[Any]) -> tuple[Any, Any]:
+    """(the Pod holding the namespace's one ConnectCluster Lease, the other Pod)."""
+    held = set(holders(release.node.coordination(), release.namespace).values())
+    assert len(held) == 1, held
+    [leader] = [p for p in pods if p.metadata.name in held]
+    [other] = [p for p in pods if p.metadata.name not in held]
+    return leader, other
+
+
+def test_uninstall_leaves_nothing_on_a_finalizer_and_a_reinstall_serves_what_was_asked_meanwhile(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """``helm uninstall`` removes every resource of the release, its Pod included, and nothing
+    waits on a finalizer; the user's resources stay as they were. An alter asked and a connector
+    deleted while no operator runs are served once the chart is installed again: the alter's stop,
+    PATCH and resume and the connector's DELETE reach Connect once."""
+    release.install()
+    release.wait_ready(1)
+    namespace = release.namespace
+    kept, deleted = f"nk-{unique}", f"nx-{unique}"
+    for name in (kept, deleted):
+        running_connector(custom, core, release, tmp_path, name)
+    for name in (kept, deleted):
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=120)
+    resources = [f"{doc['kind'].lower()}/{doc['metadata']['name']}" for doc in release.manifest()]
+    assert "deployment/" + release.fullname in resources, resources
+
+    began = time.monotonic()
+    release.uninstall()  # --wait --cascade foreground: returns when all is gone, or fails
+    uninstalled = time.monotonic() - began
+    left = node.kubectl("get", *resources, "-n", namespace, "--ignore-not-found", "-o", "name")
+    assert left.strip() == "", left
+    assert release.pods() == []
+    for name in (kept, deleted):
+        body = get_connector(custom, namespace, name)
+        assert body["metadata"].get("deletionTimestamp") is None, body["metadata"]
+
+    log = connect_log(stack)
+    seen = len(request_lines(log))
+    annotate(custom, namespace, kept, connector_offsets="alter", stop_connector="true")
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", deleted)
+    # No operator: the deletion waits on the operator's finalizer, as it should, until it is back.
+    assert get_connector(custom, namespace, deleted)["metadata"]["deletionTimestamp"]
+
+    began = time.monotonic()
+    release.install()
+    [pod] = release.wait_ready(1)
+    wait_annotation_removed(custom, namespace, kept, timeout=120)
+    wait_absent(custom, namespace, deleted, timeout=120)
+    served = time.monotonic() - began
+    expected = [
+        *stopped_changed_resumed(kept, ("PATCH", f"/connectors/{kept}/offsets")),
+        ("DELETE", f"/connectors/{deleted}"),
+    ]
+    once_each(writes(log, seen, {kept, deleted}), expected)
+    last = get_connector(custom, namespace, kept)["status"]["lastOffsetsOperation"]
+    assert last["result"] == "Succeeded", last
+    assert set(holders(node.coordination(), namespace).values()) == {pod.metadata.name}
+    print(f"\nuninstall --wait {uninstalled:.1f}s; reinstalled and both served {served:.1f}s after helm install")
+
+
+def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """``replicaCount: 2``: the Pod holding the cluster's Lease is force-deleted (``kubectl delete
+    pod --grace-period=0 --force``) right after four alters with stop-connector were asked. The
+    other Pod finishes them, the Deployment replaces the deleted one, and every stop, PATCH and
+    resume reached Connect once."""
+    release.install("replicaCount=2")
+    pods = release.wait_ready(2)
+    namespace = release.namespace
+    names = [f"nk{i}-{unique}" for i in range(4)]
+    running_on_one_cluster(custom, core, release, tmp_path, names)
+    leader, other = the_leader(release, pods)
+    log = connect_log(stack)
+    seen = alters_under_way(custom, namespace, names, log)
+    node.kubectl("delete", "pod", leader.metadata.name, "-n", namespace, "--grace-period=0", "--force")
+    deleted = time.monotonic()
+    for name in names:
+        wait_annotation_removed(custom, namespace, name, timeout=120)
+    took = time.monotonic() - deleted
+    each_alter_once(custom, namespace, names, log, seen)
+    after = release.wait_ready(2)
+    running = {p.metadata.name for p in after}
+    assert leader.metadata.name not in running, running
+    # The one writer after the deletion: the other Pod, or the Deployment's new one if it won the
+    # Lease first; never the deleted Pod, and the same one for every alter it took over.
+    [holder] = set(holders(node.coordination(), namespace).values())
+    assert holder in running, (holder, running)
+    claims = {get_connector(custom, namespace, name)["status"]["claimedBy"].split("_")[0] for name in names}
+    assert claims <= {leader.metadata.name, holder}, claims
+    for pod in after:
+        assert_runs_as_the_chart_says(node, pod)
+    print(
+        f"\nleader Pod deleted: {'the other' if holder == other.metadata.name else 'its replacement'} finished "
+        f"all {len(names)} alters {took:.1f}s after the deletion; claims by {sorted(claims)}"
+    )
+
+
+def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """``replicaCount: 2``: the container of the Pod holding the cluster's Lease is frozen (``ctr
+    task pause``: the cgroup freezer, as a long GC pause or a stalled node) right after four alters
+    with stop-connector were asked; the other Pod takes the Lease over when it expires and finishes
+    them; thawed, the woken Pod finds its Lease lost and writes nothing: every stop, PATCH and
+    resume reached Connect once. The woken Pod is not restarted."""
+    release.install("replicaCount=2")
+    pods = release.wait_ready(2)
+    namespace = release.namespace
+    names = [f"nf{i}-{unique}" for i in range(4)]
+    running_on_one_cluster(custom, core, release, tmp_path, names)
+    leader, other = the_leader(release, pods)
+    log = connect_log(stack)
+    seen = alters_under_way(custom, namespace, names, log)
+    frozen_container = container_id(leader)
+    node.ctr("task", "pause", frozen_container)
+    frozen = time.monotonic()
+    try:
+        for name in names:
+            wait_annotation_removed(custom, namespace, name, timeout=120)
+        took = time.monotonic() - frozen
+        assert set(holders(node.coordination(), namespace).values()) == {other.metadata.name}
+    finally:
+        node.ctr("task", "resume", frozen_container)
+    thawed = time.monotonic()
+    assert wait_for(
+        "the woken Pod lost its Lease",
+        lambda: "lost the Lease" in release.log(leader.metadata.name),
+        timeout=60,
+        interval=0.5,
+    )
+    woke = time.monotonic() - thawed
+    each_alter_once(custom, namespace, names, log, seen)
+    for name in names:
+        assert get_connector(custom, namespace, name)["status"]["claimedBy"].startswith(f"{other.metadata.name}_")
+    after = release.wait_ready(2)
+    assert {p.metadata.uid for p in after} == {p.metadata.uid for p in pods}
+    for pod in after:
+        assert pod.status.container_statuses[0].restart_count == 0, pod.status.container_statuses[0]
+    each_alter_once(custom, namespace, names, log, seen)
+    print(
+        f"\nfrozen leader: the other Pod finished all {len(names)} alters {took:.1f}s after the freeze; "
+        f"thawed, it saw its Lease lost {woke:.1f}s later"
+    )
+
+
+def test_helm_upgrade_to_a_new_image_tag_while_alters_flow_serves_each_once(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """``helm upgrade`` to a new image tag (the same image tagged again in the node's containerd)
+    while alters with stop-connector are asked: before the upgrade, while the new Pod starts beside
+    the old one, and while the old one stops. The rolling update hands the Lease over; every
+    alter's stop, PATCH and resume reached Connect once, and one Pod of the new tag runs."""
+    release.install()
+    [old] = release.wait_ready(1)
+    namespace = release.namespace
+    names = [f"nu{i}-{unique}" for i in range(6)]
+    running_on_one_cluster(custom, core, release, tmp_path, names)
+    new_tag = f"{node.tag}-next"
+    node.tag_image(new_tag)
+    log = connect_log(stack)
+    seen = len(request_lines(log))
+
+    def ask(batch: list[str]) -> None:
+        for name in batch:
+            annotate(custom, namespace, name, connector_offsets="alter", stop_connector="true")
+
+    began = time.monotonic()
+    ask(names[:2])
+    release.upgrade(tag=new_tag)
+    release.wait_pods("the new Pod created", lambda pods: any(p.metadata.uid != old.metadata.uid for p in pods))
+    ask(names[2:4])
+    release.wait_pods(
+        "the old Pod stopping",
+        lambda pods: all(p.metadata.uid != old.metadata.uid or p.metadata.deletion_timestamp for p in pods),
+    )
+    ask(names[4:])
+    for name in names:
+        wait_annotation_removed(custom, namespace, name, timeout=120)
+    took = time.monotonic() - began
+    each_alter_once(custom, namespace, names, log, seen)
+    [new] = release.wait_ready(1, image_tag=new_tag)
+    assert new.spec.containers[0].image == f"{node.repository}:{new_tag}"
+    assert_runs_as_the_chart_says(node, new)
+    assert set(holders(node.coordination(), namespace).values()) == {new.metadata.name}
+    print(f"\nupgrade to {new_tag}: all {len(names)} alters served once, {took:.1f}s from the first")
+
+
+def test_shards_2_to_3_by_helm_upgrade_while_resets_and_deletions_flow_serves_each_once(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """``sharding.shards`` 2 -> 3 by ``helm upgrade`` (the real-Pod counterpart of test_replicas'
+    shard change): resets with stop-connector and deletions with ``offsetsOnDelete: reset`` are
+    asked while the two StatefulSets roll to the new count and the third one starts. Every reset
+    stops, resets and resumes once; every deletion resets and deletes once."""
+    release.install("sharding.shards=2")
+    release.wait_ready(2)
+    namespace = release.namespace
+    resets = [f"rz{i}-{unique}" for i in range(8)]
+    deletions = [f"dz{i}-{unique}" for i in range(3)]
+    for name in resets:
+        running_connector(custom, core, release, tmp_path, name)
+    for name in deletions:
+        running_connector(custom, core, release, tmp_path, name, offsetsOnDelete="reset")
+    for name in resets + deletions:
+        wait_condition(custom, namespace, name, "Ready", reason="ConnectorRunning", timeout=120)
+    moving = [n for n in resets + deletions if owner_of((namespace, f"c-{n}"), 2) != owner_of((namespace, f"c-{n}"), 3)]
+    assert moving, "some clusters move to another shard (rendezvous hashing of these names)"
+    log = connect_log(stack)
+    seen = len(request_lines(log))
+
+    began = time.monotonic()
+    release.upgrade("sharding.shards=3")
+    for name in resets:
+        annotate(custom, namespace, name, connector_offsets="reset", stop_connector="true")
+    for name in deletions:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)
+    for name in resets:
+        wait_annotation_removed(custom, namespace, name, timeout=180)
+    for name in deletions:
+        wait_absent(custom, namespace, name, timeout=180)
+    took = time.monotonic() - began
+    expected = [w for n in resets for w in stopped_changed_resumed(n, ("DELETE", f"/connectors/{n}/offsets"))]
+    for name in deletions:
+        expected += [
+            ("PUT", f"/connectors/{name}/stop"),
+            ("DELETE", f"/connectors/{name}/offsets"),
+            ("DELETE", f"/connectors/{name}"),
+        ]
+    once_each(writes(log, seen, set(resets + deletions)), expected)
+    for name in resets:
+        last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
+        assert last["result"] == "Succeeded", last
+    pods = release.wait_ready(3, timeout=180)
+    shards = sorted(p.metadata.labels["connect-offsets.io/shard"] for p in pods)
+    assert shards == ["0", "1", "2"], shards
+    for pod in pods:
+        args = pod.spec.containers[0].args
+        assert args[args.index("--shard-count") + 1] == "3", args
+        assert_runs_as_the_chart_says(node, pod)
+    print(f"\nshards 2 -> 3: {len(moving)} of {len(resets + deletions)} clusters moved, every write once, {took:.1f}s")
