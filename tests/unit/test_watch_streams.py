@@ -225,6 +225,43 @@ def test_after_410_gone_it_lists_again_and_reports_what_was_deleted_meanwhile(se
     assert stream.lists == 2
 
 
+def test_a_listing_whose_continue_token_expired_is_done_again_in_one_request(server: Any) -> None:
+    """The attacker's F6 (issue 45): a listing slower than etcd's compaction interval finds its
+    ``continue`` token expired (410) between pages; paging again from the start expired again, for
+    ever. As client-go's pager, the stream lists once more without pages, and watches from there."""
+    handler, api = server
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" in query:
+            request.send_events([], hold=done)
+        elif "continue" in query:
+            expired = "The provided continue parameter is too old to display a consistent list result."
+            request.send_json(410, {"kind": "Status", "code": 410, "reason": "Expired", "message": expired})
+        elif "limit" in query:
+            request.send_json(
+                200,
+                {"metadata": {"resourceVersion": "10", "continue": "p2"}, "items": [body("a", "5"), body("b", "6")]},
+            )
+        else:
+            items = [body("a", "5"), body("b", "6"), body("c", "40")]
+            request.send_json(200, {"metadata": {"resourceVersion": "41"}, "items": items})
+
+    handler.script = script
+    seen, stream = watch_until(api, 5, done)
+    assert seen == [
+        ("ADDED", "a", "5"),
+        ("ADDED", "b", "6"),
+        ("ADDED", "a", "5"),
+        ("ADDED", "b", "6"),
+        ("ADDED", "c", "40"),
+    ]
+    lists = [q for q in handler.requests if "watch" not in q]
+    assert [(q.get("limit"), q.get("continue")) for q in lists] == [(["2"], None), (["2"], ["p2"]), (None, None)]
+    watches = [q for q in handler.requests if "watch" in q]
+    assert watches and watches[0]["resourceVersion"] == ["41"] and stream.lists == 1
+
+
 def test_a_refused_listing_is_tried_again_after_a_back_off(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     handler, api = server
     monkeypatch.setattr(watch, "MAX_BACKOFF_S", 0.2)

@@ -15,6 +15,10 @@ What a stream does, as client-go's reflector:
   bookmarks, so a reconnect resumes where it was without listing again;
 - on ``410 Gone`` (the version is older than the API server keeps), lists again and reports as
   deleted what it knew and the new listing no longer has (a deletion missed while disconnected);
+- when a listing's ``continue`` token expires between two pages (etcd compacted the version it
+  pins: a listing slower than the compaction interval), lists again in one request, without pages
+  (client-go's pager, ``FullListIfExpired``): paging again from the start could expire again, for
+  ever, on a listing that is slow for the same reason;
 - after any other failure (a dropped connection, RBAC not granted yet, the CRD not installed yet),
   tries again with exponential back-off up to ``MAX_BACKOFF_S``.
 """
@@ -315,10 +319,20 @@ class WatchStream:
         version = ""
         page_size = self._page_size
         while True:
-            query = [*self._query(), ("limit", str(page_size))]
+            query = [*self._query(), *([("limit", str(page_size))] if page_size else [])]
             if token:
                 query.append(("continue", token))
-            response = self._request(query, read_timeout=READ_TIMEOUT_S)
+            try:
+                response = self._request(query, read_timeout=READ_TIMEOUT_S)
+            except ResourceVersionGone:
+                if not token:
+                    raise
+                log.info(
+                    "the listing of %s expired between pages: listing again in one request",
+                    self.kind.describe(self.namespace),
+                )
+                listed, token, version, page_size = set(), "", "", 0
+                continue
             try:
                 data = response.read(MAX_PAGE_BYTES + 1)
             except BaseException:
@@ -326,6 +340,10 @@ class WatchStream:
                 raise
             if len(data) > MAX_PAGE_BYTES:
                 response.close()  # the rest is left unread: its connection is not reused
+                if page_size == 0:  # a listing in one request: the next attempt pages again
+                    raise StreamFailed(
+                        0, f"the listing of {self.kind.plural} in one request is over {MAX_PAGE_BYTES} bytes"
+                    )
                 if page_size == 1:
                     raise StreamFailed(0, f"one object of {self.kind.plural} is over {MAX_PAGE_BYTES} bytes")
                 page_size = max(1, page_size // 2)
