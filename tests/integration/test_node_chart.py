@@ -64,6 +64,11 @@ from tests.integration.support import (
 
 pytestmark = [pytest.mark.xdist_group("node"), pytest.mark.timeout(900)]
 
+#: Lease timings for every scenario but the first (which keeps the chart's 15 / 10 / 2 s): a
+#: ConnectCluster's absent Lease is created only after one lease duration, and a dead holder's is
+#: taken over after one, so the defaults would add 15 s to every new cluster and every take-over.
+SHORT_LEASES = "leaderElection.leaseDuration=5,leaderElection.renewDeadline=3,leaderElection.retryPeriod=1"
+
 
 @pytest.fixture(scope="module")
 def node(stack: dict[str, Any]) -> Iterator[Node]:
@@ -203,6 +208,15 @@ def each_alter_once(custom: Any, namespace: str, names: list[str], log: Path, se
         assert last["result"] == "Succeeded", (name, last)
 
 
+def task_status(node: Node, container: str) -> str:
+    """The container's task status in containerd (RUNNING, PAUSED, ...)."""
+    for line in node.ctr("task", "ls").splitlines():
+        words = line.split()
+        if words and words[0] == container:
+            return words[-1]
+    return "absent"
+
+
 def the_leader(release: Release, pods: list[Any]) -> tuple[Any, Any]:
     """(the Pod holding the namespace's one ConnectCluster Lease, the other Pod)."""
     held = set(holders(release.node.coordination(), release.namespace).values())
@@ -225,7 +239,7 @@ def test_uninstall_leaves_nothing_on_a_finalizer_and_a_reinstall_serves_what_was
     waits on a finalizer; the user's resources stay as they were. An alter asked and a connector
     deleted while no operator runs are served once the chart is installed again: the alter's stop,
     PATCH and resume and the connector's DELETE reach Connect once."""
-    release.install()
+    release.install(SHORT_LEASES)
     release.wait_ready(1)
     namespace = release.namespace
     kept, deleted = f"nk-{unique}", f"nx-{unique}"
@@ -254,7 +268,7 @@ def test_uninstall_leaves_nothing_on_a_finalizer_and_a_reinstall_serves_what_was
     assert get_connector(custom, namespace, deleted)["metadata"]["deletionTimestamp"]
 
     began = time.monotonic()
-    release.install()
+    release.install(SHORT_LEASES)
     [pod] = release.wait_ready(1)
     wait_annotation_removed(custom, namespace, kept, timeout=120)
     wait_absent(custom, namespace, deleted, timeout=120)
@@ -283,7 +297,7 @@ def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
     pod --grace-period=0 --force``) right after four alters with stop-connector were asked. The
     other Pod finishes them, the Deployment replaces the deleted one, and every stop, PATCH and
     resume reached Connect once."""
-    release.install("replicaCount=2")
+    release.install("replicaCount=2", SHORT_LEASES)
     pods = release.wait_ready(2)
     namespace = release.namespace
     names = [f"nk{i}-{unique}" for i in range(4)]
@@ -328,7 +342,7 @@ def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
     with stop-connector were asked; the other Pod takes the Lease over when it expires and finishes
     them; thawed, the woken Pod finds its Lease lost and writes nothing: every stop, PATCH and
     resume reached Connect once. The woken Pod is not restarted."""
-    release.install("replicaCount=2")
+    release.install("replicaCount=2", SHORT_LEASES)
     pods = release.wait_ready(2)
     namespace = release.namespace
     names = [f"nf{i}-{unique}" for i in range(4)]
@@ -337,9 +351,11 @@ def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
     log = connect_log(stack)
     seen = alters_under_way(custom, namespace, names, log)
     frozen_container = container_id(leader)
+    lost_before = release.log(leader.metadata.name).count("lost the Lease")
     node.ctr("task", "pause", frozen_container)
     frozen = time.monotonic()
     try:
+        assert task_status(node, frozen_container) == "PAUSED"
         for name in names:
             wait_annotation_removed(custom, namespace, name, timeout=120)
         took = time.monotonic() - frozen
@@ -349,7 +365,7 @@ def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
     thawed = time.monotonic()
     assert wait_for(
         "the woken Pod lost its Lease",
-        lambda: "lost the Lease" in release.log(leader.metadata.name),
+        lambda: release.log(leader.metadata.name).count("lost the Lease") > lost_before,
         timeout=60,
         interval=0.5,
     )
@@ -381,7 +397,7 @@ def test_helm_upgrade_to_a_new_image_tag_while_alters_flow_serves_each_once(
     while alters with stop-connector are asked: before the upgrade, while the new Pod starts beside
     the old one, and while the old one stops. The rolling update hands the Lease over; every
     alter's stop, PATCH and resume reached Connect once, and one Pod of the new tag runs."""
-    release.install()
+    release.install(SHORT_LEASES)
     [old] = release.wait_ready(1)
     namespace = release.namespace
     names = [f"nu{i}-{unique}" for i in range(6)]
@@ -397,7 +413,7 @@ def test_helm_upgrade_to_a_new_image_tag_while_alters_flow_serves_each_once(
 
     began = time.monotonic()
     ask(names[:2])
-    release.upgrade(tag=new_tag)
+    release.upgrade(SHORT_LEASES, tag=new_tag)
     release.wait_pods("the new Pod created", lambda pods: any(p.metadata.uid != old.metadata.uid for p in pods))
     ask(names[2:4])
     release.wait_pods(
@@ -429,7 +445,7 @@ def test_shards_2_to_3_by_helm_upgrade_while_resets_and_deletions_flow_serves_ea
     shard change): resets with stop-connector and deletions with ``offsetsOnDelete: reset`` are
     asked while the two StatefulSets roll to the new count and the third one starts. Every reset
     stops, resets and resumes once; every deletion resets and deletes once."""
-    release.install("sharding.shards=2")
+    release.install("sharding.shards=2", SHORT_LEASES)
     release.wait_ready(2)
     namespace = release.namespace
     resets = [f"rz{i}-{unique}" for i in range(8)]
@@ -446,7 +462,7 @@ def test_shards_2_to_3_by_helm_upgrade_while_resets_and_deletions_flow_serves_ea
     seen = len(request_lines(log))
 
     began = time.monotonic()
-    release.upgrade("sharding.shards=3")
+    release.upgrade("sharding.shards=3", SHORT_LEASES)
     for name in resets:
         annotate(custom, namespace, name, connector_offsets="reset", stop_connector="true")
     for name in deletions:
