@@ -11,7 +11,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help deps bytecode go-tools kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench plugin krew lock clean
+.PHONY: help deps bytecode go-tools node kafka rest-bearer spark-jars venv stack-up stack-down stack-status lint unit integration test test-compat test-load image test-image demo bench plugin krew lock clean
 
 help:
 	@echo "make demo        set up everything, start the stack, run the demo"
@@ -25,7 +25,7 @@ help:
 	@echo "make stack-up    start the local stack (etcd, kube-apiserver, Kafka x2, Connect)"
 	@echo "make stack-down  stop it and remove its data"
 
-deps: go-tools kafka rest-bearer spark-jars venv bytecode
+deps: go-tools node kafka rest-bearer spark-jars venv bytecode
 
 # The package's and the tests' bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (this
 # machine's environment sets it) every operator, CLI and plugin process a test starts would
@@ -36,6 +36,14 @@ bytecode: venv
 
 go-tools:
 	@bash hack/build-go-tools.sh
+
+# The stack's node, where make test runs the chart's Pods (tests/integration/test_node_chart.py, which
+# also builds the image with hack/build-image.sh): its Debian packages (containerd, runc, iptables,
+# podman, debootstrap; apt-get, so root) only when one is missing or at another version, then its Go
+# binaries (kubelet, kube-scheduler, kube-proxy, CNI plugins, crictl; cached, ~80 s cold).
+node: go-tools
+	@bash hack/node-packages.sh --check 2>/dev/null || bash hack/node-packages.sh
+	@bash hack/build-node.sh
 
 # The stack's Kafka, plus the oldest Connect of the version matrix (make test runs it).
 COMPAT_VERSIONS = $(shell bash -c 'source hack/versions.env && echo $$CONNECT_COMPAT_VERSIONS')
