@@ -166,3 +166,16 @@ async def running_stack() -> AsyncIterator[Stack]:
 def client_for(connect: FakeConnect) -> ConnectClient:
     """A real ConnectClient whose requests the fake worker answers (no respx router needed)."""
     return ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(connect.handle))
+
+
+def held_listing(client: ConnectClient) -> asyncio.Event:
+    """The client's listings wait until the returned event is set (a worker slow to list)."""
+    listing = asyncio.Event()
+    real = client.list_connectors_expanded
+
+    async def slow_listing() -> Any:
+        await listing.wait()
+        return await real()
+
+    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
+    return listing

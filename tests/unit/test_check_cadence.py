@@ -146,9 +146,9 @@ async def test_readers_in_the_stale_window_start_one_listing_between_them() -> N
     listing.age(7.0)
     reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(50))), timeout=1.0)
     assert all(read.config == {"k": "v"} for read in reads)
-    assert len(snapshot._background) == 1
+    assert listing.takes == 1 and snapshot._inflight is not None
     listing.release.set()
-    while snapshot._background:
+    while snapshot._inflight is not None:
         await asyncio.sleep(0.01)
     assert listing.takes == 1
     assert snapshot._taken is not None and time.monotonic() - snapshot._taken.at < 1.0  # installed by the one listing

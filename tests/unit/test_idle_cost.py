@@ -28,7 +28,7 @@ from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect
-from tests.reconcile_pass import NAME, NS, URL, Stack, client_for, document, position
+from tests.reconcile_pass import NAME, NS, URL, Stack, client_for, document, held_listing, position
 
 pytestmark = pytest.mark.unit
 
@@ -370,19 +370,6 @@ async def test_a_label_changed_while_the_pass_ran_makes_the_next_check_full(stac
     assert checks()[1] - after[1] == 1  # quiet again once a full pass saw the label
 
 
-def held_listing(client: ConnectClient) -> asyncio.Event:
-    """The client's listings wait until the returned event is set (a worker slow to list)."""
-    listing = asyncio.Event()
-    real = client.list_connectors_expanded
-
-    async def slow_listing() -> Any:
-        await listing.wait()
-        return await real()
-
-    client.list_connectors_expanded = slow_listing  # type: ignore[method-assign]
-    return listing
-
-
 async def test_a_check_gives_its_worker_back_rather_than_wait_for_the_first_listing() -> None:
     """bench_cold_start: after a start, each namespace's worker share was held by checks waiting for
     their cluster's first listing (7.7 s for 5,000 connectors), and a `list` waited behind them. A
@@ -448,8 +435,6 @@ async def test_after_a_failed_first_listing_checks_report_its_error_instead_of_d
         await snapshot.read("a", defer=True)
     done, _ = await asyncio.wait([deferred.value.listing], timeout=2)
     assert done
-    while snapshot._background:  # the quiet refresh keeps the listing's error
-        await asyncio.sleep(0.01)
     assert snapshot.first_listing() is None
     with pytest.raises(ConnectError) as reported:
         await snapshot.read("a", defer=True)

@@ -262,6 +262,28 @@ def test_a_listing_whose_continue_token_expired_is_done_again_in_one_request(ser
     assert watches and watches[0]["resourceVersion"] == ["41"] and stream.lists == 1
 
 
+def test_an_object_deleted_while_a_listing_expired_is_reported_deleted(server: Any) -> None:
+    """The attacker's finding 4 (helper-34): an object handed over by the listing that expired and
+    deleted before the one-request listing was never reported deleted (it stayed in the cache)."""
+    handler, api = server
+    done = threading.Event()
+
+    def script(request: Handler, query: dict[str, list[str]]) -> None:
+        if "watch" in query:
+            request.send_events([], hold=done)
+        elif "continue" in query:
+            request.send_json(410, {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})
+        elif "limit" in query:  # page 1 of the first listing: a and b
+            page = {"metadata": {"resourceVersion": "10", "continue": "p2"}, "items": [body("a", "5"), body("b", "6")]}
+            request.send_json(200, page)
+        else:  # b was deleted meanwhile: the one-request listing has only a
+            request.send_json(200, {"metadata": {"resourceVersion": "41"}, "items": [body("a", "5")]})
+
+    handler.script = script
+    seen, _stream = watch_until(api, 4, done)
+    assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "6"), ("ADDED", "a", "5"), ("DELETED", "b", None)]
+
+
 def test_a_refused_listing_is_tried_again_after_a_back_off(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     handler, api = server
     monkeypatch.setattr(watch, "MAX_BACKOFF_S", 0.2)

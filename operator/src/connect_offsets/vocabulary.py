@@ -52,10 +52,13 @@ __all__ = [
     "OFFSETS_KEY",
     "OFFSETS_OPERATIONS",
     "OWNER_CONFIG_KEY",
+    "PENDING_OPERATION",
     "PINNED_FOR_LABEL",
     "REQUEST_ANNOTATIONS",
+    "URGENT_ANNOTATIONS",
     "WATCH_LABEL",
     "MirrorHoldReason",
+    "asks_now",
     "bytes_hash",
     "cluster_of",
     "dry_run_key",
@@ -255,6 +258,33 @@ def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
         tuple(sorted((meta.get("labels") or {}).items())),
         meta.get("deletionTimestamp"),
     )
+
+
+#: Annotations by which a user asks for something and waits (removed once it is done).
+URGENT_ANNOTATIONS = (ANNOTATION_OFFSETS, ANNOTATION_RESTART, ANNOTATION_RESTART_TASK, ANNOTATION_FAILOVER_GROUP)
+#: The status field of an offsets operation under way (stop -> change -> resume).
+PENDING_OPERATION = "pendingOffsetsOperation"
+
+
+def asks_now(body: Mapping[str, Any]) -> bool:
+    """Whether a KafkaConnector or KafkaMirrorMaker2 waits for a request: an offsets request,
+    restart or failover annotation, an offsets operation under way, or a spec change not yet
+    acted on (``metadata.generation`` past ``status.observedGeneration``).
+
+    Why: controller-runtime's priority queue puts the events a user causes ahead of the initial
+    list and resyncs; here a key is urgent when the event that queued it was a change a user made,
+    or when the resource itself says a request is open, whatever queued it (a first sight after a
+    start, a requeue while a connector stops, a retry). Such a pass also never waits for its
+    cluster's first connector listing (it reads its connector on its own)."""
+    meta = body.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if any(a in annotations for a in URGENT_ANNOTATIONS):
+        return True
+    status = body.get("status") or {}
+    if status.get(PENDING_OPERATION) is not None:
+        return True
+    generation = meta.get("generation")
+    return generation is not None and status.get("observedGeneration") not in (None, generation)
 
 
 #: Kubernetes refuses a label value longer than this (a resource name may be up to 253).

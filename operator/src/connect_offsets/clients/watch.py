@@ -315,6 +315,7 @@ class WatchStream:
         """Lists every object, page by page, handing each page to the pump; returns the listing's
         resourceVersion. Objects known before and not listed now are reported deleted."""
         listed: set[tuple[str, str]] = set()
+        handed: set[tuple[str, str]] = set()  # by a listing that expired: gone unless listed again
         token = ""
         version = ""
         page_size = self._page_size
@@ -331,6 +332,7 @@ class WatchStream:
                     "the listing of %s expired between pages: listing again in one request",
                     self.kind.describe(self.namespace),
                 )
+                handed |= listed
                 listed, token, version, page_size = set(), "", "", 0
                 continue
             try:
@@ -367,7 +369,7 @@ class WatchStream:
             token = str(metadata.get("continue") or "")
             if not token:
                 break
-        gone = self._known - listed
+        gone = (self._known | handed) - listed
         self._pump.put([WatchEvent(self.kind, "DELETED", ns, name, None) for ns, name in sorted(gone)])
         self._known = listed
         self.lists += 1

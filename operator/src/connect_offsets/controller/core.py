@@ -56,12 +56,11 @@ from connect_offsets.controller.sharding import (
     needs_finalizer,
     stale_finalizers,
 )
-from connect_offsets.controller.urgency import asks_now
 from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.reconcile.status import fenced_pass_on
-from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, request_view
+from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, asks_now, request_view
 
 __all__ = [
     "DELETE_ATTEMPTS",
@@ -171,6 +170,9 @@ class Controller:
         #: (cancelled when the resource is gone or bound to another cluster).
         self._running: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
         self._running_keys: dict[Key, asyncio.Task[None]] = {}
+        #: Keys whose check waits for their cluster's first connector listing (``_after``): one
+        #: callback a key and listing, and no resync of them meanwhile.
+        self._deferred: dict[Key, asyncio.Future[Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._kind_timers: dict[str, tuple[Histogram, Histogram]] = {}
 
@@ -222,6 +224,7 @@ class Controller:
         self._unindex(key)
         self._deletion_ran.discard(key)
         self._deletion_failures.pop(key, None)
+        self._deferred.pop(key, None)
         if key[0] == MIRRORS:
             self.queue.remove((LAG, key[1], key[2]))
             if self.forget_lag is not None:
@@ -362,6 +365,8 @@ class Controller:
                 if not self._holds(cluster):
                     continue
                 for key in list(keys):
+                    if key in self._deferred:
+                        continue  # back when its cluster's first listing ends (``_after``)
                     if not self.queue.has(key) and self.kube.cache.peek(*key) is not None:
                         log.info("resync: %s had no check scheduled", "/".join(key))
                         self.queue.add(key)
@@ -555,7 +560,17 @@ class Controller:
         """Queue the key again when ``listing`` ends, however it ends (a failed listing's error is
         held for the passes that come back, which report it: ``ConnectorsSnapshot``). A user's
         change meanwhile queues it at once, as ever (``_consider``)."""
-        listing.add_done_callback(lambda _: self.queue.add(key) if self._still_wanted(key) else None)
+        if self._deferred.get(key) is listing:
+            return  # already called back by this listing: one callback a key, however often it defers
+        self._deferred[key] = listing
+
+        def landed(done: asyncio.Future[Any]) -> None:
+            if self._deferred.get(key) is done:
+                del self._deferred[key]
+            if self._still_wanted(key):
+                self.queue.add(key)
+
+        listing.add_done_callback(landed)
 
     async def _measure_lag(self, key: Key) -> None:
         _, namespace, name = key

@@ -138,7 +138,12 @@ class ConnectorService:
         labels = self.kube.cache.labels(CONNECTORS, namespace, name)
         if labels is None:
             return None
-        snapshot = self.clusters.snapshot(*cluster_of(CONNECTORS, namespace, name, labels))
+        cluster = cluster_of(CONNECTORS, namespace, name, labels)
+        if cluster[0] != namespace:
+            # Another namespace's ConnectCluster: the pass checks that it admits this namespace
+            # before anything is asked of its Connect (a refused tenant starts no listing there).
+            return None
+        snapshot = self.clusters.snapshot(*cluster)
         return None if snapshot is None else snapshot.first_listing()
 
     async def _unchanged(self, namespace: str, name: str) -> Outcome | None:

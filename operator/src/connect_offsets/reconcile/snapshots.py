@@ -25,7 +25,6 @@ Where the snapshot is not trusted, a connector is read on its own (``GET .../con
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -111,8 +110,6 @@ class ConnectorsSnapshot:
         self._topics_at: dict[str, float] = {}
         #: How long the last listing took: a snapshot is at least that old when it arrives.
         self._took = 0.0
-        #: Refreshes nobody awaits (``_refresh_quietly``): held here, as asyncio keeps only weak references.
-        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def usable(self) -> bool:
@@ -129,31 +126,56 @@ class ConnectorsSnapshot:
     async def refresh(self, older_than: float = 0.0) -> None:
         """Take a new snapshot now, unless the last one is younger than ``older_than`` seconds
         (one request however many callers wait for it)."""
+        self._settle()
         if self._off is not None:
             return
         if self._taken is not None and time.monotonic() - self._taken.at < older_than:
             return
-        if self._inflight is None or self._inflight.done():
-            # A done one is a listing whose awaiters have not all resumed yet: not a new snapshot.
-            self._inflight = asyncio.get_running_loop().create_task(self._take())
+        if self._inflight is None:
+            self._start_listing()
         task = self._inflight
+        assert task is not None
         try:
             await asyncio.shield(task)
-        except ConnectResponseTooLarge as error:
-            self._turn_off(str(error))
-            return
+        except ConnectResponseTooLarge:
+            return  # snapshots are off now (``_landed``)
         except ConnectHTTPError as error:
             if error.retryable or error.status_code in (401, 403):
-                self._failed = (time.monotonic(), error)
                 raise
-            self._turn_off(str(error))
+            return  # refused for good: snapshots are off now
+
+    def _start_listing(self) -> None:
+        """A listing that keeps its own outcome (``_landed``, its first callback), whoever awaits
+        it: a listing everyone stopped waiting for (a pass cancelled with its Lease, a deferred
+        check) still ends the wait of the checks it holds, and its failure is held for them."""
+        task = asyncio.get_running_loop().create_task(self._take())
+        task.add_done_callback(self._landed)
+        self._inflight = task
+
+    def _landed(self, task: asyncio.Task[_Taken]) -> None:
+        """A listing ended: it is no longer under way, and a failure is held (``_failed``) or
+        turns snapshots off. A success installed itself (``_take``)."""
+        if self._inflight is task:
+            self._inflight = None
+        if task.cancelled():
             return
-        except ConnectError as error:
+        error = task.exception()
+        if error is None or (self._failed is not None and self._failed[1] is error):
+            return
+        if isinstance(error, ConnectResponseTooLarge) or (
+            isinstance(error, ConnectHTTPError) and not error.retryable and error.status_code not in (401, 403)
+        ):
+            self._turn_off(str(error))
+        elif isinstance(error, ConnectError):
             self._failed = (time.monotonic(), error)
-            raise
-        finally:
-            if self._inflight is task and task.done():
-                self._inflight = None
+        else:  # a bug of ours: logged with its traceback, and held as any failure (no tight loop)
+            log.error("the connector listing failed unexpectedly", exc_info=error)
+            self._failed = (time.monotonic(), ConnectError(f"the connector listing failed unexpectedly: {error!r}"))
+
+    def _settle(self) -> None:
+        """Apply the outcome of a listing that ended and whose callback has not run yet."""
+        if self._inflight is not None and self._inflight.done():
+            self._landed(self._inflight)
 
     def _turn_off(self, why: str) -> None:
         log.warning("connector snapshots off for this Connect endpoint (%s); connectors are read one by one", why)
@@ -187,10 +209,11 @@ class ConnectorsSnapshot:
         """The cluster's first listing while a reader would wait for it, started if none is under
         way. None once a snapshot is taken, while snapshots are off, or while a failed listing's
         error is held (a reader gets that error at once, and its resource says so)."""
+        self._settle()
         if self._taken is not None or self._off is not None or self._held():
             return None
         if self._inflight is None:
-            self._start_quietly()
+            self._start_listing()
         return self._inflight
 
     async def read(self, name: str, *, fresh: bool = False, asked: bool = False, defer: bool = False) -> ConnectorRead:
@@ -224,8 +247,9 @@ class ConnectorsSnapshot:
             # every check behind it. A listing slower than the interval would otherwise make each
             # check wait for one (bench_steady_state at 20,000: one check a second). Changes it
             # finds still wake their resources (on_change); writes and fresh reads never come here.
+            self._settle()
             if self._inflight is None and not self._held():
-                self._start_quietly()
+                self._start_listing()
             return taken
         if self._failed is not None and self._held():
             raise self._failed[1]
@@ -235,20 +259,6 @@ class ConnectorsSnapshot:
     def _held(self) -> bool:
         """Whether the last listing failed less than ``FAILED_REFRESH_HOLD_S`` ago."""
         return self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
-
-    def _start_quietly(self) -> None:
-        """Start a listing nobody awaits yet: the next readers see it under way and join it rather
-        than each start a task of their own; the quiet task only keeps its outcome."""
-        loop = asyncio.get_running_loop()
-        self._inflight = loop.create_task(self._take())
-        task = loop.create_task(self._refresh_quietly())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _refresh_quietly(self) -> None:
-        """A refresh nobody waits for: its failure is kept (``_failed``) for the next reader."""
-        with contextlib.suppress(ConnectError):
-            await self.refresh()
 
     async def _read_one(self, name: str) -> ConnectorRead:
         # One after the other, not concurrently: against a frozen or overloaded worker each retry

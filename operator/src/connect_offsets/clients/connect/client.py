@@ -298,7 +298,7 @@ class ConnectClient:
         try:
             self._last_listing = await asyncio.to_thread(_expanded_unless_same, response.content, self._last_listing)
             found = self._last_listing[1]
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: JSON nested deeper than Python parses
             raise ConnectError(f"unexpected response: {e}", method="GET", path=path) from None
         if not self._secrets:
             return found
@@ -647,7 +647,7 @@ class ConnectClient:
         error_code: int | None = None
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         if isinstance(body, dict):
             if isinstance(body.get("message"), str):
@@ -664,7 +664,7 @@ class ConnectClient:
     def _parse_json(self, method: str, path: str, response: httpx.Response) -> Any:
         try:
             return response.json()
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise ConnectError(
                 f"{response.status_code} response body is not valid JSON", method=method, path=path
             ) from e
