@@ -3,8 +3,9 @@
 Why one module: these strings are a contract. Users type the annotations, GitOps tools apply
 them, the kubectl plugin writes them, the chart's RBAC names the plurals, and status readers
 parse the keys. A copy that drifts (it happened: the plugin had its own ``dry_run_key``) breaks
-that contract silently. Everything here is a constant or a one-line naming rule and imports
-nothing from the package, so every layer and tool can use it.
+that contract silently. Everything here is a constant, a naming rule or a small rule over a
+resource's body (what it asks for: ``request_view``, ``asks_now``) and imports nothing from the
+package, so every layer and tool can use it.
 """
 
 from __future__ import annotations
