@@ -10,9 +10,11 @@ tests read them through it too (logs come from kubelet, which only that one reac
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -254,6 +256,21 @@ def container_id(pod: Any) -> str:
     return found.split("://", 1)[1]
 
 
+PROBE_TOTAL = re.compile(r"^prober_probe_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$", re.M)
+
+
+def probes(node: Node, pod: Any) -> Counter[tuple[str, str]]:
+    """The probes kubelet ran on the Pod's container so far, by (type, result): its own
+    ``prober_probe_total`` counter (kubelet's /metrics/probes, through the node's API server)."""
+    text = node.kubectl("get", "--raw", f"/api/v1/nodes/{node.info['node_name']}/proxy/metrics/probes")
+    found: Counter[tuple[str, str]] = Counter()
+    for match in PROBE_TOTAL.finditer(text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group("labels")))
+        if labels.get("pod_uid") == pod.metadata.uid:
+            found[(labels["probe_type"], labels["result"])] += int(float(match.group("value")))
+    return found
+
+
 def ready_since(pod: Any) -> datetime:
     found: datetime = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready")
     return found
@@ -262,8 +279,9 @@ def ready_since(pod: Any) -> datetime:
 def assert_runs_as_the_chart_says(node: Node, pod: Any) -> None:
     """The running Pod as the chart declares it, and as the runtime really started it: non-root,
     read-only root filesystem, no privilege escalation or capabilities, its resources, its
-    ServiceAccount token; Ready through its probes (the container started before it became Ready,
-    and kopf's health endpoint answers on the Pod's IP)."""
+    ServiceAccount token; Ready through its probes (kubelet counted successful readiness probes
+    of it, the container started before it became Ready, and kopf's health endpoint answers on the
+    Pod's IP)."""
     security = pod.spec.security_context
     assert security.run_as_non_root is True and security.run_as_user == CHART_USER, security
     container = pod.spec.containers[0]
@@ -291,6 +309,8 @@ def assert_runs_as_the_chart_says(node: Node, pod: Any) -> None:
     status = pod.status.container_statuses[0]
     assert status.ready and status.restart_count == 0, status
     assert ready_since(pod) >= status.state.running.started_at, (ready_since(pod), status.state.running.started_at)
+    ran = probes(node, pod)
+    assert ran[("Readiness", "successful")] >= 1, ran
     port = next(p.container_port for p in container.ports if p.name == "health")
     health = httpx.get(f"http://{pod.status.pod_ip}:{port}/healthz", timeout=5)
     assert health.status_code == 200, health.text

@@ -41,6 +41,7 @@ from tests.integration.node_pods import (
     Release,
     assert_runs_as_the_chart_says,
     container_id,
+    probes,
     start_node,
     stop_node,
 )
@@ -167,7 +168,8 @@ def test_a_default_install_is_ready_through_its_probes_and_serves_list_alter_and
 
     [after] = release.wait_ready(1)
     assert after.metadata.uid == pod.metadata.uid and after.status.container_statuses[0].restart_count == 0
-    print(f"\ndefault install: Pod Ready {ready_after:.1f}s after helm install")
+    ran = dict(probes(node, after))
+    print(f"\ndefault install: Pod Ready {ready_after:.1f}s after helm install; kubelet's probes of it: {ran}")
 
 
 def running_on_one_cluster(custom: Any, core: Any, release: Release, tmp_path: Path, names: list[str]) -> None:
