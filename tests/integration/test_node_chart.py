@@ -168,6 +168,17 @@ def test_a_default_install_is_ready_through_its_probes_and_serves_list_alter_and
 
     [after] = release.wait_ready(1)
     assert after.metadata.uid == pod.metadata.uid and after.status.container_statuses[0].restart_count == 0
+    # The chart's metrics Service, routed by kube-proxy to the Pod: the three operations counted.
+    [service] = (
+        node.core().list_namespaced_service(namespace, label_selector="app.kubernetes.io/component=metrics").items
+    )
+    port = service.spec.ports[0].port
+    scraped = httpx.get(f"http://{service.spec.cluster_ip}:{port}/metrics", timeout=10)
+    assert scraped.status_code == 200, scraped.text[:500]
+    for operation in ("list", "alter", "reset"):
+        labels = f'kind="KafkaConnector",operation="{operation}",result="Succeeded"'
+        counted = f"connect_offsets_offsets_operations_total{{{labels}}} 1.0"
+        assert counted in scraped.text, [line for line in scraped.text.splitlines() if "operations_total" in line]
     ran = dict(probes(node, after))
     print(f"\ndefault install: Pod Ready {ready_after:.1f}s after helm install; kubelet's probes of it: {ran}")
 
