@@ -169,9 +169,9 @@ def test_a_default_install_is_ready_through_its_probes_and_serves_list_alter_and
     [after] = release.wait_ready(1)
     assert after.metadata.uid == pod.metadata.uid and after.status.container_statuses[0].restart_count == 0
     # The chart's metrics Service, routed by kube-proxy to the Pod: the three operations counted.
-    [service] = (
-        node.core().list_namespaced_service(namespace, label_selector="app.kubernetes.io/component=metrics").items
-    )
+    selector = "app.kubernetes.io/component=metrics"
+    services: list[Any] = node.core().list_namespaced_service(namespace, label_selector=selector).items
+    [service] = services
     port = service.spec.ports[0].port
     scraped = httpx.get(f"http://{service.spec.cluster_ip}:{port}/metrics", timeout=10)
     assert scraped.status_code == 200, scraped.text[:500]
