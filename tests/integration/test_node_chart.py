@@ -294,6 +294,7 @@ def test_uninstall_leaves_nothing_on_a_finalizer_and_a_reinstall_serves_what_was
     last = get_connector(custom, namespace, kept)["status"]["lastOffsetsOperation"]
     assert last["result"] == "Succeeded", last
     assert set(holders(node.coordination(), namespace).values()) == {pod.metadata.name}
+    assert_runs_as_the_chart_says(node, release.wait_ready(1)[0])
     print(f"\nuninstall --wait {uninstalled:.1f}s; reinstalled and both served {served:.1f}s after helm install")
 
 
@@ -318,11 +319,16 @@ def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
     leader, other = the_leader(release, pods)
     log = connect_log(stack)
     seen = alters_under_way(custom, namespace, names, log)
+    killed_container = container_id(leader)
     node.kubectl("delete", "pod", leader.metadata.name, "-n", namespace, "--grace-period=0", "--force")
     deleted = time.monotonic()
     for name in names:
         wait_annotation_removed(custom, namespace, name, timeout=120)
     took = time.monotonic() - deleted
+    # The API forgets a force-deleted Pod at once; kubelet stops its container afterwards. Counted
+    # once it has: whatever the deleted Pod still sent is in Connect's log by then.
+    wait_for("the deleted Pod's container stopped", lambda: task_status(node, killed_container) != "RUNNING")
+    gone = time.monotonic() - deleted
     each_alter_once(custom, namespace, names, log, seen)
     after = release.wait_ready(2)
     running = {p.metadata.name for p in after}
@@ -337,7 +343,8 @@ def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
         assert_runs_as_the_chart_says(node, pod)
     print(
         f"\nleader Pod deleted: {'the other' if holder == other.metadata.name else 'its replacement'} finished "
-        f"all {len(names)} alters {took:.1f}s after the deletion; claims by {sorted(claims)}"
+        f"all {len(names)} alters {took:.1f}s after the deletion; claims by {sorted(claims)}; the deleted "
+        f"Pod's container stopped within {gone:.1f}s"
     )
 
 
@@ -389,7 +396,7 @@ def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
     after = release.wait_ready(2)
     assert {p.metadata.uid for p in after} == {p.metadata.uid for p in pods}
     for pod in after:
-        assert pod.status.container_statuses[0].restart_count == 0, pod.status.container_statuses[0]
+        assert_runs_as_the_chart_says(node, pod)  # restartCount 0: its liveness probe never failed it
     each_alter_once(custom, namespace, names, log, seen)
     print(
         f"\nfrozen leader: the other Pod finished all {len(names)} alters {took:.1f}s after the freeze; "
