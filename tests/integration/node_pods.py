@@ -107,23 +107,32 @@ def image_id(node_info: dict[str, Any], reference: str) -> str | None:
 
 
 def start_node() -> Node:
-    """``up node`` (a no-op when it runs), the image built (a no-op when nothing changed) and in
-    containerd (imported only when containerd's copy is not that build)."""
+    """``up node`` (a no-op when it runs) beside the image's build (a no-op when nothing changed),
+    then the image into containerd (only when containerd's copy is not that build). A node this
+    started is stopped again if a step fails."""
     costs: dict[str, float] = {}
     before = stack_info()["running"]
     started = not all(before[name] for name in NODE_COMPONENTS)
-    began = time.monotonic()
-    run([*STACK, "up", "node"])
-    costs["up node"] = time.monotonic() - began
-    began = time.monotonic()
-    reference = run(BUILD, timeout=900).strip().splitlines()[-1]
-    costs["image build"] = time.monotonic() - began
-    info = stack_info()
-    began = time.monotonic()
-    built = run(["podman", "image", "inspect", "--format", "{{.Id}}", reference]).strip()
-    if image_id(info, reference) != built:
-        run([*STACK, "node-image", reference])
-    costs["image import"] = time.monotonic() - began
+    try:
+        began = time.monotonic()
+        up = subprocess.Popen([*STACK, "up", "node"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            reference = run(BUILD, timeout=900).strip().splitlines()[-1]
+            costs["image build"] = time.monotonic() - began
+        finally:
+            output, _ = up.communicate(timeout=300)
+        costs["up node (beside the build)"] = time.monotonic() - began
+        assert up.returncode == 0, f"stack.py up node failed ({up.returncode}):\n{output}"
+        info = stack_info()
+        began = time.monotonic()
+        built = run(["podman", "image", "inspect", "--format", "{{.Id}}", reference]).strip()
+        if image_id(info, reference) != built:
+            run([*STACK, "node-image", reference])
+        costs["image import"] = time.monotonic() - began
+    except BaseException:
+        if started:
+            subprocess.run([*STACK, "down", "node"], capture_output=True, timeout=300)
+        raise
     repository, tag = reference.rsplit(":", 1)
     api = config.new_client_from_config(config_file=str(info["node_kubeconfig"]))  # type: ignore[no-untyped-call]
     return Node(info, repository, tag, started, api, costs)
