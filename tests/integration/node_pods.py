@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+import yaml
 from kubernetes import client, config
 
 from tests.conftest import REPO, STACK, stack_info, wait_for
@@ -196,9 +197,7 @@ class Release:
         return self.name in listed.split()
 
     def manifest(self) -> list[dict[str, Any]]:
-        """The release's resources as helm recorded them (kind, name)."""
-        import yaml
-
+        """The release's resources as helm recorded them."""
         out = self.helm_run("get", "manifest", self.name)
         return [doc for doc in yaml.safe_load_all(out) if doc]
 
