@@ -233,3 +233,24 @@ async def test_a_tenant_refused_by_another_namespaces_cluster_starts_no_listing_
     assert stack.service.first_listing("team-b", "intruder") is None  # the pass checks the binding first
     await asyncio.sleep(0.05)
     assert stack.connect.requests == []
+
+
+async def test_the_controllers_pre_check_joins_a_listing_under_way_and_never_starts_one(stack: Stack) -> None:
+    """Found by test_shared_memory on the real stack: a ConnectCluster whose ``GET /`` answer is too
+    large has a client entry but is unusable; the pre-check started a listing on it, which the
+    pass (refused in ``resolve_cluster``) never would. Listings are started by passes only."""
+    stack.connector("stopped")
+    client, _ = await stack.clusters.client_for(NS, "local")
+    stack.connect.requests.clear()
+    assert stack.service.first_listing(NS, NAME) is None
+    await asyncio.sleep(0.05)
+    assert stack.connect.requests == []
+    release = held_listing(client)
+    snapshot = stack.clusters.snapshot(NS, "local")
+    assert snapshot is not None
+    refreshing = asyncio.create_task(snapshot.refresh())  # the ConnectCluster's pass lists
+    await asyncio.sleep(0.01)
+    assert stack.service.first_listing(NS, NAME) is snapshot._inflight is not None
+    release.set()
+    await refreshing
+    assert stack.service.first_listing(NS, NAME) is None

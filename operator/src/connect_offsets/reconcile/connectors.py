@@ -131,10 +131,11 @@ class ConnectorService:
             return await report_refusal(self.kube, CONNECTORS, namespace, name, error)
 
     def first_listing(self, namespace: str, name: str) -> asyncio.Future[Any] | None:
-        """The first connector listing of the resource's ConnectCluster while a check would wait
-        for it (``ConnectorsSnapshot.first_listing``), from the watch cache alone: the controller
-        asks before a pass, so that a start's thousands of checks do not each parse their resource
-        to find that out. None: the pass runs now (also when the cluster is not resolved yet)."""
+        """The first connector listing of the resource's ConnectCluster while one is under way and
+        a check would wait for it (``ConnectorsSnapshot.first_listing``), from the watch cache
+        alone: the controller asks before a pass, so that a start's thousands of checks do not each
+        parse their resource to find that out. None: the pass runs now (also when the cluster is
+        not resolved yet, or no listing is under way)."""
         labels = self.kube.cache.labels(CONNECTORS, namespace, name)
         if labels is None:
             return None
@@ -144,7 +145,9 @@ class ConnectorService:
             # before anything is asked of its Connect (a refused tenant starts no listing there).
             return None
         snapshot = self.clusters.snapshot(*cluster)
-        return None if snapshot is None else snapshot.first_listing()
+        # Only a listing under way: one is started by a pass, once it has found the cluster usable
+        # and bound to the namespace (an endpoint whose GET / fails is never asked to list).
+        return None if snapshot is None else snapshot.first_listing(start=False)
 
     async def _unchanged(self, namespace: str, name: str) -> Outcome | None:
         """The last full pass's outcome when nothing it depended on changed: the resource (its

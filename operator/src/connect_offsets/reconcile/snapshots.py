@@ -205,14 +205,15 @@ class ConnectorsSnapshot:
                 self.on_change(changed)
         return taken
 
-    def first_listing(self) -> asyncio.Future[Any] | None:
+    def first_listing(self, *, start: bool = True) -> asyncio.Future[Any] | None:
         """The cluster's first listing while a reader would wait for it, started if none is under
-        way. None once a snapshot is taken, while snapshots are off, or while a failed listing's
-        error is held (a reader gets that error at once, and its resource says so)."""
+        way (unless not ``start``). None once a snapshot is taken, while snapshots are off, or
+        while a failed listing's error is held (a reader gets that error at once, and its resource
+        says so)."""
         self._settle()
         if self._taken is not None or self._off is not None or self._held():
             return None
-        if self._inflight is None:
+        if self._inflight is None and start:
             self._start_listing()
         return self._inflight
 
