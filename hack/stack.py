@@ -50,6 +50,7 @@ import ssl
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -203,9 +204,17 @@ def java_cmd(
     ]
 
 
-def write(path: Path, text: str) -> Path:
+def write(path: Path, text: str, mode: int = 0o644) -> Path:
+    """Whole or not at all, and with ``mode`` from the start: the node's components start together
+    and each writes the node's kubeconfig before it starts, and kube-scheduler once read it while
+    another component's write had emptied it ("no configuration has been provided")."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+    partial.chmod(mode)  # whatever the umask took off
+    partial.replace(path)
     return path
 
 
@@ -238,9 +247,7 @@ def state() -> dict[str, str]:
     if missing:
         data.update({key: wanted[key]() for key in missing})
         # Whole or not at all: every test process reads this file (``info``) while another may write it.
-        partial = write(path.with_name(f"{path.name}.{os.getpid()}"), json.dumps(data, indent=2))
-        partial.chmod(0o600)
-        partial.replace(path)
+        write(path, json.dumps(data, indent=2), 0o600)
     return data
 
 
@@ -291,8 +298,7 @@ def prepare_apiserver() -> list[str]:
     sa_key = pki / "sa.key"
     if not sa_key.exists():
         subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
-    tokens = write(pki / "tokens.csv", f'{state()["admin_token"]},admin,admin-uid,"system:masters"\n')
-    tokens.chmod(0o600)
+    tokens = write(pki / "tokens.csv", f'{state()["admin_token"]},admin,admin-uid,"system:masters"\n', 0o600)
     write_kubeconfig()
     return [
         binary("kube-apiserver"),
@@ -327,8 +333,7 @@ def write_kubeconfig() -> None:
         "contexts": [{"name": "stack", "context": {"cluster": "stack", "user": "admin"}}],
         "current-context": "stack",
     }
-    path = write(kubeconfig_path(), json.dumps(config, indent=2))
-    path.chmod(0o600)
+    write(kubeconfig_path(), json.dumps(config, indent=2), 0o600)
 
 
 def apiserver_ready() -> bool:
@@ -455,8 +460,8 @@ def prepare_connect(
             users = write(
                 RUN_DIR / f"{name}-users.properties",
                 f"{creds['connect_auth_user']}: {creds['connect_auth_password']}\n",
+                0o600,
             )
-            users.chmod(0o600)
             jaas = write(
                 RUN_DIR / f"{name}-jaas.conf",
                 "KafkaConnect {\n"
@@ -736,8 +741,7 @@ def write_node_kubeconfig() -> Path:
         "contexts": [{"name": "stack-node", "context": {"cluster": "stack-node", "user": "admin"}}],
         "current-context": "stack-node",
     }
-    path = write(node_kubeconfig_path(), json.dumps(config, indent=2))
-    path.chmod(0o600)
+    path = write(node_kubeconfig_path(), json.dumps(config, indent=2), 0o600)
     return path
 
 
