@@ -444,6 +444,16 @@ class FakeConnect:
             failure.skip -= 1
         if path == "/":
             return httpx.Response(200, json={"version": self.version, "commit": "fake", "kafka_cluster_id": "k1"})
+        if path == "/connector-plugins":  # the ConnectCluster's probe lists the installed plugins
+            classes = [
+                "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                "org.apache.kafka.connect.file.FileStreamSinkConnector",
+            ]
+            kinds = ["source", "sink"]
+            return httpx.Response(
+                200,
+                json=[{"class": c, "type": k, "version": self.version} for c, k in zip(classes, kinds, strict=True)],
+            )
         if path == "/health":
             code = {"healthy": 200, "starting": 503, "unhealthy": 500}[self.health]
             return httpx.Response(code, json={"status": self.health, "message": f"Worker is {self.health}."})

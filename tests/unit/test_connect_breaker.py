@@ -41,6 +41,7 @@ from connect_offsets.reconcile.cluster_service import ClusterService
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.vocabulary import API_GROUP, CLUSTERS
 from tests.fakes import FakeConnect, FakeKube
+from tests.reconcile_pass import checked
 
 pytestmark = pytest.mark.unit
 
@@ -435,7 +436,7 @@ async def test_clusters_on_a_dead_endpoint_say_unreachable_with_its_error_then_w
 ) -> None:
     service = ClusterService(world.kube, world.clusters)  # type: ignore[arg-type]
     for namespace, name in (("team-a", "local"), ("team-b", "shared"), ("team-c", "other")):
-        await service.reconcile(namespace, name)
+        await checked(service, namespace, name)  # the endpoint's first listing landed
         assert ready(world.kube, namespace, name)["status"] == "True"
     client, _ = await world.clusters.client_for("team-a", "local")
     assert (await world.clusters.client_for("team-b", "shared"))[0] is client  # one connection, one breaker
