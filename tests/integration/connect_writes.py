@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.integration.support import request_lines
+from tests.integration.support import GROUP, VERSION, request_lines
 
 LINE = 3  # bytes per line of the source files ("a0\n")
 REQUEST = re.compile(
@@ -53,3 +53,24 @@ def source_lines(path: Path, lines: int = 10) -> Path:
 
 def position_doc(path: Path, position: int) -> str:
     return json.dumps({"offsets": [{"partition": {"filename": str(path)}, "offset": {"position": position}}]})
+
+
+def resets_and_deletions_once(
+    custom: Any, namespace: str, log: Path, seen: int, resets: list[str], deletions: list[str]
+) -> None:
+    """Each reset (stop, ``DELETE .../offsets``, resume) and each deletion with ``offsetsOnDelete:
+    reset`` (stop, ``DELETE .../offsets``, ``DELETE`` of the connector) reached Connect once, and
+    nothing else did; every reset's status says it succeeded."""
+    expected = [w for n in resets for w in stopped_changed_resumed(n, ("DELETE", f"/connectors/{n}/offsets"))]
+    for name in deletions:
+        expected += [
+            ("PUT", f"/connectors/{name}/stop"),
+            ("DELETE", f"/connectors/{name}/offsets"),
+            ("DELETE", f"/connectors/{name}"),
+        ]
+    once_each(writes(log, seen, set(resets + deletions)), expected)
+    for name in resets:
+        last = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkaconnectors", name)["status"][
+            "lastOffsetsOperation"
+        ]
+        assert last["result"] == "Succeeded", last

@@ -32,6 +32,7 @@ from tests.integration.connect_writes import (
     holders,
     once_each,
     position_doc,
+    resets_and_deletions_once,
     source_lines,
     stopped_changed_resumed,
     writes,
@@ -298,6 +299,21 @@ def test_uninstall_leaves_nothing_on_a_finalizer_and_a_reinstall_serves_what_was
     print(f"\nuninstall --wait {uninstalled:.1f}s; reinstalled and both served {served:.1f}s after helm install")
 
 
+def two_replicas_mid_alters(
+    release: Release, stack: dict[str, Any], custom: Any, core: Any, tmp_path: Path, names: list[str]
+) -> tuple[list[Any], Any, Any, Path, int]:
+    """``replicaCount: 2`` with short Lease timings, ``names`` RUNNING on one ConnectCluster, and an
+    alter with stop-connector asked on each: (both Pods, the Lease holder, the other, Connect's
+    request log, its line count before the alters)."""
+    release.install("replicaCount=2", SHORT_LEASES)
+    pods = release.wait_ready(2)
+    running_on_one_cluster(custom, core, release, tmp_path, names)
+    leader, other = the_leader(release, pods)
+    log = connect_log(stack)
+    seen = alters_under_way(custom, release.namespace, names, log)
+    return pods, leader, other, log, seen
+
+
 def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
     node: Node,
     release: Release,
@@ -311,14 +327,9 @@ def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
     pod --grace-period=0 --force``) right after four alters with stop-connector were asked. The
     other Pod finishes them, the Deployment replaces the deleted one, and every stop, PATCH and
     resume reached Connect once."""
-    release.install("replicaCount=2", SHORT_LEASES)
-    pods = release.wait_ready(2)
     namespace = release.namespace
     names = [f"nk{i}-{unique}" for i in range(4)]
-    running_on_one_cluster(custom, core, release, tmp_path, names)
-    leader, other = the_leader(release, pods)
-    log = connect_log(stack)
-    seen = alters_under_way(custom, namespace, names, log)
+    _pods, leader, other, log, seen = two_replicas_mid_alters(release, stack, custom, core, tmp_path, names)
     killed_container = container_id(leader)
     node.kubectl("delete", "pod", leader.metadata.name, "-n", namespace, "--grace-period=0", "--force")
     deleted = time.monotonic()
@@ -362,14 +373,9 @@ def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
     with stop-connector were asked; the other Pod takes the Lease over when it expires and finishes
     them; thawed, the woken Pod finds its Lease lost and writes nothing: every stop, PATCH and
     resume reached Connect once. The woken Pod is not restarted."""
-    release.install("replicaCount=2", SHORT_LEASES)
-    pods = release.wait_ready(2)
     namespace = release.namespace
     names = [f"nf{i}-{unique}" for i in range(4)]
-    running_on_one_cluster(custom, core, release, tmp_path, names)
-    leader, other = the_leader(release, pods)
-    log = connect_log(stack)
-    seen = alters_under_way(custom, namespace, names, log)
+    pods, leader, other, log, seen = two_replicas_mid_alters(release, stack, custom, core, tmp_path, names)
     frozen_container = container_id(leader)
     lost_before = release.log(leader.metadata.name).count("lost the Lease")
     node.ctr("task", "pause", frozen_container)
@@ -492,17 +498,7 @@ def test_shards_2_to_3_by_helm_upgrade_while_resets_and_deletions_flow_serves_ea
     for name in deletions:
         wait_absent(custom, namespace, name, timeout=180)
     took = time.monotonic() - began
-    expected = [w for n in resets for w in stopped_changed_resumed(n, ("DELETE", f"/connectors/{n}/offsets"))]
-    for name in deletions:
-        expected += [
-            ("PUT", f"/connectors/{name}/stop"),
-            ("DELETE", f"/connectors/{name}/offsets"),
-            ("DELETE", f"/connectors/{name}"),
-        ]
-    once_each(writes(log, seen, set(resets + deletions)), expected)
-    for name in resets:
-        last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
-        assert last["result"] == "Succeeded", last
+    resets_and_deletions_once(custom, namespace, log, seen, resets, deletions)
     pods = release.wait_ready(3, timeout=180)
     shards = sorted(p.metadata.labels["connect-offsets.io/shard"] for p in pods)
     assert shards == ["0", "1", "2"], shards

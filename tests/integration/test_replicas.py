@@ -35,6 +35,7 @@ from tests.integration.connect_writes import (
     holders,
     once_each,
     position_doc,
+    resets_and_deletions_once,
     source_lines,
     stopped_changed_resumed,
     writes,
@@ -295,17 +296,7 @@ def test_a_shard_count_change_with_both_generations_running_writes_everything_on
         wait_annotation_removed(custom, namespace, name, timeout=120)
     for name in deletions:
         assert wait_for(f"{name} gone", lambda name=name: connector_absent(custom, namespace, name), timeout=120)
-    expected = [w for n in resets for w in stopped_changed_resumed(n, ("DELETE", f"/connectors/{n}/offsets"))]
-    for name in deletions:
-        expected += [
-            ("PUT", f"/connectors/{name}/stop"),
-            ("DELETE", f"/connectors/{name}/offsets"),
-            ("DELETE", f"/connectors/{name}"),
-        ]
-    once_each(writes(log, seen, set(resets + deletions)), expected)
-    for name in resets:
-        last = get_connector(custom, namespace, name)["status"]["lastOffsetsOperation"]
-        assert last["result"] == "Succeeded", last
+    resets_and_deletions_once(custom, namespace, log, seen, resets, deletions)
     print(f"\nshard change 2 -> 3: {len(moving)} of {len(resets + deletions)} clusters moved, every write once")
 
 

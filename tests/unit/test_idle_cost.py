@@ -375,12 +375,7 @@ async def test_a_check_gives_its_worker_back_rather_than_wait_for_the_first_list
     their cluster's first listing (7.7 s for 5,000 connectors), and a `list` waited behind them. A
     reader that may defer (a KafkaConnector's pass) is handed the one listing under way instead;
     when it lands the reader finds the snapshot. A request still reads its connector on its own."""
-    connect = FakeConnect(URL)
-    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
-    client = client_for(connect)
-    snapshot = ConnectorsSnapshot(client, max_age=60)
-    connect.requests.clear()
-    listing = held_listing(client)
+    connect, client, snapshot, listing = first_listing_held()
     with pytest.raises(snapshots.ListingPending) as first:
         await asyncio.wait_for(snapshot.read("a", defer=True), timeout=1)
     with pytest.raises(snapshots.ListingPending) as second:
@@ -501,15 +496,21 @@ async def test_an_unchanged_listing_is_not_parsed_again(monkeypatch: pytest.Monk
     assert third["a"].digest != first["a"].digest
 
 
-async def test_a_request_does_not_wait_for_the_first_listing_after_a_start() -> None:
-    """After a start the first listing of a cluster takes seconds; checks wait for it (one request
-    for all of them), but a pass carrying a user's request reads its connector on its own."""
+def first_listing_held() -> tuple[FakeConnect, ConnectClient, ConnectorsSnapshot, asyncio.Event]:
+    """A worker with connector ``a``, and a snapshot of it whose listings wait for the event (a
+    worker slow to list 5,000 connectors after a start); no request sent yet."""
     connect = FakeConnect(URL)
     connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
     client = client_for(connect)
     snapshot = ConnectorsSnapshot(client, max_age=60)
     connect.requests.clear()
-    listing = held_listing(client)
+    return connect, client, snapshot, held_listing(client)
+
+
+async def test_a_request_does_not_wait_for_the_first_listing_after_a_start() -> None:
+    """After a start the first listing of a cluster takes seconds; checks wait for it (one request
+    for all of them), but a pass carrying a user's request reads its connector on its own."""
+    connect, client, snapshot, listing = first_listing_held()
     checks = [asyncio.ensure_future(snapshot.read("a")) for _ in range(20)]
     asked = await asyncio.wait_for(snapshot.read("a", asked=True), timeout=2)
     assert asked.config == {"k": "v"} and not any(check.done() for check in checks)

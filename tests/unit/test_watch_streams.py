@@ -225,12 +225,9 @@ def test_after_410_gone_it_lists_again_and_reports_what_was_deleted_meanwhile(se
     assert stream.lists == 2
 
 
-def test_a_listing_whose_continue_token_expired_is_done_again_in_one_request(server: Any) -> None:
-    """The attacker's F6 (issue 45): a listing slower than etcd's compaction interval finds its
-    ``continue`` token expired (410) between pages; paging again from the start expired again, for
-    ever. As client-go's pager, the stream lists once more without pages, and watches from there."""
-    handler, api = server
-    done = threading.Event()
+def expiring_listing(done: threading.Event, full: list[dict[str, Any]]) -> Script:
+    """A server whose first listing's page 1 holds a and b, whose ``continue`` token has then
+    expired (410, as etcd compacted its version), and whose listing in one request answers ``full``."""
 
     def script(request: Handler, query: dict[str, list[str]]) -> None:
         if "watch" in query:
@@ -239,15 +236,21 @@ def test_a_listing_whose_continue_token_expired_is_done_again_in_one_request(ser
             expired = "The provided continue parameter is too old to display a consistent list result."
             request.send_json(410, {"kind": "Status", "code": 410, "reason": "Expired", "message": expired})
         elif "limit" in query:
-            request.send_json(
-                200,
-                {"metadata": {"resourceVersion": "10", "continue": "p2"}, "items": [body("a", "5"), body("b", "6")]},
-            )
+            page = {"metadata": {"resourceVersion": "10", "continue": "p2"}, "items": [body("a", "5"), body("b", "6")]}
+            request.send_json(200, page)
         else:
-            items = [body("a", "5"), body("b", "6"), body("c", "40")]
-            request.send_json(200, {"metadata": {"resourceVersion": "41"}, "items": items})
+            request.send_json(200, {"metadata": {"resourceVersion": "41"}, "items": full})
 
-    handler.script = script
+    return script
+
+
+def test_a_listing_whose_continue_token_expired_is_done_again_in_one_request(server: Any) -> None:
+    """The attacker's F6 (issue 45): a listing slower than etcd's compaction interval finds its
+    ``continue`` token expired (410) between pages; paging again from the start expired again, for
+    ever. As client-go's pager, the stream lists once more without pages, and watches from there."""
+    handler, api = server
+    done = threading.Event()
+    handler.script = expiring_listing(done, [body("a", "5"), body("b", "6"), body("c", "40")])
     seen, stream = watch_until(api, 5, done)
     assert seen == [
         ("ADDED", "a", "5"),
@@ -267,19 +270,7 @@ def test_an_object_deleted_while_a_listing_expired_is_reported_deleted(server: A
     deleted before the one-request listing was never reported deleted (it stayed in the cache)."""
     handler, api = server
     done = threading.Event()
-
-    def script(request: Handler, query: dict[str, list[str]]) -> None:
-        if "watch" in query:
-            request.send_events([], hold=done)
-        elif "continue" in query:
-            request.send_json(410, {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})
-        elif "limit" in query:  # page 1 of the first listing: a and b
-            page = {"metadata": {"resourceVersion": "10", "continue": "p2"}, "items": [body("a", "5"), body("b", "6")]}
-            request.send_json(200, page)
-        else:  # b was deleted meanwhile: the one-request listing has only a
-            request.send_json(200, {"metadata": {"resourceVersion": "41"}, "items": [body("a", "5")]})
-
-    handler.script = script
+    handler.script = expiring_listing(done, [body("a", "5")])  # b was deleted meanwhile
     seen, _stream = watch_until(api, 4, done)
     assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "6"), ("ADDED", "a", "5"), ("DELETED", "b", None)]
 
