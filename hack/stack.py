@@ -95,10 +95,13 @@ PORTS = {
     "controller-manager": 20257,
     "kafka-a": 19092,
     "kafka-a-controller": 19093,
+    "kafka-a-pods": 19094,
     "kafka-b": 29092,
     "kafka-b-controller": 29093,
+    "kafka-b-pods": 29094,
     "kafka-c": 39092,
     "kafka-c-controller": 39093,
+    "kafka-c-pods": 39094,
     "connect": 18083,
     "connect-auth": 18084,
     "connect-aux": 18085,
@@ -130,6 +133,10 @@ class Component:
     prepare: Callable[[], list[str]]  # returns the command line
     ready: Callable[[], bool]
     env: dict[str, str] = field(default_factory=dict)
+    #: The settings the process reads once at start (side-effect free, unlike ``prepare``): a
+    #: running process started with other settings is restarted by ``up`` (``stale``), so that a
+    #: checkout that changed them (a listener added) does not test against the old ones.
+    settings: Callable[[], str] | None = None
 
     @property
     def log(self) -> Path:
@@ -138,6 +145,13 @@ class Component:
     @property
     def pidfile(self) -> Path:
         return RUN_DIR / f"{self.name}.pid"
+
+    @property
+    def settings_file(self) -> Path:
+        return RUN_DIR / f"{self.name}.settings-sha256"
+
+    def settings_digest(self) -> str | None:
+        return None if self.settings is None else hashlib.sha256(self.settings().encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------
@@ -360,39 +374,43 @@ def controller_manager_ready() -> bool:
     return http_ok(f"https://{HOST}:{PORTS['controller-manager']}/healthz")
 
 
+def kafka_properties(which: str) -> str:
+    """Two listeners: PLAINTEXT for this machine (127.0.0.1) and PODS for the node's Pods, which
+    reach it through the node gateway on NODE_IP and must be told that address in the metadata (a
+    broker advertising 127.0.0.1 sends a Pod's client to the Pod itself). Both bind 127.0.0.1 only."""
+    port, pods = PORTS[f"kafka-{which}"], PORTS[f"kafka-{which}-pods"]
+    controller = PORTS[f"kafka-{which}-controller"]
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@{HOST}:{controller}",
+            f"listeners=PLAINTEXT://{HOST}:{port},PODS://{HOST}:{pods},CONTROLLER://{HOST}:{controller}",
+            f"advertised.listeners=PLAINTEXT://{HOST}:{port},PODS://{NODE_IP}:{pods}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT",
+            f"log.dirs={STACK_DIR / f'kafka-{which}-data'}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=5",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=5",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "log.segment.bytes=16777216",
+            "",
+        ]
+    )
+
+
 def prepare_kafka(which: str) -> Callable[[], list[str]]:
     def prepare() -> list[str]:
-        port = PORTS[f"kafka-{which}"]
-        controller = PORTS[f"kafka-{which}-controller"]
         data = STACK_DIR / f"kafka-{which}-data"
-        props = write(
-            RUN_DIR / f"kafka-{which}.properties",
-            "\n".join(
-                [
-                    "process.roles=broker,controller",
-                    "node.id=1",
-                    f"controller.quorum.voters=1@{HOST}:{controller}",
-                    f"listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
-                    f"advertised.listeners=PLAINTEXT://{HOST}:{port}",
-                    "controller.listener.names=CONTROLLER",
-                    "inter.broker.listener.name=PLAINTEXT",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                    f"log.dirs={data}",
-                    "num.partitions=1",
-                    "offsets.topic.replication.factor=1",
-                    "offsets.topic.num.partitions=5",
-                    "transaction.state.log.replication.factor=1",
-                    "transaction.state.log.min.isr=1",
-                    "transaction.state.log.num.partitions=5",
-                    "share.coordinator.state.topic.replication.factor=1",
-                    "share.coordinator.state.topic.min.isr=1",
-                    "group.initial.rebalance.delay.ms=0",
-                    "auto.create.topics.enable=true",
-                    "log.segment.bytes=16777216",
-                    "",
-                ]
-            ),
-        )
+        props = write(RUN_DIR / f"kafka-{which}.properties", kafka_properties(which))
         if not (data / "meta.properties").exists():
             data.mkdir(parents=True, exist_ok=True)
             cluster_id = state()[f"kafka_{which}_cluster_id"]
@@ -407,12 +425,21 @@ def prepare_kafka(which: str) -> Callable[[], list[str]]:
     return prepare
 
 
+def kafka_component(which: str) -> Component:
+    name = f"kafka-{which}"
+    ports = [PORTS[name], PORTS[f"{name}-controller"], PORTS[f"{name}-pods"]]
+    return Component(
+        name, ports, [], prepare_kafka(which), kafka_ready(which), settings=lambda: kafka_properties(which)
+    )
+
+
 def kafka_ready(which: str) -> Callable[[], bool]:
     def ready() -> bool:
         if not port_open(PORTS[f"kafka-{which}"]):
             return False
         log = LOG_DIR / f"kafka-{which}.log"
-        return log.exists() and "Kafka Server started" in log.read_text(errors="replace")
+        # This start's lines only: the log is appended to, and an earlier start's line is no answer.
+        return log.exists() and "Kafka Server started" in log.read_text(errors="replace").rsplit("==== start ", 1)[-1]
 
     return ready
 
@@ -646,8 +673,9 @@ NODE_PORTS = {
     "kube-proxy-metrics": 20249,
 }
 #: Stack ports a Pod reaches on NODE_IP through ``node-gateway`` (they listen on 127.0.0.1 only): the
-#: Connect workers' REST APIs. Not Kafka: its brokers advertise 127.0.0.1, which in a Pod is the Pod.
-GATEWAY_PORTS = [PORTS[name] for name in PORTS if name.startswith("connect")]
+#: Connect workers' REST APIs and the Kafka brokers' PODS listeners, which advertise NODE_IP
+#: (``kafka_properties``; their PLAINTEXT listeners advertise 127.0.0.1, which in a Pod is the Pod).
+GATEWAY_PORTS = [PORTS[name] for name in PORTS if name.startswith("connect") or name.endswith("-pods")]
 #: Kernel settings kubelet (vm.*, kernel.*: setupKernelTunables) and the CNI bridge (ip_forward) set
 #: for the whole machine; their values before the node started are put back by ``down``.
 NODE_SYSCTLS = [
@@ -1143,7 +1171,7 @@ NODE_COMPONENTS = [
         prepare_kube_proxy,
         lambda: http_ok(f"http://{HOST}:{NODE_PORTS['kube-proxy-healthz']}/healthz"),
     ),
-    Component("node-gateway", [], [], prepare_gateway, lambda: gateway_ready()),
+    Component("node-gateway", [], [], prepare_gateway, lambda: gateway_ready(), settings=lambda: repr(GATEWAY_PORTS)),
 ]
 #: ``up node`` / ``down node``: the node's components, in start order.
 GROUPS = {"node": [component.name for component in NODE_COMPONENTS]}
@@ -1306,12 +1334,12 @@ COMPONENTS: dict[str, Component] = {
             prepare_controller_manager,
             controller_manager_ready,
         ),
-        Component("kafka-a", [PORTS["kafka-a"], PORTS["kafka-a-controller"]], [], prepare_kafka("a"), kafka_ready("a")),
-        Component("kafka-b", [PORTS["kafka-b"], PORTS["kafka-b-controller"]], [], prepare_kafka("b"), kafka_ready("b")),
+        kafka_component("a"),
+        kafka_component("b"),
         # On demand, for MirrorMaker 2 tests that need a third site (a chain of two mirrors: MirrorMaker 2
         # never mirrors a topic back to a cluster it came from, so two clusters make one hop at most)
         # and for the exactly-once worker below, whose Kafka it is.
-        Component("kafka-c", [PORTS["kafka-c"], PORTS["kafka-c-controller"]], [], prepare_kafka("c"), kafka_ready("c")),
+        kafka_component("c"),
         Component("connect", [PORTS["connect"]], ["kafka-a"], prepare_connect("connect"), connect_ready("connect")),
         Component(
             "connect-auth",
@@ -1414,7 +1442,21 @@ def write_log4j() -> None:
     )
 
 
+def stale(component: Component) -> bool:
+    """Running with other settings than this checkout's (or from before settings were recorded)."""
+    digest = component.settings_digest()
+    if digest is None or read_pid(component) is None:
+        return False
+    try:
+        return component.settings_file.read_text().strip() != digest
+    except FileNotFoundError:
+        return True
+
+
 def start(component: Component) -> subprocess.Popen[bytes] | None:
+    if stale(component):
+        print(f"  {component.name:<20} restarting: its settings changed (see {component.log})", flush=True)
+        stop(component)
     if read_pid(component) is not None:
         return None
     busy = [p for p in component.ports if port_open(p)]
@@ -1438,6 +1480,9 @@ def start(component: Component) -> subprocess.Popen[bytes] | None:
             env={**os.environ, **component.env},
         )
     component.pidfile.write_text(str(process.pid))
+    digest = component.settings_digest()
+    if digest is not None:
+        component.settings_file.write_text(digest)
     return process
 
 
@@ -1493,7 +1538,9 @@ def cmd_up(names: list[str]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     write_log4j()
     state()
-    pending = resolve(names or CORE)
+    # Running components started with other settings are restarted too, asked for or not: the
+    # first ``up`` after a checkout changed them (tests and make call ``up`` when ``info`` says so).
+    pending = resolve([*(names or CORE), *(name for name, c in COMPONENTS.items() if stale(c))])
     started: dict[str, subprocess.Popen[bytes] | None] = {}
     done: set[str] = set()
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -1566,6 +1613,7 @@ def cmd_down(groups: list[str] | None = None) -> None:
 
 def info() -> dict[str, object]:
     running = {name: read_pid(c) is not None for name, c in COMPONENTS.items()}
+    restart = [name for name, c in COMPONENTS.items() if stale(c)]
     # Read only: ``info`` runs in every test process at once, and only ``up`` (under its lock) adds values.
     saved = RUN_DIR / "state.json"
     creds: dict[str, str] = json.loads(saved.read_text()) if saved.exists() else {}
@@ -1575,6 +1623,9 @@ def info() -> dict[str, object]:
         "kafka_a": f"{HOST}:{PORTS['kafka-a']}",
         "kafka_b": f"{HOST}:{PORTS['kafka-b']}",
         "kafka_c": f"{HOST}:{PORTS['kafka-c']}",
+        # The same brokers as the node's Pods reach them (through node-gateway; ``up node``).
+        "kafka_a_pods": f"{NODE_IP}:{PORTS['kafka-a-pods']}",
+        "kafka_b_pods": f"{NODE_IP}:{PORTS['kafka-b-pods']}",
         "connect_url": f"http://{HOST}:{PORTS['connect']}",
         "connect_auth_url": f"http://{HOST}:{PORTS['connect-auth']}",
         "connect_aux_url": f"http://{HOST}:{PORTS['connect-aux']}",
@@ -1600,6 +1651,7 @@ def info() -> dict[str, object]:
         "containerd_endpoint": f"unix://{containerd_socket()}",
         "crictl": str(BIN_DIR / "crictl"),
         "running": running,
+        "stale": restart,
         "versions": VERSIONS,
     }
 

@@ -198,6 +198,8 @@ class BusyStack:
         if not all(info["running"][name] for name in ("etcd", "apiserver", "kafka-a", "kafka-b", "connect")):
             subprocess.run([python, str(hack / "stack.py"), "up"], check=True)
             Path(info["run_dir"], f"test-run-{env['CONNECT_OFFSETS_TEST_RUN']}.started-stack").touch()
+        elif info.get("stale"):  # running with a former checkout's settings (a listener added): restarted
+            subprocess.run([python, str(hack / "stack.py"), "up"], check=True)
         print("\n==== other work on the stack during the parallel part: hack/busy_stack.py run", flush=True)
         self.process = subprocess.Popen([python, str(hack / "busy_stack.py"), "run", "--seconds", "5400"], env=env)
 

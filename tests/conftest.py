@@ -236,6 +236,9 @@ def stack() -> Iterator[dict[str, Any]]:
             subprocess.run([*STACK, "up"], check=True)
             info = stack_info()
             run_marker(info, "started-stack").touch()  # pytest_sessionfinish of the run's last process stops it
+        elif info.get("stale"):  # running with a former checkout's settings: ``up`` restarts those
+            subprocess.run([*STACK, "up"], check=True)
+            info = stack_info()
         installed = run_marker(info, "installed-crds")
         if not installed.exists():
             install_crds(info)

@@ -8,8 +8,9 @@ Connect worker, counted per connector in its request log (tests/integration/conn
 stop, a ``PATCH``/``DELETE .../offsets``, a resume, a connector ``DELETE``, each exactly once.
 These are the Pod counterparts of test_replicas.py, which proves the same with processes.
 
-The Pods reach Connect through the node gateway (10.244.0.1:18083); they cannot reach Kafka (it
-advertises 127.0.0.1), so only Connect REST features run here: list, alter, reset, stop, delete.
+The Pods reach Connect and Kafka through the node gateway on the node's address (10.244.0.1:18083
+for Connect; the brokers' PODS listeners, which advertise that address, for Kafka: hack/stack.py
+``kafka_properties``), so the Pod's Kafka client runs too: a sink's lag and a seek to a time.
 One xdist group: one worker sets the node up once (hack/stack.py up node, the image built and
 imported) and runs the scenarios in order, each in a namespace of its own. A node these tests
 started is stopped after them (``stack.py down node``); one that ran before is left running.
@@ -17,13 +18,17 @@ started is stopped after them (``stack.py down node``); one that ran before is l
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from connect_offsets.controller import owner_of
 from tests.conftest import delete_leftover_connectors, delete_namespace, wait_for
@@ -47,6 +52,7 @@ from tests.integration.node_pods import (
     stop_node,
 )
 from tests.integration.support import (
+    FILE_SINK,
     GROUP,
     VERSION,
     annotate,
@@ -70,6 +76,8 @@ pytestmark = [pytest.mark.xdist_group("node"), pytest.mark.timeout(900)]
 #: ConnectCluster's absent Lease is created only after one lease duration, and a dead holder's is
 #: taken over after one, so the defaults would add 15 s to every new cluster and every take-over.
 SHORT_LEASES = "leaderElection.leaseDuration=5,leaderElection.renewDeadline=3,leaderElection.retryPeriod=1"
+#: The sink's records carry 2023 times: record i at BASE_MS + i seconds.
+BASE_MS = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +190,69 @@ def test_a_default_install_is_ready_through_its_probes_and_serves_list_alter_and
         assert counted in scraped.text, [line for line in scraped.text.splitlines() if "operations_total" in line]
     ran = dict(probes(node, after))
     print(f"\ndefault install: Pod Ready {ready_after:.1f}s after helm install; kubelet's probes of it: {ran}")
+
+
+def timed_records(bootstrap: str, topic: str, count: int) -> None:
+    """``count`` JSON records on one partition of a new topic, record i stamped BASE_MS + i s (kept
+    for ever: 2023 stamps would fall to the broker's 7-day retention mid-test)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new_topic = NewTopic(topic, num_partitions=1, replication_factor=1, config={"retention.ms": "-1"})
+    admin.create_topics([new_topic])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=json.dumps(f"r{i}").encode(), timestamp=BASE_MS + i * 1000)
+    assert producer.flush(30) == 0
+
+
+def test_a_sink_through_the_pods_kafka_listener_reports_its_lag_and_seeks_to_a_time(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    connect: httpx.Client,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """The Pod's own Kafka client, on the brokers' PODS listener (the node's address, through the
+    node gateway): a RUNNING sink's lag in status (Progressing True, lag 0 once it has read all),
+    and a seek to a time with stop-connector that moves it back to record 3 of 6, which the sink
+    then writes again, its stop, PATCH and resume each reaching Connect once."""
+    release.install(SHORT_LEASES)
+    release.wait_ready(1)
+    namespace, name = release.namespace, f"nk-{unique}"
+    topic, out = f"nodeseek-{unique}", tmp_path / "sink.txt"
+    timed_records(stack["kafka_a"], topic, 6)
+    create_cluster(custom, namespace, node.connect_url, name="k", kafka={"bootstrapServers": stack["kafka_a_pods"]})
+    sink = {
+        "class": FILE_SINK,
+        "config": {"topics": topic, "file": str(out)},
+        "listOffsets": {"toConfigMap": {"name": f"{name}-offsets"}},
+    }
+    create_connector(custom, namespace, name, sink, cluster="k")
+    wait_for(
+        "the sink wrote all 6 records", lambda: out.exists() and len(out.read_text().splitlines()) == 6, timeout=120
+    )
+    # Lag read by the Pod from Kafka: the consumer group's committed offset against the end offset.
+    wait_for(
+        "lag 0 in status",
+        lambda: (get_connector(custom, namespace, name).get("status") or {}).get("progress", {}).get("totalLag") == 0,
+        timeout=120,
+    )
+    condition = wait_condition(custom, namespace, name, "Progressing", status="True", timeout=60)
+    assert condition["reason"] in ("UpToDate", "Advancing"), condition
+
+    log = connect_log(stack)
+    seen = len(request_lines(log))
+    when = datetime.fromtimestamp((BASE_MS + 3000) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    annotate(custom, namespace, name, connector_offsets="alter", seek_to=when, stop_connector="true")
+    body = wait_annotation_removed(custom, namespace, name, timeout=120)
+    last = body["status"]["lastOffsetsOperation"]
+    assert last["result"] == "Succeeded", last
+    once_each(writes(log, seen, {name}), stopped_changed_resumed(name, ("PATCH", f"/connectors/{name}/offsets")))
+    wait_for("records 3..5 written again", lambda: len(out.read_text().splitlines()) == 9, timeout=120)
+    assert out.read_text().splitlines()[6:] == ["r3", "r4", "r5"]  # nothing else written again
+    connect.delete(f"/connectors/{name}")
 
 
 def running_on_one_cluster(custom: Any, core: Any, release: Release, tmp_path: Path, names: list[str]) -> None:
