@@ -133,7 +133,7 @@ async def test_an_offsets_change_waits_while_the_worker_is_starting(
     assert outcome.transient_error is not None  # retried with back-off
     assert connect.changes() == [] and connect.connectors[NAME].offsets == position
     connect.health = "healthy"
-    await cluster_pass.reconcile(NS, "local")
+    await checked(cluster_pass, NS, "local")  # Ready True once the endpoint's first listing landed
     assert condition(kube, CLUSTERS, "local")["status"] == "True"
     await checked(connectors, NS, NAME)
     assert connect.changes() == [f"DELETE /connectors/{NAME}/offsets"]

@@ -59,7 +59,9 @@ def test_kafka_c_has_a_single_broker_transaction_log(stack: ModuleType, monkeypa
     props = properties(stack.RUN_DIR / "kafka-c.properties")
     assert props["transaction.state.log.replication.factor"] == "1"
     assert props["transaction.state.log.min.isr"] == "1"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:39092,CONTROLLER://127.0.0.1:39093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:39092,PODS://127.0.0.1:39094,CONTROLLER://127.0.0.1:39093"
+    # The node's Pods are told the node's address (the gateway forwards it to 127.0.0.1:39094).
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:39092,PODS://10.244.0.1:39094"
 
 
 def test_an_older_stack_gains_the_missing_cluster_id_and_keeps_the_rest(stack: ModuleType) -> None:
@@ -82,3 +84,21 @@ def test_an_older_stack_gains_the_missing_cluster_id_and_keeps_the_rest(stack: M
     assert json.loads(path.read_text()) == after and stack.state() == after  # kept, not drawn again
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert [p.name for p in stack.RUN_DIR.iterdir()] == ["state.json"]  # no partial file left behind
+
+
+def test_a_broker_running_with_a_former_checkouts_settings_is_restarted_by_up(
+    stack: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack started before the brokers had their PODS listener keeps running across a checkout:
+    ``info`` lists such a component under ``stale`` (its settings' digest, recorded at its start,
+    differs or is missing) and the test session's ``up`` restarts it; a fresh start is not stale."""
+    stack.RUN_DIR.mkdir(parents=True, exist_ok=True)
+    kafka = stack.COMPONENTS["kafka-a"]
+    monkeypatch.setattr(stack, "read_pid", lambda component: 4242 if component is kafka else None)
+    assert stack.info()["stale"] == ["kafka-a"]  # running, no digest recorded: started by an older checkout
+    kafka.settings_file.write_text(kafka.settings_digest())
+    assert stack.info()["stale"] == []
+    kafka.settings_file.write_text("0" * 64)  # started with other listeners
+    assert stack.stale(kafka) and not stack.stale(stack.COMPONENTS["connect"])  # no settings kept for it
+    assert "PODS://10.244.0.1:19094" in stack.kafka_properties("a")
+    assert stack.info()["kafka_a_pods"] == "10.244.0.1:19094"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -57,6 +58,7 @@ __all__ = [
     "PINNED_FOR_LABEL",
     "REQUEST_ANNOTATIONS",
     "URGENT_ANNOTATIONS",
+    "USER_CHANGE",
     "WATCH_LABEL",
     "MirrorHoldReason",
     "asks_now",
@@ -265,6 +267,14 @@ def request_view(body: Mapping[str, Any]) -> tuple[Any, ...]:
 URGENT_ANNOTATIONS = (ANNOTATION_OFFSETS, ANNOTATION_RESTART, ANNOTATION_RESTART_TASK, ANNOTATION_FAILOVER_GROUP)
 #: The status field of an offsets operation under way (stop -> change -> resume).
 PENDING_OPERATION = "pendingOffsetsOperation"
+
+
+#: True in a pass the work queue handed out at its urgent level: a change a user made woke it (an
+#: annotation, a spec change, an edit of a ConfigMap the resource reads; ``asks_now`` sees only
+#: the first two in the body). Set by the controller for the pass's task; such a pass, as one that
+#: ``asks_now``, never waits for or defers to its cluster's first connector listing (attack review
+#: of issue 45, F3: an ``applyOnChange`` edit waited for the whole listing).
+USER_CHANGE: ContextVar[bool] = ContextVar("USER_CHANGE", default=False)
 
 
 def asks_now(body: Mapping[str, Any]) -> bool:

@@ -60,7 +60,7 @@ from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.reconcile.status import fenced_pass_on
-from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, asks_now, request_view
+from connect_offsets.vocabulary import CLUSTERS, CONNECTORS, MIRRORS, USER_CHANGE, asks_now, request_view
 
 __all__ = [
     "DELETE_ATTEMPTS",
@@ -429,6 +429,7 @@ class Controller:
             queue_seconds, work_seconds = self._timers(key[0])
             queue_seconds.observe(waited)
             started = time.monotonic()
+            user_change = USER_CHANGE.set(self.queue.taken_urgent(key))  # the pass's task copies it
             try:
                 await self._fenced(key)
             except fencing.FencedOff as error:  # the Lease, or the resource's claim, went to another replica
@@ -440,6 +441,7 @@ class Controller:
                 log.exception("processing %s failed unexpectedly", "/".join(key))
                 self.queue.add_rate_limited(key)
             finally:
+                USER_CHANGE.reset(user_change)
                 work_seconds.observe(time.monotonic() - started)
                 self.queue.done(key)
 
@@ -511,7 +513,8 @@ class Controller:
         if plural in FINALIZED and self.deletions is not None and awaiting_deletion(body):
             await self._finish_deletion(key)
             return False
-        listing = self.first_listing(namespace, name) if plural == CONNECTORS and not asks_now(body) else None
+        user = USER_CHANGE.get() or asks_now(body)
+        listing = self.first_listing(namespace, name) if plural == CONNECTORS and not user else None
         if listing is not None:
             # A check with no user waiting gives its worker back rather than wait seconds for the
             # listing: a request of its namespace is answered meanwhile (bench_cold_start).

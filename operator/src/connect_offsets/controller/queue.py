@@ -138,6 +138,7 @@ class WorkQueue:
         self._delayed: list[tuple[float, int, Key]] = []  # heap of (due, tie-breaker, key)
         self._due: dict[Key, float] = {}  # the earliest due time of each delayed key
         self._processing: dict[Key, Hashable | None] = {}  # key -> its cluster while a worker has it
+        self._taken_urgent: set[Key] = set()  # keys being processed that were taken as urgent
         self._dirty: dict[Key, bool] = {}  # added while processing (urgent?): ready again once done
         self._inflight: Counter[Hashable] = Counter()  # passes running per cluster
         self._running: Counter[str] = Counter()  # passes running per namespace
@@ -285,6 +286,7 @@ class WorkQueue:
         if key not in self._processing:
             return
         cluster = self._processing.pop(key)
+        self._taken_urgent.discard(key)
         self._running[key[1]] -= 1
         if self._running[key[1]] <= 0:
             del self._running[key[1]]
@@ -402,6 +404,7 @@ class WorkQueue:
                 if cluster is not None:
                     self._inflight[cluster] += 1
                 if level == URGENT:
+                    self._taken_urgent.add(key)
                     self._urgent_streak = self._urgent_streak + 1 if self._ready[BACKGROUND] else 0
                     self.stats.taken["urgent"] += 1
                 else:
@@ -415,6 +418,10 @@ class WorkQueue:
     def depth(self) -> Counter[str]:
         """Ready keys per kind."""
         return Counter(key[0] for key in self._queued)
+
+    def taken_urgent(self, key: Key) -> bool:
+        """Whether the key, being processed, was taken at the urgent level (a user's change)."""
+        return key in self._taken_urgent
 
     def has(self, key: Key) -> bool:
         """Whether the key is ready, waiting for its timer, or being processed."""

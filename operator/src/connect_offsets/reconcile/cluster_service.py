@@ -107,7 +107,11 @@ class ClusterService:
                     # comes back when the listing lands (bench_cold_start: a namespace's one worker
                     # share was this pass, and a `list` asked during a start waited behind it).
                     listing = snapshot.first_listing()
-                    outcome.after = listing
+                    if listing is not None:
+                        # Nothing written until it lands: Ready stays what it was (True only once
+                        # the endpoint listed; a listing that fails says Unreachable, not True then False).
+                        self._probes[(namespace, name)] = probe
+                        return Outcome(after=listing)
                 if snapshot is not None and listing is None and conditions[0].status == "True":
                     # Several ConnectClusters may share the endpoint's snapshot: the first pass of
                     # an interval refreshes it, the others find it fresh.

@@ -144,7 +144,7 @@ class ConnectorService:
             # Another namespace's ConnectCluster: the pass checks that it admits this namespace
             # before anything is asked of its Connect (a refused tenant starts no listing there).
             return None
-        snapshot = self.clusters.snapshot(*cluster)
+        snapshot = self.clusters.current_snapshot(*cluster)
         # Only a listing under way: one is started by a pass, once it has found the cluster usable
         # and bound to the namespace (an endpoint whose GET / fails is never asked to list).
         return None if snapshot is None else snapshot.first_listing(start=False)

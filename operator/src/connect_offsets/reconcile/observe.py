@@ -26,7 +26,13 @@ from connect_offsets.reconcile.backups import pinned_restore, restore_source
 from connect_offsets.reconcile.clusters import ClusterUnusable
 from connect_offsets.reconcile.context import Pass
 from connect_offsets.reconcile.snapshots import ConnectorRead
-from connect_offsets.vocabulary import ANNOTATION_DRY_RUN, ANNOTATION_OFFSETS, ANNOTATION_RESTORE_FROM, asks_now
+from connect_offsets.vocabulary import (
+    ANNOTATION_DRY_RUN,
+    ANNOTATION_OFFSETS,
+    ANNOTATION_RESTORE_FROM,
+    USER_CHANGE,
+    asks_now,
+)
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -56,9 +62,9 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
     dry_run_request = target.annotations.get(ANNOTATION_DRY_RUN) == "true"
     if pending is None and operation in ("alter", "reset", "restore") and not dry_run_request:
         p.read_resource_soon()  # the request is confirmed before offsets change (Pass.confirm_request)
-    # Any request the controller put first (a restart, a spec change) does not wait for the
-    # cluster's first listing either: it reads its connector on its own.
-    asked = operation is not None or asks_now(p.body)
+    # Any request the controller put first (a restart, a spec change, an edit of a ConfigMap it
+    # reads) does not wait for the cluster's first listing either: it reads its connector on its own.
+    asked = operation is not None or asks_now(p.body) or USER_CHANGE.get()
     connector = read_connector(p, fresh=fresh or _needs_fresh(p, operation), asked=asked)
     documents: tuple[OffsetsConfigMap | None, OffsetsConfigMap | None] = (None, None)
     applied = pinned_source or alter_source

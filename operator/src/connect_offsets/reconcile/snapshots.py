@@ -131,6 +131,15 @@ class ConnectorsSnapshot:
             return
         if self._taken is not None and time.monotonic() - self._taken.at < older_than:
             return
+        if self._inflight is None and self._failed is not None and self._held():
+            failure = self._failed[1]
+            if isinstance(failure, ConnectHTTPError):
+                # The listing that just failed got an answer (a 500 after Connect's own 90 s, say),
+                # which opens no breaker: a caller that waited for it (a pass the listing deferred)
+                # must not ask an overloaded worker for its heaviest request again at once; it
+                # reports this and backs off (attack review of issue 45, F2). A failure without an
+                # answer opened the breaker, which refuses the next listing itself, in its words.
+                raise failure
         if self._inflight is None:
             self._start_listing()
         task = self._inflight
