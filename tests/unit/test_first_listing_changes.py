@@ -10,6 +10,12 @@ attacker review of the deferral (helper-35), each test failing without its fix.
 - F3: an edit of an ``applyOnChange`` ConfigMap (a user's change the resource's body does not
   show) deferred behind the whole listing like a resync.
 
+Then the review of those fixes (helper-36):
+
+- A: a ConnectCluster pass that came back after the failed listing's 2 s hold started a new
+  listing and deferred again: no status, no back-off, a listing per pass (201 in 1 s).
+- B: a user's change whose pass met one Connect error was retried as a resync, and deferred.
+
 A full controller (Controller, ConnectorService, ClusterService, ClusterRegistry) over FakeKube
 and two fake Connect workers, with the watch's dispatch done by hand (``World.cluster_event``).
 """
@@ -28,6 +34,7 @@ import respx
 
 from connect_offsets.clients.kubernetes import KubernetesApi
 from connect_offsets.controller import Controller
+from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.cluster_service import ClusterService
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
@@ -239,6 +246,77 @@ async def test_an_apply_on_change_edit_during_the_first_listing_is_applied_witho
         controller.configmap_changed(NS, CM)
         # One settle delay (2 s: the stop's status) and the PATCH, the listing still hanging.
         assert await until(lambda: stack.connect.sent("PATCH", "/offsets") != [], timeout=5), stack.connect.requests
+        assert stack.connect.sent("GET", "/connectors") == []
+    finally:
+        release.set()
+        await controller.stop()
+        await clusters.aclose()
+
+
+async def test_a_connect_clusters_pass_coming_back_after_the_hold_reports_the_failed_listing() -> None:
+    """ClusterService alone: its pass defers on the first listing, which fails with a 500; the
+    pass comes back after the failure's 2 s hold (it waited behind the start's checks)."""
+    async with world() as w:
+        for _ in range(5):
+            w.connect.fail("GET", "/connectors", 500, "Request timed out")
+        w.kube.put_resource(CLUSTERS, cluster_body())
+        service = ClusterService(w.kube, w.clusters)  # type: ignore[arg-type]
+        first = await service.reconcile(NS, "local")
+        assert first.after is not None
+        await asyncio.wait([first.after])
+        await asyncio.sleep(snapshots.FAILED_REFRESH_HOLD_S + 0.1)
+        second = await service.reconcile(NS, "local")
+        assert second.after is None and second.transient_error is not None, second
+        assert "Request timed out" in second.transient_error
+        assert len(w.connect.sent("GET", "/connectors")) == 1
+        assert w.ready_history() == ["False"]
+
+
+async def test_a_failing_first_listing_is_asked_once_per_back_off_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full controller; a queue wait past the 2 s hold modelled by a hold of 0."""
+    monkeypatch.setattr(snapshots, "FAILED_REFRESH_HOLD_S", 0.0)
+    async with world() as w:
+        for _ in range(200):
+            w.connect.fail("GET", "/connectors", 500, "Request timed out")
+        w.kube.put_resource(CLUSTERS, cluster_body())
+        w.controller.observe_cluster(NS, "local", w.kube.cache.get(CLUSTERS, NS, "local"))
+        w.controller.start()
+        await asyncio.sleep(1.0)  # within the first back-off (2 s)
+        assert len(w.connect.sent("GET", "/connectors")) == 1, [str(r) for r in w.connect.requests]
+        assert w.ready_history() == ["False"]
+
+
+async def test_a_users_change_retried_after_a_connect_error_does_not_wait_for_the_first_listing(
+    stack: Stack,
+) -> None:
+    start = [{"partition": {"file": "f0"}, "offset": {"position": 0}}]
+    await stack.created("stopped", start, cls=ANY_SOURCE, config={"topic": "orders"})
+    await stack.put_document(document(start))
+    body = stack.kube.resource(CONNECTORS, NS, NAME)
+    body["spec"]["alterOffsets"]["applyOnChange"] = True
+    stack.kube.put_resource(CONNECTORS, body)
+    for _ in range(6):
+        await stack.reconcile()
+    clusters = ClusterRegistry(stack.kube)  # type: ignore[arg-type]
+    service = ConnectorService(stack.kube, clusters)  # type: ignore[arg-type]
+    client, _ = await clusters.client_for(NS, "local")
+    release = held_listing(client)
+    controller = Controller(
+        cast(KubernetesApi, stack.kube), {CONNECTORS: service.reconcile}, drift_interval=3600.0, workers=4
+    )
+    controller.first_listing = service.first_listing
+    controller.observe(CONNECTORS, NS, NAME, stack.kube.cache.get(CONNECTORS, NS, NAME))
+    controller.start()
+    try:
+        assert await until(lambda: (CONNECTORS, NS, NAME) in controller._deferred)
+        stack.connect.requests.clear()
+        # The worker is busy: the edit's own read of its connector meets one 500 (an answer).
+        stack.connect.fail("GET", f"/connectors/{NAME}/config", 500, "Request timed out")
+        edited = document([{"partition": {"file": "f0"}, "offset": {"position": 500}}])
+        await stack.kube.patch_configmap(NS, CM, {"data": {"offsets.json": edited}})
+        controller.configmap_changed(NS, CM)
+        # Its 2 s back-off, a settle delay (2 s) and the PATCH, the listing still hanging.
+        assert await until(lambda: stack.connect.sent("PATCH", "/offsets") != [], timeout=8), stack.connect.requests
         assert stack.connect.sent("GET", "/connectors") == []
     finally:
         release.set()

@@ -173,6 +173,9 @@ class Controller:
         #: Keys whose check waits for their cluster's first connector listing (``_after``): one
         #: callback a key and listing, and no resync of them meanwhile.
         self._deferred: dict[Key, asyncio.Future[Any]] = {}
+        #: Keys whose pass for a user's change failed and is retried: the retry is still the user's
+        #: (urgent, ``USER_CHANGE``), which the body alone may not show (a ConfigMap edit).
+        self._user_retries: set[Key] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._kind_timers: dict[str, tuple[Histogram, Histogram]] = {}
 
@@ -225,6 +228,7 @@ class Controller:
         self._deletion_ran.discard(key)
         self._deletion_failures.pop(key, None)
         self._deferred.pop(key, None)
+        self._user_retries.discard(key)
         if key[0] == MIRRORS:
             self.queue.remove((LAG, key[1], key[2]))
             if self.forget_lag is not None:
@@ -288,7 +292,10 @@ class Controller:
                     self.queue.add(key)
 
     def _asks_now(self, key: Key) -> bool:
-        """Whether the key's resource waits for a request to be carried out (``urgency``)."""
+        """Whether the key's resource waits for a request to be carried out (``urgency``), or its
+        user's change is being retried."""
+        if key in self._user_retries:
+            return True
         body = self.kube.cache.peek(*key) if key[0] in (CONNECTORS, MIRRORS) else None
         return body is not None and asks_now(body)
 
@@ -331,6 +338,7 @@ class Controller:
                 self.queue.remove(key)
                 self._seen.pop(key, None)
                 self.first_checks.discard(key)
+                self._user_retries.discard(key)
                 if key[0] == MIRRORS:
                     self.queue.remove((LAG, key[1], key[2]))
 
@@ -436,10 +444,10 @@ class Controller:
                 log.warning("pass ended: %s [%s]", error, "/".join(key))
                 if self._still_wanted(key):
                     # Still ours (a claim our watch had not seen yet): look again, from fresh reads.
-                    self.queue.add_rate_limited(key)
+                    self._retry(key)
             except Exception:  # one key must never stop a worker; log and back off
                 log.exception("processing %s failed unexpectedly", "/".join(key))
-                self.queue.add_rate_limited(key)
+                self._retry(key)
             finally:
                 USER_CHANGE.reset(user_change)
                 work_seconds.observe(time.monotonic() - started)
@@ -537,7 +545,7 @@ class Controller:
             return True
         if outcome.transient_error is not None:
             metrics.RECONCILE_ERRORS.labels(KINDS[plural]).inc()
-            delay = self.queue.add_rate_limited(key)
+            delay = self._retry(key)
             # The words the fault tests read (tests/integration/test_faults.py), the resource last.
             log.warning(
                 "transient failure, retrying in %.0fs: %s [%s %s/%s]",
@@ -549,6 +557,7 @@ class Controller:
             )
         else:
             self.queue.forget(key)
+            self._user_retries.discard(key)
             to_slot = (check_slot(key, self.drift_interval) - started) % self.drift_interval
             elapsed = time.monotonic() - started
             self.queue.add_after(key, next_check_delay(outcome, 0, self.drift_interval, elapsed, to_slot))
@@ -558,6 +567,13 @@ class Controller:
             if current is not None and current != outcome.seen:
                 self.queue.add(key)  # asks for what this pass did not see: again, at once
         return False
+
+    def _retry(self, key: Key) -> float:
+        """Back off and run the key again; a failed pass for a user's change stays the user's
+        (attack review of issue 45, B: its background retry deferred behind the first listing)."""
+        if USER_CHANGE.get():
+            self._user_retries.add(key)
+        return self.queue.add_rate_limited(key)
 
     def _after(self, key: Key, listing: asyncio.Future[Any]) -> None:
         """Queue the key again when ``listing`` ends, however it ends (a failed listing's error is

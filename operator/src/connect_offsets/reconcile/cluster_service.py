@@ -8,6 +8,7 @@ uses; this is one resource kind's pass, like ``connectors`` and ``mirrormaker2``
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -74,11 +75,15 @@ class ClusterService:
         self._probes: dict[tuple[str, str], _Probe] = {}
         #: When a worker reporting 3.9+ answered GET /health 404 (asked again after PROBE_EVERY_S).
         self._no_health: dict[tuple[str, str], float] = {}
+        #: The first listing a pass gave its worker back for: the pass that comes back reports how
+        #: it failed rather than list again at once (attack review of issue 45, A).
+        self._waited: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         body = await self.kube.cached_resource(CLUSTERS, namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             self._probes.pop((namespace, name), None)
+            self._waited.pop((namespace, name), None)
             if self.progress is not None:
                 self.progress.forget_cluster(namespace, name)
             await self.clusters.forget(namespace, name)
@@ -101,6 +106,11 @@ class ClusterService:
                 update = update.updated(ConnectClusterStatus(health=None if health is None else health[0]))
                 snapshot = self.clusters.snapshot(namespace, name)
                 listing = None
+                waited = self._waited.pop((namespace, name), None)
+                if waited is not None and waited.done() and not waited.cancelled() and snapshot is not None:
+                    failure = waited.exception()
+                    if isinstance(failure, ConnectError) and snapshot.usable and snapshot.connectors() is None:
+                        raise failure  # reported below: Ready False, retried with back-off
                 if snapshot is not None and conditions[0].status == "True":
                     # The endpoint's first listing takes Connect seconds (5,000 connectors: 7.7 s);
                     # this pass writes its status and gives its worker back rather than wait, and
@@ -111,6 +121,7 @@ class ClusterService:
                         # Nothing written until it lands: Ready stays what it was (True only once
                         # the endpoint listed; a listing that fails says Unreachable, not True then False).
                         self._probes[(namespace, name)] = probe
+                        self._waited[(namespace, name)] = listing
                         return Outcome(after=listing)
                 if snapshot is not None and listing is None and conditions[0].status == "True":
                     # Several ConnectClusters may share the endpoint's snapshot: the first pass of

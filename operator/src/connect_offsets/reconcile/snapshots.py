@@ -217,10 +217,13 @@ class ConnectorsSnapshot:
     def first_listing(self, *, start: bool = True) -> asyncio.Future[Any] | None:
         """The cluster's first listing while a reader would wait for it, started if none is under
         way (unless not ``start``). None once a snapshot is taken, while snapshots are off, or
-        while a failed listing's error is held (a reader gets that error at once, and its resource
-        says so)."""
+        once a first listing failed, until one succeeds: only the first attempt is waited for by
+        giving workers back; after a failure a reader gets the held error at once, or waits for
+        the next listing in its pass, and reports what it got with back-off (attack review of
+        issue 45, A: with a deferral per attempt, a failing endpoint was asked again by every
+        pass that came back after the hold, with no back-off and no status)."""
         self._settle()
-        if self._taken is not None or self._off is not None or self._held():
+        if self._taken is not None or self._off is not None or self._failed is not None:
             return None
         if self._inflight is None and start:
             self._start_listing()
