@@ -6,7 +6,8 @@ running Pod spec and the runtime spec containerd gave runc (non-root, read-only 
 resources, the ServiceAccount token), ConfigMaps written, and every write that reached the shared
 Connect worker, counted per connector in its request log (tests/integration/connect_writes.py): a
 stop, a ``PATCH``/``DELETE .../offsets``, a resume, a connector ``DELETE``, each exactly once.
-These are the Pod counterparts of test_replicas.py, which proves the same with processes.
+A drain's eviction goes through the chart's PodDisruptionBudget. These are the Pod counterparts of
+test_replicas.py, which proves the same with processes.
 
 The Pods reach Connect and Kafka through the node gateway on the node's address (10.244.0.1:18083
 for Connect; the brokers' PODS listeners, which advertise that address, for Kafka: hack/stack.py
@@ -29,6 +30,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kubernetes import client
 
 from connect_offsets.controller import owner_of
 from tests.conftest import delete_leftover_connectors, delete_namespace, wait_for
@@ -105,8 +107,8 @@ def release(node: Node, core: Any, custom: Any, request: pytest.FixtureRequest) 
 
 @pytest.fixture
 def connect(stack: dict[str, Any]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack["connect_url"], timeout=30) as client:
-        yield client
+    with httpx.Client(base_url=stack["connect_url"], timeout=30) as http:
+        yield http
 
 
 def running_connector(
@@ -428,6 +430,61 @@ def test_two_replicas_the_leader_pod_deleted_mid_operation_every_write_once(
         f"all {len(names)} alters {took:.1f}s after the deletion; claims by {sorted(claims)}; the deleted "
         f"Pod's container stopped within {gone:.1f}s"
     )
+
+
+def test_two_replicas_the_leader_evicted_as_a_node_drain_does_mid_operation_every_write_once(
+    node: Node,
+    release: Release,
+    stack: dict[str, Any],
+    custom: Any,
+    core: Any,
+    tmp_path: Path,
+    unique: str,
+) -> None:
+    """A node drain's eviction (the Eviction API, as ``kubectl drain`` calls it), governed by the
+    chart's PodDisruptionBudget (``minAvailable: 1`` of ``replicaCount: 2``): the Pod holding the
+    cluster's Lease is evicted right after four alters with stop-connector were asked, and stops
+    gracefully (SIGTERM, its passes drained, its Lease released); a second eviction meanwhile is
+    refused by the budget (429), so a Pod is always there to take over. Every stop, PATCH and
+    resume reached Connect once."""
+    namespace = release.namespace
+    names = [f"ne{i}-{unique}" for i in range(4)]
+    policy = client.PolicyV1Api(node.api)
+
+    def allowed() -> int | None:
+        [budget] = policy.list_namespaced_pod_disruption_budget(namespace).items
+        return None if budget.status is None else budget.status.disruptions_allowed
+
+    _pods, leader, other, log, seen = two_replicas_mid_alters(release, stack, custom, core, tmp_path, names)
+    assert wait_for("the budget allows one eviction", lambda: allowed() == 1, timeout=60)
+    evicted_container = container_id(leader)
+    node.core().create_namespaced_pod_eviction(
+        leader.metadata.name,
+        namespace,
+        client.V1Eviction(metadata=client.V1ObjectMeta(name=leader.metadata.name, namespace=namespace)),
+    )
+    evicted = time.monotonic()
+    with pytest.raises(client.ApiException) as refused:  # the drain's next eviction waits: 429
+        node.core().create_namespaced_pod_eviction(
+            other.metadata.name,
+            namespace,
+            client.V1Eviction(metadata=client.V1ObjectMeta(name=other.metadata.name, namespace=namespace)),
+        )
+    assert refused.value.status == 429 and "disruption budget" in str(refused.value.body), refused.value.body
+    for name in names:
+        wait_annotation_removed(custom, namespace, name, timeout=120)
+    took = time.monotonic() - evicted
+    # Graceful: the Pod leaves the API once kubelet has stopped its container (a drain's wait).
+    wait_for("the evicted Pod gone", lambda: leader.metadata.name not in {p.metadata.name for p in release.pods()})
+    assert task_status(node, evicted_container) != "RUNNING"
+    each_alter_once(custom, namespace, names, log, seen)
+    after = release.wait_ready(2)
+    running = {p.metadata.name for p in after}
+    [holder] = set(holders(node.coordination(), namespace).values())
+    assert holder in running and leader.metadata.name not in running, (holder, running)
+    for pod in after:
+        assert_runs_as_the_chart_says(node, pod)
+    print(f"\nleader evicted: all {len(names)} alters finished {took:.1f}s after the eviction; Lease held by {holder}")
 
 
 def test_two_replicas_a_frozen_leader_woken_after_the_take_over_writes_nothing(
