@@ -118,8 +118,17 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         for controller in controller_cell:
             controller.cluster_recovered(clusters)
 
+    def starting() -> bool:
+        # A start's (or a Lease take-over's) first checks under way: snapshots are not refreshed.
+        return any(len(controller.first_checks) for controller in controller_cell)
+
     clusters = ClusterRegistry(
-        kube, policy, drift_interval=drift_interval, on_change=connectors_changed, on_recovered=clusters_recovered
+        kube,
+        policy,
+        drift_interval=drift_interval,
+        on_change=connectors_changed,
+        on_recovered=clusters_recovered,
+        hold_snapshots=starting,
     )
 
     # Planning and other CPU work (asyncio.to_thread) get the loop's default pool, bounded and of

@@ -167,11 +167,12 @@ class ClusterRegistry:
         on_change: ConnectorsChanged | None = None,
         on_recovered: ClustersRecovered | None = None,
         new_breaker: BreakerFactory = CircuitBreaker,
+        hold_snapshots: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``on_change``: see ``ConnectorsSnapshot``. ``on_recovered``: called (on the event loop,
-        from inside the request that got the answer; it must not block) with the ConnectClusters
-        using a Connect connection when that connection's circuit breaker closes after being open,
-        i.e. the first answer after a time-out, a refused connection or a 502/503/504: their
+        """``on_change``, ``hold_snapshots`` (its ``hold``): see ``ConnectorsSnapshot``.
+        ``on_recovered``: called (on the event loop, from inside the request that got the answer;
+        it must not block) with the ConnectClusters using a Connect connection when that
+        connection's circuit breaker closes after being open, i.e. the first answer after a time-out, a refused connection or a 502/503/504: their
         resources failed at once meanwhile and wait in back-off, so the caller wakes them.
         ``new_breaker``: makes each connection's circuit breaker (``clients.connect.breaker``;
         a factory returning None turns them off)."""
@@ -180,6 +181,7 @@ class ClusterRegistry:
         self._on_change = on_change
         self._on_recovered = on_recovered
         self._new_breaker = new_breaker
+        self._hold_snapshots = hold_snapshots
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -266,7 +268,8 @@ class ClusterRegistry:
                     breaker = self._new_breaker()
                     client = ConnectClient(endpoint, breaker=breaker)
                     max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
-                    connection = _Connection(client, ConnectorsSnapshot(client, max_age))
+                    snapshot = ConnectorsSnapshot(client, max_age, hold=self._hold_snapshots)
+                    connection = _Connection(client, snapshot)
                     # Changes wake only the resources of the ConnectClusters naming this endpoint:
                     # another tenant's connector of the same name on its own Connect is not theirs.
                     connection.snapshot.on_change = functools.partial(self._changed, connection)

@@ -57,6 +57,14 @@ FAILED_REFRESH_HOLD_S = 2.0
 #: old (plus how long the last listing took) instead of waiting for it.
 STALE_WHILE_REFRESHING = 2.0
 
+#: While a start's first checks are under way (``hold``), a snapshot up to this old is not
+#: refreshed. Why: each check is a look at its connector already, from the snapshot the start took;
+#: listing every endpoint again each drift interval meanwhile cost the workers 91 s of CPU (and the
+#: operator the parsing) in a 211 s first start at 20,000 connectors, on the two cores the API
+#: server's 40,000 writes need (bench_cold_start, 2026-11-29). Bounded: a start whose checks never
+#: end does not stop drift detection, it slows it to this.
+START_HOLD_MAX_S = 300.0
+
 
 @dataclass(frozen=True)
 class ConnectorRead:
@@ -98,9 +106,12 @@ class ConnectorsSnapshot:
         client: ConnectClient,
         max_age: float,
         on_change: Callable[[set[str]], None] | None = None,
+        hold: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client = client
         self.max_age = max_age
+        #: Whether a start's first checks are under way (``START_HOLD_MAX_S``).
+        self.hold = hold
         #: Told the names of connectors whose config or status changed between two snapshots.
         self.on_change = on_change
         self._taken: _Taken | None = None
@@ -130,6 +141,8 @@ class ConnectorsSnapshot:
         if self._off is not None:
             return
         if self._taken is not None and time.monotonic() - self._taken.at < older_than:
+            return
+        if self._held_for_start():
             return
         if self._inflight is None and self._failed is not None and self._held():
             failure = self._failed[1]
@@ -252,7 +265,7 @@ class ConnectorsSnapshot:
     async def _current(self) -> _Taken | None:
         taken = self._taken
         age = None if taken is None else time.monotonic() - taken.at
-        if age is not None and age <= self.max_age:
+        if age is not None and (age <= self.max_age or self._held_for_start()):
             return taken
         if age is not None and age <= STALE_WHILE_REFRESHING * self.max_age + self._took:
             # 5,000 connectors take Connect seconds to list, 20,000 minutes: answer from the last
@@ -268,6 +281,10 @@ class ConnectorsSnapshot:
             raise self._failed[1]
         await self.refresh()
         return self._taken
+
+    def _held_for_start(self) -> bool:
+        """A snapshot taken, younger than ``START_HOLD_MAX_S``, while a start's checks are under way."""
+        return self._taken is not None and time.monotonic() - self._taken.at < START_HOLD_MAX_S and self.hold()
 
     def _held(self) -> bool:
         """Whether the last listing failed less than ``FAILED_REFRESH_HOLD_S`` ago."""
