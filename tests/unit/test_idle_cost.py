@@ -527,8 +527,8 @@ async def test_a_request_does_not_wait_for_the_first_listing_after_a_start() -> 
 
 async def test_a_starts_first_checks_hold_the_snapshot_refresh_for_a_bounded_while() -> None:
     """bench_cold_start: in a 211 s first start at 20,000 connectors the workers spent 91 s of CPU
-    on the listings of every drift interval, beside the API server's writes. While a start's first
-    checks are under way (``hold``), a taken snapshot is neither refreshed by the ConnectCluster's
+    on the listings of every drift interval, beside the API server's writes. While the process's start
+    is under way (``hold``: its first checks), a taken snapshot is neither refreshed by the ConnectCluster's
     pass nor by a reader that finds it old, up to ``START_HOLD_MAX_S``; then, or once the checks
     are done, as before."""
     connect = FakeConnect(URL)

@@ -118,9 +118,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         for controller in controller_cell:
             controller.cluster_recovered(clusters)
 
+    # This process's start under way (its first wave of first checks, START_MODE_LIMIT_S at most):
+    # snapshots are not refreshed meanwhile. Only the start: a wave a tenant could keep going (a
+    # resource created every second) must not slow everyone's drift detection.
+    start_under_way = [True]
+
     def starting() -> bool:
-        # A start's (or a Lease take-over's) first checks under way: snapshots are not refreshed.
-        return any(len(controller.first_checks) for controller in controller_cell)
+        return start_under_way[0]
 
     clusters = ClusterRegistry(
         kube,
@@ -219,7 +223,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # The backlog of first checks runs with the collector in its start-up mode (garbage_collection).
     relax_for_start()
 
+    def start_over() -> None:
+        start_under_way[0] = False
+        settle_after_start()
+
     def all_checked(count: int, seconds: float) -> None:
+        start_under_way[0] = False
         frozen = settle_after_start()
         log.info(
             "first check of %d resource(s) done %.1f s after the first was queued%s",
@@ -229,7 +238,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         )
 
     controller.first_checks.on_all_checked = all_checked
-    asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, settle_after_start)
+    asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, start_over)
     # Last: every event the streams hand over finds the controller and its services ready.
     watching = Watching(controller, clusters, settings_of_reconcile.WATCHED_NAMESPACES)
     memo["watching"] = watching

@@ -172,8 +172,9 @@ class ClusterRegistry:
         """``on_change``, ``hold_snapshots`` (its ``hold``): see ``ConnectorsSnapshot``.
         ``on_recovered``: called (on the event loop, from inside the request that got the answer;
         it must not block) with the ConnectClusters using a Connect connection when that
-        connection's circuit breaker closes after being open, i.e. the first answer after a time-out, a refused connection or a 502/503/504: their
-        resources failed at once meanwhile and wait in back-off, so the caller wakes them.
+        connection's circuit breaker closes after being open, i.e. the first answer after a
+        time-out, a refused connection or a 502/503/504: their resources failed at once meanwhile
+        and wait in back-off, so the caller wakes them.
         ``new_breaker``: makes each connection's circuit breaker (``clients.connect.breaker``;
         a factory returning None turns them off)."""
         self._kube = kube

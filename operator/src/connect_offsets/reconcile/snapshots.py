@@ -57,8 +57,8 @@ FAILED_REFRESH_HOLD_S = 2.0
 #: old (plus how long the last listing took) instead of waiting for it.
 STALE_WHILE_REFRESHING = 2.0
 
-#: While a start's first checks are under way (``hold``), a snapshot up to this old is not
-#: refreshed. Why: each check is a look at its connector already, from the snapshot the start took;
+#: While the process's start is under way (``hold``: its first checks), a snapshot up to this old
+#: is not refreshed. Why: each check is a look at its connector already, from the snapshot the start took;
 #: listing every endpoint again each drift interval meanwhile cost the workers 91 s of CPU (and the
 #: operator the parsing) in a 211 s first start at 20,000 connectors, on the two cores the API
 #: server's 40,000 writes need (bench_cold_start, 2026-11-29). Bounded: a start whose checks never
@@ -110,7 +110,7 @@ class ConnectorsSnapshot:
     ) -> None:
         self._client = client
         self.max_age = max_age
-        #: Whether a start's first checks are under way (``START_HOLD_MAX_S``).
+        #: Whether the process's start is under way (``START_HOLD_MAX_S``).
         self.hold = hold
         #: Told the names of connectors whose config or status changed between two snapshots.
         self.on_change = on_change
@@ -283,7 +283,7 @@ class ConnectorsSnapshot:
         return self._taken
 
     def _held_for_start(self) -> bool:
-        """A snapshot taken, younger than ``START_HOLD_MAX_S``, while a start's checks are under way."""
+        """A snapshot taken, younger than ``START_HOLD_MAX_S``, while the start is under way."""
         return self._taken is not None and time.monotonic() - self._taken.at < START_HOLD_MAX_S and self.hold()
 
     def _held(self) -> bool:
