@@ -29,9 +29,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from kubernetes import client as kube_client
 
 from connect_offsets import fencing
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesUnavailable
+from connect_offsets.clients.leases import LeaseApi, LeaseRecord, LeaseWrite
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import Controller, LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.reconcile.settings import Outcome
@@ -661,3 +663,27 @@ def test_lease_names_are_stable_short_valid_and_one_per_cluster() -> None:
     clusters += [("team-a", "bc"), ("team-ab", "c"), ("team-a", "b-c"), ("team-a-b", "c")]
     assert len({name_of(cluster) for cluster in clusters}) == len(clusters)
     assert lease_name("other-install", CLUSTER) != name_of(CLUSTER)
+
+
+async def test_a_renewal_names_the_leases_uid_so_that_it_cannot_make_a_deleted_lease_again() -> None:
+    """The API server creates a Lease on update and then ignores the stale resourceVersion: a
+    renewal sent right after the Lease was deleted made it again under the old holder, which never
+    saw it go (test_replicas' deleted Leases, retried in make test). With the uid in the body the
+    API server refuses it (409, checked on the stack), and the holder drops the Lease."""
+    sent: list[dict[str, Any]] = []
+
+    class Coordination:
+        def replace_namespaced_lease(self, name: str, namespace: str, body: dict[str, Any], **_: Any) -> Any:
+            sent.append(body)
+            return kube_client.V1Lease(
+                metadata=kube_client.V1ObjectMeta(name=name, resource_version="8", uid="u-1"),
+                spec=kube_client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=3, lease_transitions=2),
+            )
+
+    api = LeaseApi(kube_client.ApiClient(), "team-a", "connect-offsets")
+    api._api = Coordination()  # type: ignore[assignment]
+    now = datetime.now(UTC)
+    record = LeaseRecord("l", "a", 3.0, 2, "7", "team-a/local", uid="u-1")
+    renewed = await api.replace(record, LeaseWrite("a", 3.0, 2, now, now))
+    assert sent[0]["metadata"]["uid"] == "u-1" and sent[0]["metadata"]["resourceVersion"] == "7"
+    assert (renewed.uid, renewed.resource_version) == ("u-1", "8")  # the next renewal names it too

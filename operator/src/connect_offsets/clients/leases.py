@@ -61,6 +61,9 @@ class LeaseRecord:
     transitions: int
     resource_version: str
     cluster: str  # the ConnectCluster ("namespace/name") it is for, from the annotation
+    #: The object's uid: a write over this record names it, so that a Lease deleted since is not
+    #: made again by that write (``replace``).
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,8 +154,15 @@ class LeaseApi:
         return _record(answer)
 
     async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
-        """Write ``write`` over ``record``, only if the Lease is still at ``record``'s version."""
+        """Write ``write`` over ``record``, only if the Lease is still at ``record``'s version.
+
+        With its uid too: the API server creates a Lease on update (its strategy allows it), and
+        ignores the stale resourceVersion then, so a renewal right after the Lease was deleted (by
+        hand, an etcd restore) made it again under the old holder, which never saw it go
+        (test_replicas, retried in make test; checked on the stack: 409 with the uid)."""
         body = self._body(record.name, record.cluster, write, resource_version=record.resource_version)
+        if record.uid:
+            body["metadata"]["uid"] = record.uid
         answer: Any = await self._call(
             f"update Lease {self.namespace}/{record.name}",
             self._api.replace_namespaced_lease,
@@ -202,4 +212,5 @@ def _record(lease: Any) -> LeaseRecord:
         transitions=int(spec.lease_transitions or 0),
         resource_version=str(meta.resource_version or ""),
         cluster=str((meta.annotations or {}).get(CLUSTER_ANNOTATION, "")),
+        uid=str(meta.uid or ""),
     )
