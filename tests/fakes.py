@@ -576,8 +576,10 @@ class LeaseServer:
 class FakeLeases:
     """One replica's connection to an in-memory API server's Leases (``clients.leases.LeaseApi``).
 
-    As the API server does: every write gets a new resourceVersion; a create of an existing name
-    is 409; a replace or delete against a stale resourceVersion is 409, of a missing Lease 404.
+    As the API server does: every write gets a new resourceVersion, a create a new uid; a create of
+    an existing name is 409; a replace or delete against a stale resourceVersion (or another uid)
+    is 409; a delete of a missing Lease is 404, a replace of one creates it (Leases allow create on
+    update, the stale resourceVersion ignored) unless it names a uid, then 409.
     ``down`` makes every call fail (the API server does not answer); ``failing`` makes the calls
     it names fail with 503 every time; ``fail`` queues one failure of the next such call (before
     it takes effect, or after: a lost answer). ``replica()`` is another replica's connection to the
@@ -631,8 +633,13 @@ class FakeLeases:
 
     async def replace(self, record: LeaseRecord, write: LeaseWrite) -> LeaseRecord:
         fault = self._enter("replace")
-        self._match(record, "update")
-        written = self.put(record.name, record.cluster, write)
+        if record.name not in self.records:
+            if record.uid:
+                raise LeaseConflict(f"update Lease {record.name}: 409 Conflict (uid precondition)", 409)
+            written = self.put(record.name, record.cluster, write)  # created on update
+        else:
+            self._match(record, "update")
+            written = self.put(record.name, record.cluster, write)
         self._leave(fault)
         return written
 
@@ -646,8 +653,10 @@ class FakeLeases:
     # --- the API server itself (seeding, writes behind the keepers' backs, reading) ---
 
     def put(self, name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        """Store ``write`` under a new resourceVersion, whatever was there."""
+        """Store ``write`` under a new resourceVersion, whatever was there (the uid kept, a new one
+        for a Lease made now)."""
         self.server.version += 1
+        existing = self.records.get(name)
         record = LeaseRecord(
             name=name,
             holder=write.holder,
@@ -655,6 +664,7 @@ class FakeLeases:
             transitions=write.transitions,
             resource_version=str(self.server.version),
             cluster=cluster,
+            uid=existing.uid if existing is not None else f"uid-{self.server.version}",
         )
         self.records[name] = record
         self.server.written[name] = write
@@ -695,7 +705,7 @@ class FakeLeases:
         current = self.records.get(record.name)
         if current is None:
             raise LeaseConflict(f"{verb} Lease {record.name}: 404 NotFound", 404)
-        if current.resource_version != record.resource_version:
+        if current.resource_version != record.resource_version or (record.uid and record.uid != current.uid):
             raise LeaseConflict(f"{verb} Lease {record.name}: 409 Conflict", 409)
 
     def _enter(self, call: str) -> LeaseFault | None:

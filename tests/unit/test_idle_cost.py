@@ -544,6 +544,10 @@ async def test_a_starts_first_checks_hold_the_snapshot_refresh_for_a_bounded_whi
     await snapshot.refresh(older_than=0)
     assert (await snapshot.read("a")).config == {"k": "v"}
     assert connect.requests == []  # held: the start's snapshot serves
+    # A user's request does not decide on a snapshot only the hold keeps: it reads its connector.
+    assert (await snapshot.read("a", asked=True)).config == {"k": "v"}
+    assert [str(r) for r in connect.requests] == ["GET /connectors/a/config", "GET /connectors/a/status"]
+    connect.requests.clear()
     snapshot._taken = dataclasses.replace(taken, at=taken.at - snapshots.START_HOLD_MAX_S - 1)
     await snapshot.refresh(older_than=0)
     assert [str(r) for r in connect.requests] == ["GET /connectors"]  # too old even for a start

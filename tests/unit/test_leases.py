@@ -22,6 +22,7 @@ by the timestamps another replica wrote. What is covered, client-go's leader ele
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from kubernetes import client as kube_client
 
 from connect_offsets import fencing
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesUnavailable
-from connect_offsets.clients.leases import LeaseApi, LeaseRecord, LeaseWrite
+from connect_offsets.clients.leases import LeaseApi, LeaseConflict, LeaseRecord, LeaseWrite
 from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import Controller, LeaseKeeper, LeaseTimings, lease_name
 from connect_offsets.reconcile.settings import Outcome
@@ -376,6 +377,49 @@ async def test_a_lease_deleted_under_a_frozen_holder_is_recreated_a_duration_aft
     await a.after(1.0)
     await a.after(0.5)
     assert a.holds() and store.holder(CLUSTER) == "a"
+
+
+async def test_a_lease_deleted_between_the_holders_look_and_its_renewal_is_not_made_again_by_it() -> None:
+    """make test retried test_replicas' deleted Leases: the API server creates a Lease on update
+    (the stale resourceVersion then ignored), and a renewal sent right after the deletion made the
+    Lease again under the old holder, which never saw it go. The renewal names the uid (409 then,
+    as FakeLeases answers like the API server): the holder drops the Lease at that look, and it is
+    made again only a whole duration after its absence was seen (attack review helper-37)."""
+    store = FakeLeases()
+    store.seed_released(CLUSTER)
+    a = replica(store, "a", start=0.0)
+    await a.tick()
+    assert a.holds()
+    looked = store.list
+
+    async def look_then_delete() -> dict[str, LeaseRecord]:
+        records = await looked()
+        store.remove(CLUSTER)  # kubectl delete lease, right after the holder's look
+        return records
+
+    store.list = look_then_delete  # type: ignore[method-assign]
+    await a.after(TIMINGS.renew_every)  # the renewal is due at this look
+    store.list = looked  # type: ignore[method-assign]
+    assert store.record(CLUSTER) is None and a.lost == [{CLUSTER}] and not a.holds()
+    await a.after(0.5)  # its next look sees the Lease absent
+    absent_since = a.clock.now
+    while not a.holds():
+        await a.after(0.5)
+    assert store.holder(CLUSTER) == "a" and a.clock.now - absent_since >= DURATION
+
+
+async def test_the_fake_makes_a_lease_on_update_as_the_api_server_does_unless_the_uid_is_named() -> None:
+    """What the test above rests on (checked on the stack's API server: 200 and a new uid without
+    the uid in the body, 409 with it)."""
+    store = FakeLeases()
+    record = store.seed_released(CLUSTER)
+    store.remove(CLUSTER)
+    now = datetime.now(UTC)
+    with pytest.raises(LeaseConflict) as refused:
+        await store.replace(record, LeaseWrite("a", 3.0, 0, now, now))
+    assert refused.value.status == 409 and store.record(CLUSTER) is None
+    made = await store.replace(dataclasses.replace(record, uid=""), LeaseWrite("a", 3.0, 0, now, now))
+    assert store.record(CLUSTER) == made and made.uid != record.uid
 
 
 async def test_a_released_lease_is_taken_at_once() -> None:

@@ -41,6 +41,7 @@ from connect_offsets.reconcile.cluster_service import ClusterService
 from connect_offsets.reconcile.clusters import ClusterRegistry, mirror_connect
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
+from connect_offsets.reconcile.snapshots import START_HOLD_MAX_S
 from connect_offsets.vocabulary import (
     CLUSTERS,
     CONNECTORS,
@@ -118,9 +119,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         for controller in controller_cell:
             controller.cluster_recovered(clusters)
 
-    # This process's start under way (its first wave of first checks, START_MODE_LIMIT_S at most):
-    # snapshots are not refreshed meanwhile. Only the start: a wave a tenant could keep going (a
-    # resource created every second) must not slow everyone's drift detection.
+    # This process's start under way (its first wave of first checks, START_HOLD_MAX_S at most):
+    # snapshots are not refreshed meanwhile. Only the start, and bounded: a wave a tenant could keep
+    # going (a resource created before its last one's first check ended) must not slow everyone's
+    # drift detection for longer (attack review of issue 45, helper-37 F3).
     start_under_way = [True]
 
     def starting() -> bool:
@@ -223,10 +225,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # The backlog of first checks runs with the collector in its start-up mode (garbage_collection).
     relax_for_start()
 
-    def start_over() -> None:
-        start_under_way[0] = False
-        settle_after_start()
-
     def all_checked(count: int, seconds: float) -> None:
         start_under_way[0] = False
         frozen = settle_after_start()
@@ -238,7 +236,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         )
 
     controller.first_checks.on_all_checked = all_checked
-    asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, start_over)
+    asyncio.get_running_loop().call_later(START_MODE_LIMIT_S, settle_after_start)
+    asyncio.get_running_loop().call_later(START_HOLD_MAX_S, start_under_way.__setitem__, 0, False)
     # Last: every event the streams hand over finds the controller and its services ready.
     watching = Watching(controller, clusters, settings_of_reconcile.WATCHED_NAMESPACES)
     memo["watching"] = watching

@@ -249,8 +249,11 @@ class ConnectorsSnapshot:
         the connector on its own instead of waiting for the listing: after a start, the first
         listing of 5,000 connectors took a worker 10-15 s under the backlog of first checks, and
         every ``list`` asked meanwhile waited for it (bench_cold_start's restart: p99 13.5 s).
+        Nor does it read a snapshot past ``max_age`` that only the start's hold keeps (up to
+        ``START_HOLD_MAX_S``): a user's request decides on what Connect holds now (attack review
+        of issue 45, helper-37 F2).
         ``defer``: a reader that would wait for the first listing raises ``ListingPending``."""
-        if asked and self._taken is None:
+        if asked and (self._taken is None or (self._age() > self.max_age and self._held_for_start())):
             fresh = True
         if defer and not fresh and (listing := self.first_listing()) is not None:
             raise ListingPending(listing)
@@ -281,6 +284,9 @@ class ConnectorsSnapshot:
             raise self._failed[1]
         await self.refresh()
         return self._taken
+
+    def _age(self) -> float:
+        return float("inf") if self._taken is None else time.monotonic() - self._taken.at
 
     def _held_for_start(self) -> bool:
         """A snapshot taken, younger than ``START_HOLD_MAX_S``, while the start is under way."""
