@@ -373,18 +373,13 @@ class ClusterRegistry:
 
     def current_snapshot(self, namespace: str, name: str) -> ConnectorsSnapshot | None:
         """``snapshot``, only while its endpoint was built from the ConnectCluster the watch cache
-        holds now (same generation, not being deleted). Why: a check woken because its cluster
-        was deleted or moved to another URL must see that in a pass, not wait for the old
-        endpoint's listing (attack review of issue 45, F1)."""
+        holds now (same generation, not being deleted): a check woken because its cluster was
+        deleted or moved must see that in a pass, not wait for the old endpoint's listing."""
         entry = self._entries.get((namespace, name))
-        if entry is None:
+        meta = (self._kube.cache.peek(CLUSTERS, namespace, name) or {}).get("metadata")
+        if entry is None or meta is None or meta.get("deletionTimestamp"):
             return None
-        cached = self._kube.cache.peek(CLUSTERS, namespace, name)
-        if cached is None or cached["metadata"].get("deletionTimestamp"):
-            return None
-        if cached["metadata"].get("generation") != entry.cluster_version:
-            return None
-        return entry.connection.snapshot
+        return entry.connection.snapshot if meta.get("generation") == entry.cluster_version else None
 
     async def client_for(
         self,
