@@ -219,8 +219,9 @@ def test_a_sink_through_the_pods_kafka_listener_reports_its_lag_and_seeks_to_a_t
     """The Pod's own Kafka client, on the brokers' PODS listener (the node's address, through the
     node gateway): a RUNNING sink's lag in status (Progressing True, lag 0 once it has read all),
     and a seek to a time with stop-connector that moves it back to record 3 of 6, which the sink
-    then writes again, its stop, PATCH and resume each reaching Connect once."""
-    release.install(SHORT_LEASES)
+    then writes again, its stop, PATCH and resume each reaching Connect once. The lag is measured
+    each drift interval: 5 s here (``driftIntervalSeconds``, as a user may set it), not 30."""
+    release.install(SHORT_LEASES, "driftIntervalSeconds=5")
     release.wait_ready(1)
     namespace, name = release.namespace, f"nk-{unique}"
     topic, out = f"nodeseek-{unique}", tmp_path / "sink.txt"
