@@ -96,6 +96,22 @@ class Stack:
         self.connect.requests.clear()
         self.journal.clear()
 
+    async def applying_on_change(
+        self, state: str = "running", offsets: list[dict[str, Any]] | None = None, **kw: Any
+    ) -> None:
+        """The connector created (``created``) with applyOnChange, its ConfigMap's content (the
+        offsets it holds) already applied once."""
+        await self.created(state, offsets, **kw)
+        await self.put_document(document(offsets or position(30)))
+        body = self.kube.resource(CONNECTORS, NS, NAME)
+        body["spec"]["alterOffsets"]["applyOnChange"] = True
+        self.kube.put_resource(CONNECTORS, body)
+        for _ in range(6):
+            await self.reconcile()
+        assert self.status()["appliedOffsets"]["result"] == "Succeeded", self.status()
+        self.connect.requests.clear()
+        self.kube.events.clear()
+
     async def refresh_snapshot(self) -> None:
         """Take the cluster's connector snapshot now (the ConnectCluster's pass does it each interval):
         passes then read the connector from it, as an idle operator does."""

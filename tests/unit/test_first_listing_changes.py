@@ -152,6 +152,16 @@ async def deferred_on_a_hung_listing(w: World) -> asyncio.Event:
     return release
 
 
+def started_with_failing_listings(w: World, count: int) -> None:
+    """The ConnectCluster and the controller, its endpoint answering ``count`` listings with
+    Connect's own 500 after 90 s ("Request timed out": an answer, no breaker opens)."""
+    for _ in range(count):
+        w.connect.fail("GET", "/connectors", 500, "Request timed out")
+    w.kube.put_resource(CLUSTERS, cluster_body())
+    w.controller.observe_cluster(NS, "local", w.kube.cache.get(CLUSTERS, NS, "local"))
+    w.controller.start()
+
+
 async def test_a_connect_cluster_deleted_during_its_first_listing_is_reported_at_once() -> None:
     async with world() as w:
         release = await deferred_on_a_hung_listing(w)
@@ -193,11 +203,7 @@ async def test_a_failed_first_listing_is_not_asked_again_by_the_pass_that_deferr
     """Connect answers a listing it cannot finish in 90 s with 500 'Request timed out' (an answer:
     no breaker opens). One listing per back-off, not two in a row."""
     async with world() as w:
-        for _ in range(20):
-            w.connect.fail("GET", "/connectors", 500, "Request timed out")
-        w.kube.put_resource(CLUSTERS, cluster_body())
-        w.controller.observe_cluster(NS, "local", w.kube.cache.get(CLUSTERS, NS, "local"))
-        w.controller.start()
+        started_with_failing_listings(w, 20)
         assert await until(lambda: w.ready_history() != [], timeout=2)
         await asyncio.sleep(1.0)  # within the key's first back-off
         assert len(w.connect.sent("GET", "/connectors")) == 1, [str(r) for r in w.connect.requests]
@@ -206,28 +212,21 @@ async def test_a_failed_first_listing_is_not_asked_again_by_the_pass_that_deferr
 
 async def test_a_first_listing_that_keeps_failing_never_shows_ready_true() -> None:
     async with world() as w:
-        for _ in range(50):
-            w.connect.fail("GET", "/connectors", 500, "Request timed out")
-        w.kube.put_resource(CLUSTERS, cluster_body())
-        w.controller.observe_cluster(NS, "local", w.kube.cache.get(CLUSTERS, NS, "local"))
-        w.controller.start()
+        started_with_failing_listings(w, 50)
         assert await until(lambda: len(w.connect.sent("GET", "/connectors")) >= 3, timeout=10)
         assert w.ready_history() == ["False"]
 
 
-async def test_an_apply_on_change_edit_during_the_first_listing_is_applied_without_waiting_for_it(
-    stack: Stack,
-) -> None:
-    start = [{"partition": {"file": "f0"}, "offset": {"position": 0}}]
-    await stack.created("stopped", start, cls=ANY_SOURCE, config={"topic": "orders"})
-    await stack.put_document(document(start))
-    body = stack.kube.resource(CONNECTORS, NS, NAME)
-    body["spec"]["alterOffsets"]["applyOnChange"] = True
-    stack.kube.put_resource(CONNECTORS, body)
-    for _ in range(6):
-        await stack.reconcile()
-    assert stack.status()["appliedOffsets"]["result"] == "Succeeded", stack.status()
-    # The operator restarts: a new registry, whose first listing hangs.
+@contextlib.asynccontextmanager
+async def restarted_over_a_hung_first_listing(stack: Stack) -> AsyncIterator[Controller]:
+    """The operator restarts over ``stack``'s applyOnChange connector: a new registry whose first
+    listing hangs until the end, and a controller whose check of the connector deferred on it."""
+    await stack.applying_on_change(
+        "stopped",
+        [{"partition": {"file": "f0"}, "offset": {"position": 0}}],
+        cls=ANY_SOURCE,
+        config={"topic": "orders"},
+    )
     clusters = ClusterRegistry(stack.kube)  # type: ignore[arg-type]
     service = ConnectorService(stack.kube, clusters)  # type: ignore[arg-type]
     client, _ = await clusters.client_for(NS, "local")
@@ -241,16 +240,28 @@ async def test_an_apply_on_change_edit_during_the_first_listing_is_applied_witho
     try:
         assert await until(lambda: (CONNECTORS, NS, NAME) in controller._deferred)
         stack.connect.requests.clear()
-        edited = document([{"partition": {"file": "f0"}, "offset": {"position": 500}}])
-        await stack.kube.patch_configmap(NS, CM, {"data": {"offsets.json": edited}})
-        controller.configmap_changed(NS, CM)
-        # One settle delay (2 s: the stop's status) and the PATCH, the listing still hanging.
-        assert await until(lambda: stack.connect.sent("PATCH", "/offsets") != [], timeout=5), stack.connect.requests
-        assert stack.connect.sent("GET", "/connectors") == []
+        yield controller
     finally:
         release.set()
         await controller.stop()
         await clusters.aclose()
+
+
+async def edit_the_configmap(stack: Stack, controller: Controller) -> None:
+    """The user edits the ConfigMap the connector applies on change (the watch's event)."""
+    edited = document([{"partition": {"file": "f0"}, "offset": {"position": 500}}])
+    await stack.kube.patch_configmap(NS, CM, {"data": {"offsets.json": edited}})
+    controller.configmap_changed(NS, CM)
+
+
+async def test_an_apply_on_change_edit_during_the_first_listing_is_applied_without_waiting_for_it(
+    stack: Stack,
+) -> None:
+    async with restarted_over_a_hung_first_listing(stack) as controller:
+        await edit_the_configmap(stack, controller)
+        # One settle delay (2 s: the stop's status) and the PATCH, the listing still hanging.
+        assert await until(lambda: stack.connect.sent("PATCH", "/offsets") != [], timeout=5), stack.connect.requests
+        assert stack.connect.sent("GET", "/connectors") == []
 
 
 async def test_a_connect_clusters_pass_coming_back_after_the_hold_reports_the_failed_listing() -> None:
@@ -276,11 +287,7 @@ async def test_a_failing_first_listing_is_asked_once_per_back_off_and_says_so(mo
     """Full controller; a queue wait past the 2 s hold modelled by a hold of 0."""
     monkeypatch.setattr(snapshots, "FAILED_REFRESH_HOLD_S", 0.0)
     async with world() as w:
-        for _ in range(200):
-            w.connect.fail("GET", "/connectors", 500, "Request timed out")
-        w.kube.put_resource(CLUSTERS, cluster_body())
-        w.controller.observe_cluster(NS, "local", w.kube.cache.get(CLUSTERS, NS, "local"))
-        w.controller.start()
+        started_with_failing_listings(w, 200)
         await asyncio.sleep(1.0)  # within the first back-off (2 s)
         assert len(w.connect.sent("GET", "/connectors")) == 1, [str(r) for r in w.connect.requests]
         assert w.ready_history() == ["False"]
@@ -289,36 +296,10 @@ async def test_a_failing_first_listing_is_asked_once_per_back_off_and_says_so(mo
 async def test_a_users_change_retried_after_a_connect_error_does_not_wait_for_the_first_listing(
     stack: Stack,
 ) -> None:
-    start = [{"partition": {"file": "f0"}, "offset": {"position": 0}}]
-    await stack.created("stopped", start, cls=ANY_SOURCE, config={"topic": "orders"})
-    await stack.put_document(document(start))
-    body = stack.kube.resource(CONNECTORS, NS, NAME)
-    body["spec"]["alterOffsets"]["applyOnChange"] = True
-    stack.kube.put_resource(CONNECTORS, body)
-    for _ in range(6):
-        await stack.reconcile()
-    clusters = ClusterRegistry(stack.kube)  # type: ignore[arg-type]
-    service = ConnectorService(stack.kube, clusters)  # type: ignore[arg-type]
-    client, _ = await clusters.client_for(NS, "local")
-    release = held_listing(client)
-    controller = Controller(
-        cast(KubernetesApi, stack.kube), {CONNECTORS: service.reconcile}, drift_interval=3600.0, workers=4
-    )
-    controller.first_listing = service.first_listing
-    controller.observe(CONNECTORS, NS, NAME, stack.kube.cache.get(CONNECTORS, NS, NAME))
-    controller.start()
-    try:
-        assert await until(lambda: (CONNECTORS, NS, NAME) in controller._deferred)
-        stack.connect.requests.clear()
+    async with restarted_over_a_hung_first_listing(stack) as controller:
         # The worker is busy: the edit's own read of its connector meets one 500 (an answer).
         stack.connect.fail("GET", f"/connectors/{NAME}/config", 500, "Request timed out")
-        edited = document([{"partition": {"file": "f0"}, "offset": {"position": 500}}])
-        await stack.kube.patch_configmap(NS, CM, {"data": {"offsets.json": edited}})
-        controller.configmap_changed(NS, CM)
+        await edit_the_configmap(stack, controller)
         # Its 2 s back-off, a settle delay (2 s) and the PATCH, the listing still hanging.
         assert await until(lambda: stack.connect.sent("PATCH", "/offsets") != [], timeout=8), stack.connect.requests
         assert stack.connect.sent("GET", "/connectors") == []
-    finally:
-        release.set()
-        await controller.stop()
-        await clusters.aclose()

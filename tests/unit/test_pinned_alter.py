@@ -53,20 +53,6 @@ def pending(stack: Stack) -> dict[str, Any]:
     return dict(stack.status().get("pendingOffsetsOperation") or {})
 
 
-async def with_apply_on_change(stack: Stack, offsets: list[dict[str, Any]] | None = None) -> None:
-    """A RUNNING connector with applyOnChange whose ConfigMap content is already in place."""
-    await stack.created("running", offsets)
-    await stack.put_document(document(offsets or position(30)))
-    body = stack.kube.resource(CONNECTORS, NS, NAME)
-    body["spec"]["alterOffsets"]["applyOnChange"] = True
-    stack.kube.put_resource(CONNECTORS, body)
-    for _ in range(6):
-        await stack.reconcile()
-    assert stack.status()["appliedOffsets"]["result"] == "Succeeded", stack.status()
-    stack.connect.requests.clear()
-    stack.kube.events.clear()
-
-
 async def settle(stack: Stack, passes: int = 12) -> None:
     for _ in range(passes):
         await stack.reconcile()
@@ -157,7 +143,7 @@ async def test_apply_on_change_applies_the_claimed_content_then_the_edit_once_ea
 async def test_the_first_change_records_the_claimed_content_hash(stack: Stack) -> None:
     """Right after the first change, status.appliedOffsets holds C1's hash (the pinned content),
     not the hash of what the ConfigMap holds by then: that is what makes the edit a change."""
-    await with_apply_on_change(stack)
+    await stack.applying_on_change()
     await edit(stack, document(position(6)))
     await stack.reconcile()
     await edit(stack, document(position(8)))
@@ -178,7 +164,7 @@ async def test_a_refused_pin_fails_the_request_before_the_connector_is_stopped(
     ConfigMapWriteFailed and nothing else happens — no intent, no stop, no PATCH. applyOnChange
     records the content as failed: it is tried again when the content changes, not every pass."""
     if apply_on_change:
-        await with_apply_on_change(stack)
+        await stack.applying_on_change()
     else:
         await stack.created("running")
         await stack.put_document(document(position(30)))
