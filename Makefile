@@ -84,10 +84,10 @@ unit: go-tools venv
 	$(VENV)/bin/pytest -m unit $(PYTEST_ARGS)
 
 # Parallel test processes for make test and make integration (pytest-xdist on the one stack; they
-# mostly wait, so 6 on 2 cores): hack/suite.py runs the parallel part (integration), then the serial
+# mostly wait, so 5 on 2 cores): hack/suite.py runs the parallel part (integration), then the serial
 # part (tests marked `serial`) with the unit tests beside it at nice 19, and prints one summary with
 # the wall time. TEST_WORKERS=1 runs everything in order.
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 5
 SUITE := $(VPY) hack/suite.py --workers $(TEST_WORKERS)
 
 integration: deps

@@ -222,7 +222,7 @@ def minutes(seconds: float) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "6")))
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "5")))
     parser.add_argument("--python", default=sys.executable, help="the interpreter that has pytest (the venv's)")
     parser.add_argument("-m", dest="markers", required=True, help="the marker expression of the whole run")
     parser.add_argument("--busy", action="store_true", help="other work on the stack during the parallel part")
