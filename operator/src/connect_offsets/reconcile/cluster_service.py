@@ -113,9 +113,9 @@ class ClusterService:
                         raise failure  # reported below: Ready False, retried with back-off
                 if snapshot is not None and conditions[0].status == "True":
                     # The endpoint's first listing takes Connect seconds (5,000 connectors: 7.7 s);
-                    # this pass writes its status and gives its worker back rather than wait, and
-                    # comes back when the listing lands (bench_cold_start: a namespace's one worker
-                    # share was this pass, and a `list` asked during a start waited behind it).
+                    # this pass gives its worker back rather than wait, and comes back when the
+                    # listing lands (bench_cold_start: a namespace's one worker share was this
+                    # pass, and a `list` asked during a start waited behind it).
                     listing = snapshot.first_listing()
                     if listing is not None:
                         # Nothing written until it lands: Ready stays what it was (True only once

@@ -58,11 +58,11 @@ FAILED_REFRESH_HOLD_S = 2.0
 STALE_WHILE_REFRESHING = 2.0
 
 #: While the process's start is under way (``hold``: its first checks), a snapshot up to this old
-#: is not refreshed. Why: each check is a look at its connector already, from the snapshot the start took;
-#: listing every endpoint again each drift interval meanwhile cost the workers 91 s of CPU (and the
-#: operator the parsing) in a 211 s first start at 20,000 connectors, on the two cores the API
-#: server's 40,000 writes need (bench_cold_start, 2026-11-29). Bounded: a start whose checks never
-#: end does not stop drift detection, it slows it to this.
+#: is not refreshed. Why: each check is a look at its connector already, from the snapshot the
+#: start took; listing every endpoint again each drift interval meanwhile cost the workers 91 s of
+#: CPU (and the operator the parsing) in a 211 s first start at 20,000 connectors, on the two cores
+#: the API server's 40,000 writes need (bench_cold_start, 2026-11-29). Bounded (the hold ends 300 s
+#: after the start at the latest): drift found during a start is at most this late.
 START_HOLD_MAX_S = 300.0
 
 
@@ -267,7 +267,7 @@ class ConnectorsSnapshot:
 
     async def _current(self) -> _Taken | None:
         taken = self._taken
-        age = None if taken is None else time.monotonic() - taken.at
+        age = None if taken is None else self._age()
         if age is not None and (age <= self.max_age or self._held_for_start()):
             return taken
         if age is not None and age <= STALE_WHILE_REFRESHING * self.max_age + self._took:
@@ -286,11 +286,12 @@ class ConnectorsSnapshot:
         return self._taken
 
     def _age(self) -> float:
+        """Seconds since the snapshot's listing was sent (infinite: none taken yet)."""
         return float("inf") if self._taken is None else time.monotonic() - self._taken.at
 
     def _held_for_start(self) -> bool:
         """A snapshot taken, younger than ``START_HOLD_MAX_S``, while the start is under way."""
-        return self._taken is not None and time.monotonic() - self._taken.at < START_HOLD_MAX_S and self.hold()
+        return self._age() < START_HOLD_MAX_S and self.hold()
 
     def _held(self) -> bool:
         """Whether the last listing failed less than ``FAILED_REFRESH_HOLD_S`` ago."""
