@@ -372,6 +372,9 @@ class FakeConnector:
     config: dict[str, str]
     state: str = "RUNNING"  # RUNNING, PAUSED, STOPPED
     offsets: list[dict[str, Any]] = field(default_factory=list)  # [{"partition": ..., "offset": ...}]
+    #: What its status still reports, and for how many more reads, after a state change (``status_lag``).
+    reported: str = "RUNNING"
+    lagging_reads: int = 0
 
 
 @dataclass
@@ -409,6 +412,9 @@ class FakeConnect:
         self.failures: list[_Failure] = []
         #: What ``GET /health`` answers (3.9+, KIP-1017): healthy, starting (503) or unhealthy (500).
         self.health = "healthy"
+        #: After a stop, pause or resume, how many status reads (of the connector, or in a listing)
+        #: still report the state before it: a real worker's status follows its target state late.
+        self.status_lag = 0
 
     def install(self, router: respx.Router) -> None:
         router.route(url__startswith=self.url).mock(side_effect=self.handle)
@@ -507,6 +513,8 @@ class FakeConnect:
         if suffix == "topics":
             return httpx.Response(200, json={name: {"topics": []}})
         if suffix in ("stop", "pause", "resume"):
+            connector.reported = self._reported(connector)
+            connector.lagging_reads = self.status_lag
             connector.state = {"stop": "STOPPED", "pause": "PAUSED", "resume": "RUNNING"}[suffix]
             return httpx.Response(202 if suffix != "stop" else 204)
         if suffix == "restart":
@@ -516,13 +524,16 @@ class FakeConnect:
         return self._error(404, f"no resource {suffix}")
 
     @staticmethod
-    def _status(name: str, connector: FakeConnector) -> dict[str, Any]:
-        tasks = (
-            [] if connector.state == "STOPPED" else [{"id": 0, "state": connector.state, "worker_id": "worker:8083"}]
-        )
+    def _reported(connector: FakeConnector) -> str:
+        return connector.reported if connector.lagging_reads > 0 else connector.state
+
+    def _status(self, name: str, connector: FakeConnector) -> dict[str, Any]:
+        state = self._reported(connector)
+        connector.lagging_reads = max(0, connector.lagging_reads - 1)
+        tasks = [] if state == "STOPPED" else [{"id": 0, "state": state, "worker_id": "worker:8083"}]
         return {
             "name": name,
-            "connector": {"state": connector.state, "worker_id": "worker:8083"},
+            "connector": {"state": state, "worker_id": "worker:8083"},
             "tasks": tasks,
             "type": "source",
         }

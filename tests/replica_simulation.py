@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import httpx
 import respx
 
 from connect_offsets import fencing
@@ -83,12 +84,18 @@ class Gate:
     _release: asyncio.Event = field(default_factory=asyncio.Event)
     #: Called at each write boundary with the count (a driver's action there, without freezing).
     boundary: Callable[[int, str], None] | None = None
+    #: Count (and freeze at) Connect writes at the wire instead: past every fence check of
+    #: ``before_write``, waiting for a connection, right before httpcore's last look
+    #: (``fencing.at_the_wire``) and the first byte.
+    at_wire: bool = False
 
-    def arm(self, at: int | None) -> None:
-        self.at, self.count, self.hit, self.frozen = at, 0, None, False
+    def arm(self, at: int | None, *, at_wire: bool = False) -> None:
+        self.at, self.count, self.hit, self.frozen, self.at_wire = at, 0, None, False, at_wire
         self._release = asyncio.Event()
 
-    async def passing(self, what: str) -> None:
+    async def passing(self, what: str, *, wire: bool = False) -> None:
+        if wire != self.at_wire:
+            return
         self.count += 1
         if self.boundary is not None:
             self.boundary(self.count, what)
@@ -101,10 +108,10 @@ class Gate:
         self._release.set()
 
 
-async def _gate(what: str) -> None:
+async def _gate(what: str, *, wire: bool = False) -> None:
     replica = _CURRENT.get()
     if replica is not None:
-        await replica.gate.passing(what)
+        await replica.gate.passing(what, wire=wire)
 
 
 class SharedKube(SimKube):
@@ -226,6 +233,7 @@ class Replica:
             self.clusters = ClusterRegistry(
                 world.kube,  # type: ignore[arg-type]
                 new_breaker=lambda: CircuitBreaker(first_backoff=0.0, max_backoff=0.0),
+                state_clock=lambda: world.clock.now + self.jump,
             )
             self.connectors = ConnectorService(world.kube, self.clusters, kafka_groups=world.kafka)  # type: ignore[arg-type]
             self.mirrors = MirrorMaker2Service(world.kube, self.clusters)  # type: ignore[arg-type]
@@ -382,7 +390,18 @@ class World:
 async def replica_world() -> AsyncIterator[World]:
     world = World()
     with respx.mock(assert_all_called=False) as router:
-        router.route(url__startswith=URL).mock(side_effect=world.connect.handle)
+
+        async def on_the_wire(request: httpx.Request) -> httpx.Response:
+            """What httpcore does with a request before its first byte: the write's gate at the
+            wire, then the ``trace`` callback's headers event (the fence's last look)."""
+            if request.method != "GET":
+                await _gate(f"connect: {request.method} {request.url.path}", wire=True)
+                trace = request.extensions.get("trace")
+                if trace is not None:
+                    await trace("http11.send_request_headers.started", {"request": request})
+            return world.connect.handle(request)
+
+        router.route(url__startswith=URL).mock(side_effect=on_the_wire)
         original = fencing.before_write
 
         async def gated(what: str) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from connect_offsets.clients.kafka import ClusterIdCache, KafkaAdminError
 from connect_offsets.clients.kafka_groups import TP, Checkpoint, CheckpointRead, GroupActive, GroupState
 from connect_offsets.clients.kubernetes import ConfigMapData, KubernetesError, KubernetesUnavailable
 from connect_offsets.clients.resource_cache import ResourceCache
+from connect_offsets.planning.plan import STATE_CHANGE_SETTLE_S
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.mirrormaker2 import MirrorMaker2Service
@@ -315,9 +317,12 @@ class Sim:
         # The circuit breaker is in (its refusals and probes are code paths the faults go through),
         # with no back-off: the simulation moves write by write, not in time, and a real 2 s would
         # turn every pass after an injected time-out into a refusal (test_connect_breaker has the timing).
+        # For the same reason every look at a stop or resume sent finds its settle window over
+        # (the fake's status does not lag; test_exactly_once has the lagging status).
         self.clusters = ClusterRegistry(
             self.kube,  # type: ignore[arg-type]
             new_breaker=lambda: CircuitBreaker(first_backoff=0.0, max_backoff=0.0),
+            state_clock=itertools.count(step=int(STATE_CHANGE_SETTLE_S)).__next__,
         )
         self.connectors = ConnectorService(self.kube, self.clusters, kafka_groups=self.kafka)  # type: ignore[arg-type]
         self.mirrors = MirrorMaker2Service(self.kube, self.clusters)  # type: ignore[arg-type]

@@ -24,8 +24,11 @@ from typing import Any
 
 import pytest
 
+from connect_offsets.clients.connect.state_changes import StateChanges
 from connect_offsets.clients.kubernetes import KubernetesUnavailable
+from connect_offsets.planning.plan import STATE_CHANGE_SETTLE_S
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, API_GROUP, CONNECTORS, OWNER_CONFIG_KEY
+from tests.fakes import FakeClock
 from tests.reconcile_pass import CM, NAME, NS, OFFSETS_PATH, Stack, document, position
 
 pytestmark = pytest.mark.unit
@@ -266,3 +269,44 @@ async def test_a_request_arriving_during_an_idle_pass_is_handled_by_the_next_che
     last = stack.status()["lastOffsetsOperation"]
     assert (last["operation"], last["result"]) == ("list", "Succeeded")
     assert json.loads(stack.kube.objects[CM]["data"]["offsets.json"])["offsets"] == position(30)
+
+
+@pytest.mark.parametrize("lag", [1, 3, 6])
+@pytest.mark.parametrize("operation", ["alter", "reset"])
+async def test_a_stop_and_a_resume_are_sent_once_while_connects_status_lags_them(
+    stack: Stack, operation: str, lag: int
+) -> None:
+    """Connect's status follows a stop or a resume late (20 ms to 0.9 s on the real stack); passes
+    that read the old state meanwhile - woken at once by their own status writes - used to send
+    the same ``PUT`` again (the resume twice 19 ms apart in the worker's request log)."""
+    await stack.created()
+    await stack.put_document(document(position(6)))
+    stack.connect.status_lag = lag
+    stack.annotate(connector_offsets=operation, stop_connector="true")
+    await stack.until_request_done(passes=12 + 2 * lag)
+    change = ("PATCH" if operation == "alter" else "DELETE") + f" {OFFSETS_PATH}"
+    assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop", change, f"PUT /connectors/{NAME}/resume"]
+    assert stack.status()["lastOffsetsOperation"]["result"] == "Succeeded"
+    assert stack.connect.connectors[NAME].state == "RUNNING"
+
+
+async def test_a_state_change_someone_undid_is_sent_again_once_connect_had_time_to_show_it(stack: Stack) -> None:
+    """Within the settle window a stop is not sent again; past it, a connector still not STOPPED
+    (someone resumed it by hand) is stopped again."""
+    await stack.created()
+    snapshot = stack.clusters.snapshot(NS, "local")
+    assert snapshot is not None
+    clock = FakeClock(100.0)
+    snapshot.client.state_changes = StateChanges(clock=clock)
+    body = stack.kube.resource(CONNECTORS, NS, NAME)
+    body["spec"]["state"] = "stopped"
+    stack.kube.put_resource(CONNECTORS, body)
+    await stack.reconcile()
+    assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop"]
+    stack.connect.connectors[NAME].state = "RUNNING"  # PUT /resume by hand
+    clock.now += STATE_CHANGE_SETTLE_S - 1
+    await stack.reconcile()
+    assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop"], "within the window"
+    clock.now += 1
+    await stack.reconcile()
+    assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop"] * 2

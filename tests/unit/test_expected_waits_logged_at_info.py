@@ -11,6 +11,7 @@ unreachable) stays a WARNING. The waits of stop -> change -> resume (Connect's s
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -24,7 +25,6 @@ from connect_offsets.controller import FINALIZER, Controller, Deletions
 from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.reconcile.settings import Outcome
 from connect_offsets.vocabulary import CLUSTER_LABEL, CONNECTORS
-from tests.fakes import FakeConnect, FakeConnector
 from tests.polling import until
 from tests.reconcile_pass import NAME, Stack, document, position
 
@@ -113,27 +113,19 @@ async def test_the_waits_of_stop_change_resume_log_nothing_above_info(
 ) -> None:
     """Connect reports STOPPED a moment after ``PUT /stop``: the passes that wait for it are
     normal, and so are the ones that change and resume."""
-    real = FakeConnect._status
-    lagging = [2]  # status reads that still say RUNNING after the stop
-
-    def lagged(name: str, connector: FakeConnector) -> dict[str, Any]:
-        answer = real(name, connector)
-        if connector.state == "STOPPED" and lagging[0] > 0:
-            lagging[0] -= 1
-            answer = real(name, FakeConnector(connector.config, "RUNNING"))
-        return answer
-
-    monkeypatch.setattr(FakeConnect, "_status", staticmethod(lagged))
     await stack.created(offsets=position(30))
     body = stack.kube.resource(CONNECTORS, NS, NAME)
     body["spec"]["offsetsPolicy"] = {"stopConnector": True}
     stack.kube.put_resource(CONNECTORS, body)
     await stack.put_document(document(position(7)))
+    stack.connect.status_lag = 2  # status reads that still show the state before a stop or resume
     with caplog.at_level(logging.DEBUG, logger="connect_offsets"):
         stack.annotate(connector_offsets="alter")
         outcomes = await stack.until_request_done(passes=10)
         await asyncio.sleep(0)
-    assert lagging == [0], "the status never lagged: no wait was exercised"
+    assert stack.connect.connectors[NAME].lagging_reads == 0, "the status never caught up"
+    waits = [c for c in stack.kube.status_patches if "waiting for Connect to report STOPPED" in json.dumps(c)]
+    assert waits, "the status never lagged: no wait was exercised"
     assert stack.connect.connectors[NAME].offsets == position(7)
     assert stack.status()["lastOffsetsOperation"]["result"] == "Succeeded"
     assert len(outcomes) >= 3 and all(o.transient_error is None for o in outcomes)  # stop, wait(s), change

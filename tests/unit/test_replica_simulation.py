@@ -6,6 +6,9 @@ gate, ``tests/replica_simulation.py``), for every N the flow has, and then:
 
 * ``take-over``: frozen past the Lease duration; another replica takes the Lease over and finishes
   the request; ``a`` wakes and its pass goes on from where it stopped;
+* ``take-over at the wire``: the same, with ``a`` frozen at its N-th Connect write *after* the
+  fence's checks, while the request waits for a connection (only the last look right before the
+  first byte, ``fencing.at_the_wire``, stands between it and a repeated write);
 * ``pause``: frozen for half the renew deadline: nobody takes over; ``a`` wakes and finishes;
 * ``lease-deleted``: the Lease is deleted there (a person, a restore of etcd) and ``a`` goes on;
 * ``api-silent``: the API server does not answer Lease calls for longer than the renew deadline
@@ -56,7 +59,7 @@ from tests.simulation import EXPLORED, NS
 
 pytestmark = pytest.mark.unit
 
-KINDS = ("take-over", "pause", "lease-deleted", "api-silent", "fast-clock")
+KINDS = ("take-over", "take-over at the wire", "pause", "lease-deleted", "api-silent", "fast-clock")
 RESOURCES = [(CONNECTORS, NAME)]
 
 
@@ -155,7 +158,7 @@ async def run_case(flow: ReplicaFlow, cast: list[tuple[str, Shard, float]], kind
             a.gate.boundary = delete_lease
             a.gate.arm(None)
         else:
-            a.gate.arm(at)
+            a.gate.arm(at, at_wire=kind == "take-over at the wire")
 
         async def alone() -> None:
             """``a`` works (the others only look at the Leases) until the flow is done."""
@@ -175,7 +178,7 @@ async def run_case(flow: ReplicaFlow, cast: list[tuple[str, Shard, float]], kind
             return False, world
         else:
             reached = True
-            if kind == "take-over":
+            if kind in ("take-over", "take-over at the wire"):
                 await world.advance(TIMINGS.duration + 2 * TIMINGS.retry_period)
                 assert world.holder() not in (None, a), "another replica took the Lease over"
                 await world.settle(RESOURCES)

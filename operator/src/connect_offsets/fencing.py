@@ -20,9 +20,15 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   another replica's only after the API server's Lease confirms this term (``confirm``), so such a
   replica cannot take a resource back from the new holder either.
 
-What no fence closes: a replica frozen between its last check and the moment its request leaves
-(microseconds), whose clock also failed to count the freeze. Connect accepts no fencing token, so
-a write already on its way cannot be refused by anyone.
+* **at the wire** (``at_the_wire``): the local checks run once more when the HTTP client is about
+  to write the request's first byte, after it got a connection. Why: between ``before_write`` and
+  that moment a request awaits a pooled connection or a TCP connect; a replica frozen there (seen
+  on the real stack: 1 of 4 SIGSTOP runs) sent its stale ``PUT /stop`` the moment it woke, after
+  the new holder had finished the alter and resumed the connector.
+
+What no fence closes: a replica frozen between that last look and its socket write (synchronous
+code, no await in between: microseconds). Connect accepts no fencing token, so a write already on
+its way cannot be refused by anyone.
 
 Why a context variable: the fence belongs to the running pass (Go code passes a ``context.Context``
 for the same reason), and the writes it guards are in every layer below the controller: Connect,
@@ -36,10 +42,11 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from connect_offsets.errors import ConnectOffsetsError
 
-__all__ = ["Fence", "FencedOff", "acting_under", "before_write", "check", "current"]
+__all__ = ["Fence", "FencedOff", "acting_under", "at_the_wire", "before_write", "check", "current"]
 
 
 class FencedOff(ConnectOffsetsError):
@@ -136,3 +143,25 @@ async def before_write(what: str) -> None:
         raise FencedOff(f"not written, the Lease is no longer held by {fence.holder}: {what}")
     fence.confirmed_for_writes = True
     fence.check(what)
+
+
+#: httpcore's trace event fired right before a request's headers are written (HTTP/1.1 and 2):
+#: from here to the socket write there is no await (httpcore and anyio, checked at their source).
+_HEADERS_GO_OUT = "send_request_headers.started"
+
+
+def at_the_wire(what: str) -> Callable[[str, dict[str, Any]], Awaitable[None]] | None:
+    """An httpcore ``trace`` callback that makes the local checks once more right before the
+    request's first byte is written; ``None`` outside a fenced pass. The callback raises
+    ``FencedOff`` there, and nothing of the request is sent."""
+    fence = _CURRENT.get()
+    if fence is None:
+        return None
+
+    async def last_look(event: str, info: dict[str, Any]) -> None:
+        if event.endswith(_HEADERS_GO_OUT):
+            fence.check(what)
+            if fence.still_claimed is not None and not fence.still_claimed():
+                raise FencedOff(f"not written, another replica claimed the resource: {what}")
+
+    return last_look

@@ -12,7 +12,15 @@ from connect_offsets.models.crds import (
 )
 from connect_offsets.planning.initial_offsets import initial_offsets_due, plan_initial, plan_initial_resume
 from connect_offsets.planning.offsets_requests import plan_annotation_conditions, plan_offsets
-from connect_offsets.planning.plan import RESTART_VALUES, SETTLE_DELAY_S, Action, ConditionSpec, Observed, Plan
+from connect_offsets.planning.plan import (
+    RESTART_VALUES,
+    SETTLE_DELAY_S,
+    STATE_CHANGE_SETTLE_S,
+    Action,
+    ConditionSpec,
+    Observed,
+    Plan,
+)
 from connect_offsets.planning.targets import (
     CONNECT_STATE,
     ConnectorTarget,
@@ -123,6 +131,8 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
             state_actions.append(Action("resume"))
         if state_actions or observed_state in ("UNASSIGNED", "RESTARTING"):
             plan.requeue(SETTLE_DELAY_S)
+        # Sent moments ago and Connect's status has not caught up yet: not again (exactly once).
+        state_actions = [a for a in state_actions if not _just_sent(observed, a.kind)]
     elif plan.hold_stopped and status is not None and not status.is_stopped:
         plan.requeue(SETTLE_DELAY_S)  # STOPPED but tasks still listed: Connect is winding them down
     plan.actions += state_actions
@@ -130,6 +140,11 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
     _plan_ready(target, observed, plan, effective)
     plan_annotation_conditions(target, plan)
     return plan
+
+
+def _just_sent(observed: Observed, change: str) -> bool:
+    sent = observed.state_change_sent
+    return sent is not None and sent[0] == change and sent[1] < STATE_CHANGE_SETTLE_S
 
 
 def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan, effective: ConnectorState) -> None:

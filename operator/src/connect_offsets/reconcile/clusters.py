@@ -168,6 +168,7 @@ class ClusterRegistry:
         on_recovered: ClustersRecovered | None = None,
         new_breaker: BreakerFactory = CircuitBreaker,
         hold_snapshots: Callable[[], bool] = lambda: False,
+        state_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``on_change``, ``hold_snapshots`` (its ``hold``): see ``ConnectorsSnapshot``.
         ``on_recovered``: called (on the event loop, from inside the request that got the answer;
@@ -176,13 +177,14 @@ class ClusterRegistry:
         time-out, a refused connection or a 502/503/504: their resources failed at once meanwhile
         and wait in back-off, so the caller wakes them.
         ``new_breaker``: makes each connection's circuit breaker (``clients.connect.breaker``;
-        a factory returning None turns them off)."""
+        a factory returning None turns them off). ``state_clock``: see ``ConnectClient``."""
         self._kube = kube
         self.drift_interval = drift_interval
         self._on_change = on_change
         self._on_recovered = on_recovered
         self._new_breaker = new_breaker
         self._hold_snapshots = hold_snapshots
+        self._state_clock = state_clock
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -267,7 +269,7 @@ class ClusterRegistry:
                 connection = self._connections.get(fingerprint)
                 if connection is None:
                     breaker = self._new_breaker()
-                    client = ConnectClient(endpoint, breaker=breaker)
+                    client = ConnectClient(endpoint, breaker=breaker, state_clock=self._state_clock)
                     max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
                     snapshot = ConnectorsSnapshot(client, max_age, hold=self._hold_snapshots)
                     connection = _Connection(client, snapshot)

@@ -107,6 +107,7 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         dry_run_configmap=dry_run,
         copy_source=copy_source,
         pinned_copy=pinned,
+        state_change_sent=p.client.state_changes.last(target.name),
     )
     return observed, read.digest
 

@@ -18,6 +18,7 @@ import inspect
 import io
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
@@ -67,6 +68,7 @@ from connect_offsets.clients.connect.responses import (
     _expanded_unless_same,
     _read_capped,
 )
+from connect_offsets.clients.connect.state_changes import StateChange, StateChanges, maybe_applied
 from connect_offsets.clients.credentials import reflect
 from connect_offsets.clients.limits import MAX_SMALL_RESPONSE_BYTES, max_document_bytes
 from connect_offsets.models.connect import ConnectorStatus, RuntimeState, ServerInfo
@@ -130,6 +132,7 @@ class ConnectClient:
     a cluster that timed out, refused the connection or answered 502/503/504 is not asked again
     for a back-off period: every request fails at once with that failure, marked remembered.
     Without (the command line tools, single-step tests), every request goes out.
+    ``state_clock``: the monotonic clock ``state_changes`` ages the stops and resumes sent by.
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class ConnectClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         breaker: CircuitBreaker[ConnectError] | None = None,
+        state_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._endpoint = endpoint
         self._breaker = breaker
@@ -150,6 +154,8 @@ class ConnectClient:
         self._last_write: dict[str, int] = {}
         #: The last snapshot answer's sha256 and parse (``_expanded_unless_same``).
         self._last_listing: tuple[str, dict[str, ExpandedConnector]] | None = None
+        #: The stops, pauses and resumes sent per connector: Connect's status lags them.
+        self.state_changes = StateChanges(state_clock)
         #: Every installed plugin and version, asked once per cluster (``spec.version``'s check).
         self.installed_plugins = InstalledPlugins(self.plugin_versions)
         self._client = httpx.AsyncClient(
@@ -348,6 +354,7 @@ class ConnectClient:
         ``initial_state`` (RUNNING, PAUSED, STOPPED) needs Connect >= 3.7, see
         :func:`supports_initial_state`; it is only sent when given.
         """
+        self.state_changes.forget(name)
         body: dict[str, Any] = {"name": name, "config": config}
         if initial_state is not None:
             body["initial_state"] = initial_state
@@ -359,17 +366,28 @@ class ConnectClient:
 
     async def delete_connector(self, name: str) -> bool:
         """Delete; ``False`` if there was no such connector."""
+        self.state_changes.forget(name)
         response = await self._request("DELETE", _connector_path(name), not_found_ok=True)
         return response is not None
 
     async def stop_connector(self, name: str) -> None:
-        await self._request("PUT", _connector_path(name, "stop"))
+        await self._change_state(name, "stop")
 
     async def pause_connector(self, name: str) -> None:
-        await self._request("PUT", _connector_path(name, "pause"))
+        await self._change_state(name, "pause")
 
     async def resume_connector(self, name: str) -> None:
-        await self._request("PUT", _connector_path(name, "resume"))
+        await self._change_state(name, "resume")
+
+    async def _change_state(self, name: str, change: StateChange) -> None:
+        """``PUT .../stop|pause|resume``, noted in ``state_changes`` once Connect may have it."""
+        try:
+            await self._request("PUT", _connector_path(name, change))
+        except BaseException as error:
+            if maybe_applied(error):
+                self.state_changes.sent(name, change)
+            raise
+        self.state_changes.sent(name, change)
 
     async def restart_connector(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> None:
         params = {"includeTasks": _bool_param(include_tasks), "onlyFailed": _bool_param(only_failed)}
@@ -598,13 +616,18 @@ class ConnectClient:
         limit: int,
     ) -> httpx.Response | None:
         headers = {"Content-Type": "application/json"} if content is not None else None
+        extensions: dict[str, Any] = {}
         if method != "GET":
-            # Under a Lease, a write goes out only in the term the pass began in (``fencing``).
+            # Under a Lease, a write goes out only in the term the pass began in (``fencing``):
+            # checked before, and once more when its first byte is about to leave.
             await fencing.before_write(f"{method} {path}")
+            last_look = fencing.at_the_wire(f"{method} {path}")
+            if last_look is not None:
+                extensions["trace"] = last_look
         self._note_write(method, path, json_body)
         try:
             request = self._client.build_request(
-                method, path, params=params, json=json_body, content=content, headers=headers
+                method, path, params=params, json=json_body, content=content, headers=headers, extensions=extensions
             )
             response = await self._client.send(request, stream=True)
             try:

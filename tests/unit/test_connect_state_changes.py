@@ -1,0 +1,83 @@
+"""Which stops, pauses and resumes count as sent (``clients.connect.state_changes``): the planner does
+not send one again while Connect's status lags it, so "sent" must include "maybe applied"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from connect_offsets.clients.connect import ConnectClient, ConnectEndpoint, ConnectError
+from connect_offsets.clients.connect.state_changes import StateChanges
+from tests.fakes import FakeClock
+
+pytestmark = pytest.mark.unit
+
+URL = "http://connect.test:8083"
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+def client_answering(answer: Answer) -> tuple[ConnectClient, FakeClock]:
+    clock = FakeClock(50.0)
+    client = ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(answer))
+    client.state_changes = StateChanges(clock=clock)
+    return client, clock
+
+
+def accepted(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(204 if request.url.path.endswith("/stop") else 202)
+
+
+def refused(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(409, json={"error_code": 409, "message": "rebalance in progress"})
+
+
+def answer_lost(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("no answer", request=request)
+
+
+def not_connected(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+async def test_an_accepted_change_is_noted_with_its_age() -> None:
+    client, clock = client_answering(accepted)
+    async with client:
+        await client.stop_connector("orders")
+        clock.now += 1.5
+        assert client.state_changes.last("orders") == ("stop", 1.5)
+        await client.resume_connector("orders")
+        assert client.state_changes.last("orders") == ("resume", 0.0)
+        assert client.state_changes.last("payments") is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "noted"),
+    [(refused, False), (not_connected, False), (answer_lost, True)],
+    ids=["Connect refused it", "never sent", "answer lost"],
+)
+async def test_a_failed_change_counts_as_sent_only_when_connect_may_have_applied_it(
+    answer: Answer, noted: bool
+) -> None:
+    client, _ = client_answering(answer)
+    async with client:
+        with pytest.raises(ConnectError):
+            await client.pause_connector("orders")
+        assert (client.state_changes.last("orders") is not None) is noted
+
+
+async def test_a_deleted_or_created_connector_starts_with_no_change_sent() -> None:
+    def anything(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(201, json={"name": "orders", "config": {}, "tasks": []})
+        return accepted(request)
+
+    client, _ = client_answering(anything)
+    async with client:
+        await client.stop_connector("orders")
+        await client.delete_connector("orders")
+        assert client.state_changes.last("orders") is None
+        await client.stop_connector("orders")
+        await client.create_connector("orders", {"connector.class": "X"})
+        assert client.state_changes.last("orders") is None
