@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from connect_offsets.clients.resource_cache import ResourceCache
 from connect_offsets.controller import FINALIZER, LeaseKeeper, LeaseTimings, Shard, awaiting_deletion, cluster_of
 from connect_offsets.controller.sharding import needs_finalizer, stale_finalizers
 from connect_offsets.errors import ConnectOffsetsError
+from connect_offsets.planning.plan import STATE_CHANGE_SETTLE_S
 from connect_offsets.reconcile.clusters import ClusterRegistry
 from connect_offsets.reconcile.connectors import ConnectorService
 from connect_offsets.reconcile.deletion import DeletionPending
@@ -360,8 +362,11 @@ class World:
 
     async def settle(self, resources: list[tuple[str, str]], max_rounds: int = 80) -> int:
         """Every running replica checks every resource, time moving on, until nothing is written
-        twice in a row; the rounds it took."""
+        for longer than a stop or resume is held back after a take-over (``STATE_CHANGE_SETTLE_S``);
+        the rounds it took."""
         quiet = 0
+        # A term begun during a round's advance has its checks one round later: one round more.
+        enough = math.ceil(STATE_CHANGE_SETTLE_S / TIMINGS.retry_period) + 2
         for rounds in range(1, max_rounds + 1):
             before = self.faults.total
             for replica in self.replicas:
@@ -376,7 +381,7 @@ class World:
             await self.advance(TIMINGS.retry_period)
             held = self.holder() is not None  # a Lease to be made again first (after a deletion)
             quiet = quiet + 1 if self.faults.total == before and held else 0
-            if quiet == 3:
+            if quiet == enough:
                 return rounds
         raise AssertionError(f"still writing after {max_rounds} rounds: {self.faults.writes[-12:]}")
 

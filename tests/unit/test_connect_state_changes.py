@@ -52,10 +52,30 @@ async def test_an_accepted_change_is_noted_with_its_age() -> None:
         assert client.state_changes.last("payments") is None
 
 
+def connect_timed_out(request: httpx.Request) -> httpx.Response:
+    """The herder did not finish within the REST timeout: the change stays queued, applied later."""
+    return httpx.Response(500, json={"error_code": 500, "message": "Request timed out"})
+
+
+def gateway_timed_out(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(504, text="Gateway Timeout")
+
+
+def failed_otherwise(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(500, json={"error_code": 500, "message": "Failed to stop connector orders"})
+
+
 @pytest.mark.parametrize(
     ("answer", "noted"),
-    [(refused, False), (not_connected, False), (answer_lost, True)],
-    ids=["Connect refused it", "never sent", "answer lost"],
+    [
+        (refused, False),
+        (failed_otherwise, False),
+        (not_connected, False),
+        (answer_lost, True),
+        (connect_timed_out, True),
+        (gateway_timed_out, True),
+    ],
+    ids=["Connect refused it", "Connect failed it", "never sent", "answer lost", "Connect timed out", "gateway 504"],
 )
 async def test_a_failed_change_counts_as_sent_only_when_connect_may_have_applied_it(
     answer: Answer, noted: bool

@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from connect_offsets.clients.connect.state_changes import StateChanges
 from connect_offsets.clients.kubernetes import KubernetesUnavailable
 from connect_offsets.planning.plan import STATE_CHANGE_SETTLE_S
+from connect_offsets.reconcile.deletion import DeletionPending
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, API_GROUP, CONNECTORS, OWNER_CONFIG_KEY
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, FakeConnect, FakeConnector
 from tests.reconcile_pass import CM, NAME, NS, OFFSETS_PATH, Stack, document, position
 
 pytestmark = pytest.mark.unit
@@ -310,3 +312,55 @@ async def test_a_state_change_someone_undid_is_sent_again_once_connect_had_time_
     clock.now += 1
     await stack.reconcile()
     assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop"] * 2
+
+
+async def test_a_stop_connect_applied_after_its_own_timeout_is_sent_once(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connect answers 500 "Request timed out" when its herder was slow; the stop is applied
+    anyway and the status lags it (found by the attacker review of 7ddf1a7)."""
+    await stack.created()
+    real = FakeConnect._connector
+    answered: list[str] = []
+
+    def slow_herder(
+        self: FakeConnect, method: str, name: str, suffix: str, connector: FakeConnector | None, body: Any
+    ) -> httpx.Response:
+        answer = real(self, method, name, suffix, connector, body)
+        if suffix == "stop" and not answered:
+            answered.append(suffix)
+            return httpx.Response(500, json={"error_code": 500, "message": "Request timed out"})
+        return answer
+
+    monkeypatch.setattr(FakeConnect, "_connector", slow_herder)
+    stack.connect.status_lag = 3
+    body = stack.kube.resource(CONNECTORS, NS, NAME)
+    body["spec"]["state"] = "stopped"
+    stack.kube.put_resource(CONNECTORS, body)
+    for _ in range(3):
+        await stack.reconcile()
+    assert stack.connect.changes() == [f"PUT /connectors/{NAME}/stop"]
+
+
+async def test_a_deletions_stop_is_sent_once_while_connects_status_lags_it(stack: Stack) -> None:
+    """``offsetsOnDelete: reset`` stops the connector and polls for STOPPED; polls that read the
+    lagging status within the settle window send no second stop (the attacker review's finding 4)."""
+    await stack.created()
+    body = stack.kube.resource(CONNECTORS, NS, NAME)
+    body["spec"]["offsetsOnDelete"] = "reset"
+    stack.kube.put_resource(CONNECTORS, body)
+    stack.connect.status_lag = 3
+    outcomes = []
+    for _ in range(6):
+        try:
+            outcomes.append(
+                await stack.service.delete(NS, NAME, stack.kube.resource(CONNECTORS, NS, NAME), give_up=False)
+            )
+            break
+        except DeletionPending as waiting:
+            outcomes.append(str(waiting))
+    assert stack.connect.changes() == [
+        f"PUT /connectors/{NAME}/stop",
+        f"DELETE {OFFSETS_PATH}",
+        f"DELETE /connectors/{NAME}",
+    ], outcomes

@@ -12,6 +12,8 @@ had finished the alter and resumed the connector.
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -122,3 +124,61 @@ async def test_a_term_still_held_at_the_wire_writes(held: tuple[ConnectClient, H
 
 async def test_outside_a_fenced_pass_there_is_no_last_look() -> None:
     assert fencing.at_the_wire("PUT /connectors/orders/stop") is None
+
+
+async def test_a_term_that_ends_while_a_large_patch_body_is_on_its_way_sends_no_complete_patch() -> None:
+    """Connect acts on a request once its last byte arrived: a worker slow to read a body of
+    megabytes (one chunk of a chunked alter) leaves most of it in this process while the term
+    ends; the request must never be completed (found by the attacker review of 7ddf1a7)."""
+    headers_read = asyncio.Event()
+    read_body = asyncio.Event()
+    complete: list[str] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = next(
+                int(v) for k, _, v in (line.partition(": ") for line in lines[1:]) if k.lower() == "content-length"
+            )
+            headers_read.set()
+            await read_body.wait()  # a worker slow to read the body (busy Jetty threads, slow link)
+            await reader.readexactly(length)
+            complete.append(f"{method} {path}")  # Connect acts on the request now
+            answer = json.dumps({"message": "altered"})
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(answer)}\r\n\r\n"
+            writer.write((head + answer).encode())
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind(("127.0.0.1", 0))
+    listener = await asyncio.start_server(serve, sock=sock)
+    port = sock.getsockname()[1]
+    client = ConnectClient(ConnectEndpoint(url=f"http://127.0.0.1:{port}"))
+    ended = asyncio.Event()
+    fence = fencing.Fence(holder="frozen/1", valid=lambda: not ended.is_set())
+    # One chunk of a chunked alter: many partitions, under the 4 MiB chunk limit.
+    entries = [{"partition": {"filename": f"/data/file-{i:07d}.txt"}, "offset": {"position": i}} for i in range(50_000)]
+    async with listener, client:
+
+        async def alter() -> None:
+            with fencing.acting_under(fence):
+                await client.alter_offsets("orders", {"offsets": entries})
+
+        altering = asyncio.create_task(alter())
+        await asyncio.wait_for(headers_read.wait(), 10)
+        await asyncio.sleep(0.2)
+        assert not altering.done(), "the body did not wait on the wire: no window to show"
+        ended.set()  # frozen here; woken after another replica took the Lease over
+        read_body.set()
+        await asyncio.wait([altering], timeout=10)
+        outcome = "succeeded" if altering.exception() is None else repr(altering.exception())
+        assert complete == [], (
+            f"a PATCH whose term had ended before its body left reached Connect whole (the alter {outcome})"
+        )

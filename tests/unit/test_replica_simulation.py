@@ -50,6 +50,7 @@ from tests.replica_simulation import (
     TIMINGS,
     Replica,
     World,
+    acting_as,
     connector_body,
     document,
     position,
@@ -531,3 +532,30 @@ async def test_a_stale_replica_frozen_mid_pass_after_an_idle_take_over_repeats_n
         a.gate.arm(None)  # a's pass ended (before its at-th write, if it never froze): no more freezes
         await world.settle(RESOURCES)
         check_invariants(world, flow, seen, f"{flow.name}, a frozen at write {at} ({fenced})")
+
+
+@pytest.mark.parametrize("lag", [1, 3, 6])
+async def test_a_lease_released_at_a_rollout_and_taken_at_once_repeats_none_of_the_old_holders_changes(
+    lag: int,
+) -> None:
+    """``a`` stops the connector for an alter, then stops itself (a rollout): it releases its Lease
+    and ``b`` takes it at its next look, while Connect's status still shows RUNNING for ``lag``
+    reads. ``b`` knows nothing of ``a``'s stop (that record was in ``a``'s memory): its term
+    followed another, so it holds back stops and resumes while ``a``'s may not show yet, and every
+    write still happens once (found by the attacker review of 7ddf1a7: the stop went out twice)."""
+    flow, cast = FLOWS[0], writers()["two of one shard"]
+    async with replica_world() as world:
+        a = await begin(world, cast, flow)
+        seen = len(world.connect.requests)
+        world.connect.status_lag = lag
+        for _ in range(3):
+            await a.check(CONNECTORS, NAME)
+            if any((r.method, r.path) == STOP for r in world.connect.requests[seen:]):
+                break
+        assert [r for r in world.connect.requests[seen:] if (r.method, r.path) == STOP], "a stopped it"
+        with acting_as(a):
+            await a.keeper.release_all()
+        world.replicas.remove(a)
+        await world.settle(RESOURCES)
+        assert world.holder() is world.replicas[0], "b took the released Lease over"
+        check_invariants(world, flow, seen, f"released with the status {lag} read(s) behind")

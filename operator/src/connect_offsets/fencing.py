@@ -21,14 +21,17 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   replica cannot take a resource back from the new holder either.
 
 * **at the wire** (``at_the_wire``): the local checks run once more when the HTTP client is about
-  to write the request's first byte, after it got a connection. Why: between ``before_write`` and
-  that moment a request awaits a pooled connection or a TCP connect; a replica frozen there (seen
-  on the real stack: 1 of 4 SIGSTOP runs) sent its stale ``PUT /stop`` the moment it woke, after
-  the new holder had finished the alter and resumed the connector.
+  to write the request's first byte, after it got a connection, and again before the last byte
+  of a body. Why: between ``before_write`` and that moment a request awaits a pooled connection
+  or a TCP connect; a replica frozen there (seen on the real stack: 1 of 4 SIGSTOP runs) sent its
+  stale ``PUT /stop`` the moment it woke, after the new holder had finished the alter and resumed
+  the connector. And Connect acts on a request only once it is whole: a frozen replica's half-sent
+  body of megabytes would be completed on waking, so its last byte waits for a look of its own.
 
-What no fence closes: a replica frozen between that last look and its socket write (synchronous
-code, no await in between: microseconds). Connect accepts no fencing token, so a write already on
-its way cannot be refused by anyone.
+What no fence closes: a replica frozen between a last look and the socket taking the byte after
+it (synchronous code for the first byte; for a body's last byte, also what is left of the event
+loop's transport buffer, at most its 64 KiB high-water mark, drained at the link's speed). Connect
+accepts no fencing token, so a write already on its way cannot be refused by anyone.
 
 Why a context variable: the fence belongs to the running pass (Go code passes a ``context.Context``
 for the same reason), and the writes it guards are in every layer below the controller: Connect,
@@ -46,7 +49,7 @@ from typing import Any
 
 from connect_offsets.errors import ConnectOffsetsError
 
-__all__ = ["Fence", "FencedOff", "acting_under", "at_the_wire", "before_write", "check", "current"]
+__all__ = ["Fence", "FencedOff", "LastLook", "acting_under", "at_the_wire", "before_write", "check", "current"]
 
 
 class FencedOff(ConnectOffsetsError):
@@ -85,6 +88,10 @@ class Fence:
     #: Whether this pass wrote its claim and had the Lease confirm its term before its first
     #: Connect write (``before_write``): later writes of the pass only check the term locally.
     confirmed_for_writes: bool = False
+    #: Seconds since this term began, when it followed another term of the Lease (released at a
+    #: rollout and taken within a retry period, or expired); None when the Lease was new. The
+    #: stops and resumes the other holder sent last may not show in Connect's status yet.
+    after_another: Callable[[], float] | None = field(default=None)
 
     def check(self, what: str) -> None:
         if not self.valid():
@@ -150,18 +157,29 @@ async def before_write(what: str) -> None:
 _HEADERS_GO_OUT = "send_request_headers.started"
 
 
-def at_the_wire(what: str) -> Callable[[str, dict[str, Any]], Awaitable[None]] | None:
-    """An httpcore ``trace`` callback that makes the local checks once more right before the
-    request's first byte is written; ``None`` outside a fenced pass. The callback raises
-    ``FencedOff`` there, and nothing of the request is sent."""
-    fence = _CURRENT.get()
-    if fence is None:
-        return None
+@dataclass(frozen=True)
+class LastLook:
+    """The local checks of a fenced pass, made once more at the wire (``at_the_wire``)."""
 
-    async def last_look(event: str, info: dict[str, Any]) -> None:
+    fence: Fence
+    what: str
+
+    def __call__(self) -> None:
+        """``FencedOff`` unless the term still holds and no other replica's claim is watched."""
+        self.fence.check(self.what)
+        if self.fence.still_claimed is not None and not self.fence.still_claimed():
+            raise FencedOff(f"not written, another replica claimed the resource: {self.what}")
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        """An httpcore ``trace`` callback: the look right before the request's first byte."""
         if event.endswith(_HEADERS_GO_OUT):
-            fence.check(what)
-            if fence.still_claimed is not None and not fence.still_claimed():
-                raise FencedOff(f"not written, another replica claimed the resource: {what}")
+            self()
 
-    return last_look
+
+def at_the_wire(what: str) -> LastLook | None:
+    """The last look of a write in a fenced pass (None outside one): before its first byte (its
+    ``trace``) and, for a request with a body, before the body's last byte (the Connect client's
+    ``LastByteHeld``): Connect acts on a request once it is whole, and a body of megabytes is
+    still on its way for as long as the worker takes to read it."""
+    fence = _CURRENT.get()
+    return None if fence is None else LastLook(fence, what)

@@ -109,6 +109,10 @@ class _Held:
     #: This process's count of acquisitions: tells terms apart even when a re-created Lease
     #: restarts ``leaseTransitions``.
     epoch: int
+    #: Monotonic time the term began, when it followed another replica's term of the same Lease
+    #: (released or expired; None: the Lease was new, or ours before): that holder's last stops
+    #: and resumes may not show in Connect's status yet (``Fence.after_another``).
+    followed_at: float | None = None
 
 
 @dataclass
@@ -188,7 +192,15 @@ class LeaseKeeper:
                 self._confirmed[cluster] = (epoch, asked)
             return ours
 
-        return Fence(holder=f"{self.identity}/{held.record.transitions}", valid=valid, confirm=confirm, cluster=cluster)
+        followed_at = held.followed_at
+        after_another = None if followed_at is None else (lambda: self.clock() - followed_at)
+        return Fence(
+            holder=f"{self.identity}/{held.record.transitions}",
+            valid=valid,
+            confirm=confirm,
+            cluster=cluster,
+            after_another=after_another,
+        )
 
     def held(self) -> set[Cluster]:
         return set(self._held)
@@ -355,6 +367,9 @@ class LeaseKeeper:
         except KubernetesError:  # someone else was quicker, or the API server did not answer
             return False
         self._epochs += 1
-        self._held[cluster] = _Held(written, sent, acquired, self._epochs)
+        # Our own earlier term's changes are in this process's memory (``StateChanges``); a
+        # released record names nobody, so it may have been anyone's.
+        followed_at = sent if record is not None and record.holder != self.identity else None
+        self._held[cluster] = _Held(written, sent, acquired, self._epochs, followed_at)
         log.info("acquired the Lease of %s/%s (term %d)", cluster[0], cluster[1], written.transitions)
         return True

@@ -15,11 +15,11 @@ from connect_offsets.planning.offsets_requests import plan_annotation_conditions
 from connect_offsets.planning.plan import (
     RESTART_VALUES,
     SETTLE_DELAY_S,
-    STATE_CHANGE_SETTLE_S,
     Action,
     ConditionSpec,
     Observed,
     Plan,
+    state_change_settling,
 )
 from connect_offsets.planning.targets import (
     CONNECT_STATE,
@@ -143,8 +143,7 @@ def plan_target(target: ConnectorTarget, observed: Observed) -> Plan:
 
 
 def _just_sent(observed: Observed, change: str) -> bool:
-    sent = observed.state_change_sent
-    return sent is not None and sent[0] == change and sent[1] < STATE_CHANGE_SETTLE_S
+    return state_change_settling(change, observed.state_change_sent, observed.inherited_term_age)
 
 
 def _plan_ready(target: ConnectorTarget, observed: Observed, plan: Plan, effective: ConnectorState) -> None:

@@ -41,6 +41,15 @@ SETTLE_DELAY_S = 2.0
 STATE_CHANGE_SETTLE_S = 10.0
 
 
+def state_change_settling(change: str, sent: tuple[str, float] | None, inherited_term_age: float | None) -> bool:
+    """Whether ``change`` (stop, pause, resume) may have been sent moments ago - by this process
+    (``sent``: the last one and its age) or by the replica whose Lease term this one followed -
+    so that Connect's status may not show it yet: then it is not sent again."""
+    if sent is not None and sent[0] == change and sent[1] < STATE_CHANGE_SETTLE_S:
+        return True
+    return inherited_term_age is not None and inherited_term_age < STATE_CHANGE_SETTLE_S
+
+
 #: Kafka unreachable while seeking to a time: try again after this long.
 KAFKA_RETRY_S = 10.0
 
@@ -120,6 +129,9 @@ class Observed:
     #: The last stop, pause or resume sent to this connector and how many seconds ago (None: none
     #: this process knows of): Connect's status lags it (``clients.connect.state_changes``).
     state_change_sent: tuple[str, float] | None = None
+    #: Seconds since this pass's Lease term began, when it followed another replica's term (None
+    #: otherwise): that replica's last stops and resumes may not show yet either.
+    inherited_term_age: float | None = None
 
     def carries_documents(self) -> bool:
         """Whether a tenant's offsets text came with this observation (planning validates it)."""

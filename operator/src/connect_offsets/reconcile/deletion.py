@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connect_offsets.clients.connect import ConnectClient, ConnectError
+from connect_offsets.clients.connect.state_changes import inherited_term_age
 from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected, label_value
 from connect_offsets.clients.offsets_configmaps import OffsetsConfigMapStore
 from connect_offsets.errors import TransientError
@@ -40,6 +41,7 @@ from connect_offsets.models.crds import (
     KafkaConnectorStatus,
     OffsetsOnDelete,
 )
+from connect_offsets.planning.plan import state_change_settling
 from connect_offsets.reconcile.backups import FINAL_BACKUP_LABEL, connector_hash
 from connect_offsets.reconcile.clusters import ClusterRegistry, ClusterUnreachable, ClusterUnusable, resolve_cluster
 from connect_offsets.reconcile.context import managed_labels
@@ -198,7 +200,7 @@ async def _carry_out(d: _Deletion) -> str:
         if status is None or not status.is_stopped:
             if d.resource.status.deletion is None:  # the record goes first, then the stop
                 await d.checkpoint(step="Stopping")
-            if status is None or status.state != "STOPPED":
+            if (status is None or status.state != "STOPPED") and not _stop_settling(d.client, d.connector):
                 await d.client.stop_connector(d.connector)
             raise DeletionPending(f"{d.connector}: waiting for Connect to report it STOPPED before the reset")
     if d.record.backup is None:
@@ -242,3 +244,9 @@ async def _done(d: _Deletion) -> str:
     await d.checkpoint(step="Done", message=text)
     await record_event(d.kube, d.body, "Normal", reason, text)
     return text
+
+
+def _stop_settling(client: ConnectClient, name: str) -> bool:
+    """A stop sent moments ago (here or by the replica before us) that Connect's status may not
+    show yet: not sent again (``planning.state_change_settling``)."""
+    return state_change_settling("stop", client.state_changes.last(name), inherited_term_age())

@@ -16,6 +16,7 @@ from connect_offsets.clients.connect import (
     ConnectClient,
     ConnectError,
 )
+from connect_offsets.clients.connect.state_changes import inherited_term_age
 from connect_offsets.clients.credentials import CredentialsRefused, secret_parts
 from connect_offsets.clients.kafka import (
     ClusterIdCache,
@@ -49,6 +50,7 @@ from connect_offsets.planning import (
     mirror_direction,
     mirror_targets,
 )
+from connect_offsets.planning.plan import state_change_settling
 from connect_offsets.reconcile.clusters import (
     ClusterRegistry,
     ClusterUnreachable,
@@ -417,6 +419,8 @@ class MirrorMaker2Service:
             status = await client.get_connector_status(name)
             if status is None or status.connector.state == "STOPPED":
                 continue
+            if state_change_settling("stop", client.state_changes.last(name), inherited_term_age()):
+                continue  # sent moments ago; Connect's status does not show it yet
             config = await client.get_connector_config(name)
             if config is None or config.get(OWNER_CONFIG_KEY) != owner:
                 continue

@@ -14,6 +14,7 @@ import json
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from connect_offsets.clients.connect.state_changes import inherited_term_age
 from connect_offsets.clients.kafka import KafkaAdminError, offsets_for_timestamp
 from connect_offsets.clients.offsets_configmaps import OffsetsCorrupt, OffsetsKeyMissing, OffsetsTooLarge
 from connect_offsets.models.connect import supports_initial_state
@@ -108,6 +109,7 @@ async def observe(p: Pass, *, fresh: bool = False) -> tuple[Observed, str | None
         copy_source=copy_source,
         pinned_copy=pinned,
         state_change_sent=p.client.state_changes.last(target.name),
+        inherited_term_age=inherited_term_age(),
     )
     return observed, read.digest
 

@@ -47,6 +47,7 @@ from connect_offsets.clients.connect.errors import (
     _is_connect_error_body,
     _with_chunk_failure,
 )
+from connect_offsets.clients.connect.fenced_body import LastByteHeld
 from connect_offsets.clients.connect.outages import admit, deadline, settle
 from connect_offsets.clients.connect.plugins import InstalledPlugins
 from connect_offsets.clients.connect.responses import (
@@ -617,18 +618,21 @@ class ConnectClient:
     ) -> httpx.Response | None:
         headers = {"Content-Type": "application/json"} if content is not None else None
         extensions: dict[str, Any] = {}
+        last_look: fencing.LastLook | None = None
         if method != "GET":
             # Under a Lease, a write goes out only in the term the pass began in (``fencing``):
-            # checked before, and once more when its first byte is about to leave.
+            # checked before, and once more when its first byte and its body's last are about to leave.
             await fencing.before_write(f"{method} {path}")
             last_look = fencing.at_the_wire(f"{method} {path}")
             if last_look is not None:
-                extensions["trace"] = last_look
+                extensions["trace"] = last_look.trace
         self._note_write(method, path, json_body)
         try:
             request = self._client.build_request(
                 method, path, params=params, json=json_body, content=content, headers=headers, extensions=extensions
             )
+            if last_look is not None and request.content:
+                request.stream = LastByteHeld(request.content, last_look)  # Content-Length stays
             response = await self._client.send(request, stream=True)
             try:
                 await _read_capped(response, limit, method, path)

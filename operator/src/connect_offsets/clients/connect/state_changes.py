@@ -7,9 +7,14 @@ target state. On the real stack the status lagged a resume by 20 ms to 0.9 s, an
 meanwhile (by its own status write) read STOPPED and resumed the connector a second time. The
 planner leaves out a state change this client sent moments ago (``planning.lifecycle``).
 
-A change whose outcome is unknown (the answer was lost, the pass was cancelled while it was on
-its way) counts as sent: Connect may have applied it. One Connect refused (its answer says so),
-or that never left (the circuit breaker, the fence, a refused connection), does not count.
+A change whose outcome is unknown (the answer was lost, Connect's own "Request timed out", a
+gateway's 504, the pass cancelled while it was on its way) counts as sent: Connect may have applied
+it. One Connect refused (its answer says so), or that never left (the circuit breaker, the fence, a
+refused connection), does not count.
+
+Across replicas: another replica's record is in its memory, so a term that followed another
+replica's (a Lease released at a rollout is taken within a retry period) treats every change as
+possibly sent at the term's start (``inherited_term_age``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from typing import Literal
 
 import httpx
 
+from connect_offsets import fencing
 from connect_offsets.clients.connect.errors import ConnectError, ConnectHTTPError
 
-__all__ = ["StateChange", "StateChanges", "maybe_applied"]
+__all__ = ["StateChange", "StateChanges", "inherited_term_age", "maybe_applied"]
 
 StateChange = Literal["stop", "pause", "resume"]
 
@@ -34,7 +40,11 @@ _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 def maybe_applied(error: BaseException) -> bool:
     """Whether a state change that failed with ``error`` may still have been applied by Connect."""
     if isinstance(error, ConnectHTTPError):
-        return False  # Connect answered, and refused it
+        # Connect answered and refused it, except for two answers that say nobody knows: its own
+        # 500 "Request timed out" (the herder had not finished; the change stays queued and is
+        # applied later) and a gateway's 504 (forwarded, the answer lost).
+        timed_out = error.status_code == 500 and "timed out" in error.message.lower()
+        return timed_out or error.status_code == 504
     if isinstance(error, ConnectError):
         return not error.remembered and not isinstance(error.__cause__, _NEVER_SENT)
     # FencedOff and the other errors of ours are raised before the request leaves; a cancellation
@@ -63,3 +73,12 @@ class StateChanges:
             return None
         change, at = entry
         return change, self._clock() - at
+
+
+def inherited_term_age() -> float | None:
+    """In a pass whose Lease term followed another replica's, seconds since it began (None
+    otherwise): that replica kept no record we can read of the stops and resumes it sent last."""
+    fence = fencing.current()
+    if fence is None or fence.after_another is None:
+        return None
+    return fence.after_another()
