@@ -235,7 +235,7 @@ class Replica:
             self.clusters = ClusterRegistry(
                 world.kube,  # type: ignore[arg-type]
                 new_breaker=lambda: CircuitBreaker(first_backoff=0.0, max_backoff=0.0),
-                state_clock=lambda: world.clock.now + self.jump,
+                clock=lambda: world.clock.now + self.jump,
             )
             self.connectors = ConnectorService(world.kube, self.clusters, kafka_groups=world.kafka)  # type: ignore[arg-type]
             self.mirrors = MirrorMaker2Service(world.kube, self.clusters)  # type: ignore[arg-type]
@@ -362,11 +362,12 @@ class World:
 
     async def settle(self, resources: list[tuple[str, str]], max_rounds: int = 80) -> int:
         """Every running replica checks every resource, time moving on, until nothing is written
-        for longer than a stop or resume is held back after a take-over (``STATE_CHANGE_SETTLE_S``);
-        the rounds it took."""
+        for longer than a stop or resume is held back after a take-over (``STATE_CHANGE_SETTLE_S``)
+        under the same Lease term; the rounds it took."""
         quiet = 0
         # A term begun during a round's advance has its checks one round later: one round more.
         enough = math.ceil(STATE_CHANGE_SETTLE_S / TIMINGS.retry_period) + 2
+        term: str | None = None
         for rounds in range(1, max_rounds + 1):
             before = self.faults.total
             for replica in self.replicas:
@@ -379,8 +380,13 @@ class World:
                 for plural, name in resources:
                     await replica.check(plural, name)
             await self.advance(TIMINGS.retry_period)
-            held = self.holder() is not None  # a Lease to be made again first (after a deletion)
-            quiet = quiet + 1 if self.faults.total == before and held else 0
+            holder = self.holder()  # a Lease to be made again first (after a deletion)
+            fence = holder.keeper.fence((NS, "local")) if holder is not None else None
+            now_term = fence.holder if fence is not None else None
+            # A new term (a take-over during the settling) holds its stops and resumes back anew.
+            same_term = now_term is not None and now_term == term
+            quiet = quiet + 1 if self.faults.total == before and same_term else 0
+            term = now_term
             if quiet == enough:
                 return rounds
         raise AssertionError(f"still writing after {max_rounds} rounds: {self.faults.writes[-12:]}")

@@ -29,13 +29,8 @@ from connect_offsets.clients.credentials import (
     CredentialsRefused,
     url_destination,
 )
-from connect_offsets.clients.kafka import (
-    librdkafka_config,
-)
-from connect_offsets.clients.kubernetes import (
-    KubernetesApi,
-    KubernetesRejected,
-)
+from connect_offsets.clients.kafka import librdkafka_config
+from connect_offsets.clients.kubernetes import KubernetesApi, KubernetesRejected
 from connect_offsets.clients.reference_policy import ReferenceRule
 from connect_offsets.errors import TransientError, UserError
 from connect_offsets.models.connect import ServerInfo, offsets_api_refusal
@@ -168,23 +163,24 @@ class ClusterRegistry:
         on_recovered: ClustersRecovered | None = None,
         new_breaker: BreakerFactory = CircuitBreaker,
         hold_snapshots: Callable[[], bool] = lambda: False,
-        state_clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
+        state_clock: Callable[[], float] | None = None,
     ) -> None:
-        """``on_change``, ``hold_snapshots`` (its ``hold``): see ``ConnectorsSnapshot``.
-        ``on_recovered``: called (on the event loop, from inside the request that got the answer;
-        it must not block) with the ConnectClusters using a Connect connection when that
-        connection's circuit breaker closes after being open, i.e. the first answer after a
-        time-out, a refused connection or a 502/503/504: their resources failed at once meanwhile
-        and wait in back-off, so the caller wakes them.
-        ``new_breaker``: makes each connection's circuit breaker (``clients.connect.breaker``;
-        a factory returning None turns them off). ``state_clock``: see ``ConnectClient``."""
+        """``on_change``, ``hold_snapshots`` (its ``hold``): see ``ConnectorsSnapshot``. ``on_recovered``:
+        called (on the event loop, from inside the request that got the answer; it must not block)
+        with the ConnectClusters using a Connect connection when its circuit breaker closes after
+        being open (the first answer after a time-out, a refused connection or a 502/503/504): their
+        resources failed at once meanwhile and wait in back-off, so the caller wakes them.
+        ``new_breaker``: makes each connection's circuit breaker (None from it: none). ``clock``:
+        each connection's snapshot ages by it, and its client's ``state_changes`` (or by ``state_clock``)."""
         self._kube = kube
         self.drift_interval = drift_interval
         self._on_change = on_change
         self._on_recovered = on_recovered
         self._new_breaker = new_breaker
         self._hold_snapshots = hold_snapshots
-        self._state_clock = state_clock
+        self._clock = clock
+        self._state_clock = state_clock or clock
         #: Where credentials may go (opt-in label, TLS only, host allow-list): see clients.credentials.
         self.policy = policy if policy is not None else CredentialsPolicy.from_env()
         self._entries: dict[tuple[str, str], _Entry] = {}
@@ -271,7 +267,7 @@ class ClusterRegistry:
                     breaker = self._new_breaker()
                     client = ConnectClient(endpoint, breaker=breaker, state_clock=self._state_clock)
                     max_age = self.drift_interval * SNAPSHOT_MAX_AGE_INTERVALS
-                    snapshot = ConnectorsSnapshot(client, max_age, hold=self._hold_snapshots)
+                    snapshot = ConnectorsSnapshot(client, max_age, hold=self._hold_snapshots, clock=self._clock)
                     connection = _Connection(client, snapshot)
                     # Changes wake only the resources of the ConnectClusters naming this endpoint:
                     # another tenant's connector of the same name on its own Connect is not theirs.

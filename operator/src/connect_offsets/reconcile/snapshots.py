@@ -107,8 +107,10 @@ class ConnectorsSnapshot:
         max_age: float,
         on_change: Callable[[set[str]], None] | None = None,
         hold: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._clock = clock
         self.max_age = max_age
         #: Whether the process's start is under way (``START_HOLD_MAX_S``).
         self.hold = hold
@@ -140,7 +142,7 @@ class ConnectorsSnapshot:
         self._settle()
         if self._off is not None:
             return
-        if self._taken is not None and time.monotonic() - self._taken.at < older_than:
+        if self._taken is not None and self._clock() - self._taken.at < older_than:
             return
         if self._held_for_start():
             return
@@ -189,10 +191,10 @@ class ConnectorsSnapshot:
         ):
             self._turn_off(str(error))
         elif isinstance(error, ConnectError):
-            self._failed = (time.monotonic(), error)
+            self._failed = (self._clock(), error)
         else:  # a bug of ours: logged with its traceback, and held as any failure (no tight loop)
             log.error("the connector listing failed unexpectedly", exc_info=error)
-            self._failed = (time.monotonic(), ConnectError(f"the connector listing failed unexpectedly: {error!r}"))
+            self._failed = (self._clock(), ConnectError(f"the connector listing failed unexpectedly: {error!r}"))
 
     def _settle(self) -> None:
         """Apply the outcome of a listing that ended and whose callback has not run yet."""
@@ -211,9 +213,9 @@ class ConnectorsSnapshot:
         the comparison alone (bench_steady_state, 5 s interval). Installing here also keeps a
         late waiter of an older request from putting its snapshot back over a newer one.
         """
-        at, seq = time.monotonic(), self._client.write_seq
+        at, seq = self._clock(), self._client.write_seq
         taken = _Taken(await self._client.list_connectors_expanded(), at, seq)
-        self._took = time.monotonic() - at
+        self._took = self._clock() - at
         previous, self._taken, self._failed = self._taken, taken, None
         if previous is not None and self.on_change is not None:
             changed = {
@@ -287,7 +289,7 @@ class ConnectorsSnapshot:
 
     def _age(self) -> float:
         """Seconds since the snapshot's listing was sent (infinite: none taken yet)."""
-        return float("inf") if self._taken is None else time.monotonic() - self._taken.at
+        return float("inf") if self._taken is None else self._clock() - self._taken.at
 
     def _held_for_start(self) -> bool:
         """A snapshot taken, younger than ``START_HOLD_MAX_S``, while the start is under way."""
@@ -295,7 +297,7 @@ class ConnectorsSnapshot:
 
     def _held(self) -> bool:
         """Whether the last listing failed less than ``FAILED_REFRESH_HOLD_S`` ago."""
-        return self._failed is not None and time.monotonic() - self._failed[0] < FAILED_REFRESH_HOLD_S
+        return self._failed is not None and self._clock() - self._failed[0] < FAILED_REFRESH_HOLD_S
 
     async def _read_one(self, name: str) -> ConnectorRead:
         # One after the other, not concurrently: against a frozen or overloaded worker each retry
@@ -308,7 +310,7 @@ class ConnectorsSnapshot:
         """Whether this pass should read the connector's topics (``TOPICS_REFRESH_S``); marks it read."""
         if not running:
             return False
-        now = time.monotonic()
+        now = self._clock()
         if now - self._topics_at.get(name, float("-inf")) < TOPICS_REFRESH_S:
             return False
         self._topics_at[name] = now
