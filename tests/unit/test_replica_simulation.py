@@ -534,7 +534,7 @@ async def test_a_stale_replica_frozen_mid_pass_after_an_idle_take_over_repeats_n
         check_invariants(world, flow, seen, f"{flow.name}, a frozen at write {at} ({fenced})")
 
 
-@pytest.mark.parametrize("lag", [1, 3, 6])
+@pytest.mark.parametrize("lag", [1, 2, 3])  # status reads within the new term's hold (INHERITED_HOLD_S)
 async def test_a_lease_released_at_a_rollout_and_taken_at_once_repeats_none_of_the_old_holders_changes(
     lag: int,
 ) -> None:

@@ -39,6 +39,11 @@ SETTLE_DELAY_S = 2.0
 #: state before it (measured lag on the real stack: 20 ms to 0.9 s). Past it, a status that still
 #: disagrees means something else moved the connector (or the change was lost): sent again.
 STATE_CHANGE_SETTLE_S = 10.0
+#: How long a Lease term that followed another replica's holds every stop, pause and resume back:
+#: that replica's last ones (sent at most moments before it released the Lease, or longer before
+#: it expired) show in Connect's status within the lag measured above; three times it. Shorter
+#: than ``STATE_CHANGE_SETTLE_S``: it delays a change nobody sent as often as one that was.
+INHERITED_HOLD_S = 3.0
 
 
 def state_change_settling(change: str, sent: tuple[str, float] | None, inherited_term_age: float | None) -> bool:
@@ -47,7 +52,7 @@ def state_change_settling(change: str, sent: tuple[str, float] | None, inherited
     so that Connect's status may not show it yet: then it is not sent again."""
     if sent is not None and sent[0] == change and sent[1] < STATE_CHANGE_SETTLE_S:
         return True
-    return inherited_term_age is not None and inherited_term_age < STATE_CHANGE_SETTLE_S
+    return inherited_term_age is not None and inherited_term_age < INHERITED_HOLD_S
 
 
 #: Kafka unreachable while seeking to a time: try again after this long.
