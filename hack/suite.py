@@ -66,6 +66,8 @@ class Part:
     failures: dict[str, str] = field(default_factory=dict)
     #: Node ids of every test case in the report.
     cases: set[str] = field(default_factory=set)
+    #: node id -> seconds, of every test case in the report (``remember_durations``).
+    durations: dict[str, float] = field(default_factory=dict)
     #: (node id, passed the second time) of each test run again after failing here.
     retried: list[tuple[str, bool]] = field(default_factory=list)
 
@@ -92,12 +94,34 @@ def read_report(part: Part, report: Path) -> None:
         part.timings.append((float(case.get("time", 0) or 0), name))
         test = node_id(case)
         part.cases.add(test)
+        part.durations[test] = float(case.get("time", 0) or 0)
         for outcome in (*case.iter("failure"), *case.iter("error")):
             message = (outcome.get("message") or outcome.text or "").strip().replace("\n", " ")
             part.failures.setdefault(test, message[:MESSAGE_CHARS])
         for prop in case.iter("property"):
             if prop.get("name") == "cpu_seconds":
                 part.cpu.append((float(prop.get("value", 0) or 0), name))
+
+
+def test_durations_file() -> Path:
+    """Where the last runs' test durations are kept (the same path as ``tests/parallel.py``'s)."""
+    cache = Path(os.environ.get("CONNECT_OFFSETS_CACHE", Path.home() / ".cache" / "connect-offsets"))
+    return cache / "test-durations.json"
+
+
+def remember_durations(part: Part) -> None:
+    """Keep the parallel part's test durations for the next run's order (``tests/parallel.py``:
+    longest first, so that no long test starts last and runs alone at the end)."""
+    path = test_durations_file()
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        known = {}
+    known.update({test: round(seconds, 1) for test, seconds in part.durations.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(known, sort_keys=True))
+    partial.replace(path)
 
 
 def node_id(case: ElementTree.Element) -> str:
@@ -253,6 +277,7 @@ def main(argv: list[str]) -> int:
         busy = BusyStack(args.python, env) if args.busy else None
         try:
             first = run_part(f"parallel part ({args.workers} workers)", parallel, keep, where / "parallel.xml")
+            remember_durations(first)
             retry_failures(first, alone, keep, where / "parallel-retry.xml")
         finally:
             if busy is not None:

@@ -84,8 +84,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
     if is_xdist_worker(config):
-        from tests.parallel import record_groups
+        from tests.parallel import longest_first, record_groups
 
+        longest_first(items)
         record_groups(items)
 
 

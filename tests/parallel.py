@@ -20,11 +20,36 @@ import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
-__all__ = ["GroupScheduling", "groups_file", "record_groups"]
+__all__ = ["GroupScheduling", "groups_file", "longest_first", "record_groups"]
+
+#: The duration assumed for a test the last runs did not time (a new one): put early, as a long one.
+UNKNOWN_TEST_S = 60.0
 
 
 def groups_file() -> Path:
     return Path(tempfile.gettempdir()) / f"connect-offsets-test-groups-{os.environ['CONNECT_OFFSETS_TEST_RUN']}.json"
+
+
+def test_durations_file() -> Path:
+    """The last runs' test durations, written by ``hack/suite.py`` after each parallel part."""
+    cache = Path(os.environ.get("CONNECT_OFFSETS_CACHE", Path.home() / ".cache" / "connect-offsets"))
+    return cache / "test-durations.json"
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Order the tests by their last known duration, longest first (a worker's collection).
+
+    Why: the scheduler hands out work in collection order (after the groups, largest first), so
+    a 90 s test collected late started when the others were nearly done and ran alone at the end:
+    the parallel part's tail. Every worker reads the same file, so every worker's order is the same
+    (the scheduler checks that). No file (a fresh machine): collection order."""
+    path = test_durations_file()
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        return
+    if known:
+        items.sort(key=lambda item: -float(known.get(item.nodeid, UNKNOWN_TEST_S)))
 
 
 def record_groups(items: list[pytest.Item]) -> None:

@@ -101,3 +101,56 @@ async def test_a_deleted_or_created_connector_starts_with_no_change_sent() -> No
         await client.stop_connector("orders")
         await client.create_connector("orders", {"connector.class": "X"})
         assert client.state_changes.last("orders") is None
+
+
+def answering_error(status: int, message: str) -> ConnectClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"error_code": status, "message": message})
+
+    client = ConnectClient(ConnectEndpoint(url=URL), transport=httpx.MockTransport(answer))
+    client.state_changes = StateChanges(clock=FakeClock(50.0))
+    return client
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "IO Error trying to forward REST request: java.util.concurrent.TimeoutException: "
+        "Total timeout 90000 ms elapsed",
+        "IO Error trying to forward REST request: java.io.EOFException: HttpConnectionOverHTTP@1f2e closed",
+        "IO Error trying to forward REST request: java.util.concurrent.ExecutionException: "
+        "java.io.IOException: Connection reset by peer",
+    ],
+    ids=["forward timeout", "forward EOF", "forward reset"],
+)
+async def test_a_stop_whose_forward_to_the_leader_failed_after_sending_counts_as_sent(message: str) -> None:
+    """Connect forwards a stop to its leader (3.5+); a forward whose answer was lost leaves the
+    outcome unknown (found by the second attacker review)."""
+    client = answering_error(500, message)
+    async with client:
+        with pytest.raises(ConnectError):
+            await client.stop_connector("orders")
+        assert client.state_changes.last("orders") is not None, (
+            "the leader may have applied the stop; not noted, the next pass (status still RUNNING) stops it again"
+        )
+
+
+async def test_a_gateway_502_after_the_worker_took_the_request_counts_as_sent() -> None:
+    """nginx answers 502 'upstream prematurely closed connection' after the worker read the
+    request (a worker restarting, its JVM killed mid-answer): as unknown as a 504."""
+    client = answering_error(502, "Bad Gateway")
+    async with client:
+        with pytest.raises(ConnectError):
+            await client.stop_connector("orders")
+        assert client.state_changes.last("orders") is not None
+
+
+async def test_a_forward_that_never_reached_the_leader_is_not_noted() -> None:
+    """The control: a refused connection to the leader certainly did not apply it."""
+    client = answering_error(
+        500, "IO Error trying to forward REST request: java.net.ConnectException: Connection refused"
+    )
+    async with client:
+        with pytest.raises(ConnectError):
+            await client.stop_connector("orders")
+        assert client.state_changes.last("orders") is None

@@ -121,3 +121,32 @@ def test_nothing_is_run_again_for_an_interrupted_session_or_many_failures(
     failed = part.failed  # type: ignore[attr-defined]
     suite.retry_failures(part, [sys.executable, "-c", "raise SystemExit('must not run')"], {}, tmp_path / "r.xml")
     assert part.retried == [] and part.failed == failed and part.ok is False  # type: ignore[attr-defined]
+
+
+def test_the_parallel_parts_durations_order_the_next_run_longest_first(
+    suite: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The durations a run remembers (merged with the older ones) order the next run's tests,
+    longest first; a test never timed counts as a long one; the same file gives every worker the
+    same order."""
+    from types import SimpleNamespace
+
+    from tests.parallel import UNKNOWN_TEST_S, longest_first
+
+    monkeypatch.setenv("CONNECT_OFFSETS_CACHE", str(tmp_path))
+    older = suite.Part("parallel part", 10.0, 0)
+    older.durations = {f"{MODULE}::test_gone": 5.0, f"{MODULE}::test_fine": 99.0}
+    suite.remember_durations(older)
+    part = failed_part(suite, tmp_path, ["test_slow"])  # test_fine and test_slow, 1 s each
+    part.durations[f"{MODULE}::test_slow"] = 80.0
+    suite.remember_durations(part)
+    assert suite.test_durations_file() == tmp_path / "test-durations.json"
+
+    names = ["test_fine", "test_gone", "test_new", "test_slow"]
+    orders = []
+    for _ in range(2):  # two workers
+        items = [SimpleNamespace(nodeid=f"{MODULE}::{name}") for name in names]
+        longest_first(items)  # type: ignore[arg-type]
+        orders.append([item.nodeid.split("::")[1] for item in items])
+    assert UNKNOWN_TEST_S > 5.0
+    assert orders == [["test_slow", "test_new", "test_gone", "test_fine"]] * 2

@@ -29,9 +29,11 @@ stops and resumes the other had done (issue 44). So every write a pass makes is 
   body of megabytes would be completed on waking, so its last byte waits for a look of its own.
 
 What no fence closes: a replica frozen between a last look and the socket taking the byte after
-it (synchronous code for the first byte; for a body's last byte, also what is left of the event
-loop's transport buffer, at most its 64 KiB high-water mark, drained at the link's speed). Connect
-accepts no fencing token, so a write already on its way cannot be refused by anyone.
+it. For the first byte that is synchronous code (microseconds). For a body's last byte it is as
+long as the kernel takes to accept what is still in the event loop's transport buffer at the look
+(up to about 80 KiB: a slice above the 16 KiB low-water mark), which is as fast as the worker reads:
+milliseconds on a LAN, longer for a worker slow to read. Connect accepts no fencing token, so a
+write already on its way cannot be refused by anyone.
 
 Why a context variable: the fence belongs to the running pass (Go code passes a ``context.Context``
 for the same reason), and the writes it guards are in every layer below the controller: Connect,

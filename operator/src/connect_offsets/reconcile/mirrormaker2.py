@@ -41,6 +41,7 @@ from connect_offsets.models.crds import (
     WriteToTarget,
 )
 from connect_offsets.planning import (
+    SETTLE_DELAY_S,
     Action,
     ConditionSpec,
     ConnectorTarget,
@@ -208,9 +209,11 @@ class MirrorMaker2Service:
 
         outcome.connectors = {t.name for t in mirror.targets}
         snapshot = self.clusters.snapshot(*cluster_ref(namespace, resource.metadata.labels))
-        held, gate_error = await self._gate(body, resource, mirror, kafka, client, info)
+        held, gate_error, stop_settling = await self._gate(body, resource, mirror, kafka, client, info)
         if gate_error is not None:
             outcome.transient_error = gate_error
+        if stop_settling:
+            outcome.requeue_after = SETTLE_DELAY_S  # a held-back stop is looked at again soon
         entries: list[MirrorConnectorStatus] = []
         conditions: list[ConditionSpec] = list(mirror.conditions)
         not_ready: list[ConditionSpec] = []
@@ -320,9 +323,10 @@ class MirrorMaker2Service:
         kafka: MirrorPlan,
         client: ConnectClient,
         info: ServerInfo,
-    ) -> tuple[dict[str, ConditionSpec], str | None]:
+    ) -> tuple[dict[str, ConditionSpec], str | None, bool]:
         """The declared connectors that must not be created or changed this pass, with the reason;
-        and a transient error when a cluster could not be asked (the pass is retried with back-off).
+        a transient error when a cluster could not be asked (the pass is retried with back-off);
+        and whether a stop of a refused mirror was held back (``state_change_settling``).
         ``mirror`` is what Connect receives, ``kafka`` the same with the secretConfig values (they
         differ when the ConnectCluster names a config provider): the operator's own Kafka clients
         need the values.
@@ -335,6 +339,7 @@ class MirrorMaker2Service:
         with_values = {t.name: t for t in kafka.targets}
         held: dict[str, ConditionSpec] = {}
         transient: str | None = None
+        settling = False
         for index, spec in enumerate(resource.spec.mirrors):
             names = [
                 name
@@ -371,8 +376,8 @@ class MirrorMaker2Service:
             if refusal.reason == MirrorHoldReason.MIRROR_CLUSTER_UNREACHABLE:
                 transient = transient or refusal.message
             elif refusal.reason != MirrorHoldReason.CONNECT_CLUSTER_UNAVAILABLE:
-                await self._stop_refused(body, client, names, refusal)
-        return held, transient
+                settling = await self._stop_refused(body, client, names, refusal) or settling
+        return held, transient, settling
 
     async def _override_refusal(
         self, index: int, targets: list[ConnectorTarget], client: ConnectClient
@@ -412,15 +417,18 @@ class MirrorMaker2Service:
 
     async def _stop_refused(
         self, body: dict[str, Any], client: ConnectClient, names: list[str], refusal: ConditionSpec
-    ) -> None:
-        """Stop (not delete) this resource's running connectors of a refused mirror, once each."""
+    ) -> bool:
+        """Stop (not delete) this resource's running connectors of a refused mirror, once each;
+        whether a stop was held back (sent moments ago, or by the replica before us)."""
         owner = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        settling = False
         for name in names:
             status = await client.get_connector_status(name)
             if status is None or status.connector.state == "STOPPED":
                 continue
             if state_change_settling("stop", client.state_changes.last(name), inherited_term_age()):
-                continue  # sent moments ago; Connect's status does not show it yet
+                settling = True  # sent moments ago; Connect's status does not show it yet
+                continue
             config = await client.get_connector_config(name)
             if config is None or config.get(OWNER_CONFIG_KEY) != owner:
                 continue
@@ -428,6 +436,7 @@ class MirrorMaker2Service:
             await record_event(
                 self.kube, body, "Warning", "MirrorStopped", f"{name} stopped (not deleted): {refusal.message}"
             )
+        return settling
 
     def _checkpoint(self, body: dict[str, Any], connector: str, now: datetime) -> Checkpoint:
         """Checkpoints of one MirrorMaker 2 connector go into its entry of status.connectors."""

@@ -17,8 +17,8 @@ from connect_offsets.fencing import LastLook
 
 __all__ = ["LastByteHeld"]
 
-#: Slices the size of asyncio's transport high-water mark: each waits until the buffer drained
-#: below it, so little is left unsent when the last look runs.
+#: Slices the size of asyncio's transport high-water mark: after each, anyio waits while the
+#: buffer is above that mark, so at the last look at most about 80 KiB is still unsent.
 _SLICE = 64 * 1024
 
 

@@ -7,8 +7,9 @@ target state. On the real stack the status lagged a resume by 20 ms to 0.9 s, an
 meanwhile (by its own status write) read STOPPED and resumed the connector a second time. The
 planner leaves out a state change this client sent moments ago (``planning.lifecycle``).
 
-A change whose outcome is unknown (the answer was lost, Connect's own "Request timed out", a
-gateway's 504, the pass cancelled while it was on its way) counts as sent: Connect may have applied
+A change whose outcome is unknown (the answer was lost, Connect's own "Request timed out" or
+failed forward to its leader, a gateway's 502 or 504, the pass cancelled while it was on its way)
+counts as sent: Connect may have applied
 it. One Connect refused (its answer says so), or that never left (the circuit breaker, the fence, a
 refused connection), does not count.
 
@@ -35,16 +36,32 @@ StateChange = Literal["stop", "pause", "resume"]
 
 #: Failures of a request that certainly never reached Connect.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: Connect's 500 when forwarding a request to the leader failed (``RestClient.httpRequest``; a
+#: stop and an offsets change are forwarded since 3.5), and the causes that say the leader never
+#: got it.
+_FORWARD_FAILED = ("IO Error trying to forward REST request", "Error trying to forward REST request")
+_LEADER_NOT_REACHED = (
+    "java.net.ConnectException",
+    "java.net.UnknownHostException",
+    "java.net.NoRouteToHostException",
+    "javax.net.ssl.SSLHandshakeException",
+)
 
 
 def maybe_applied(error: BaseException) -> bool:
     """Whether a state change that failed with ``error`` may still have been applied by Connect."""
     if isinstance(error, ConnectHTTPError):
-        # Connect answered and refused it, except for two answers that say nobody knows: its own
+        # Connect answered and refused it, except for the answers that say nobody knows: its own
         # 500 "Request timed out" (the herder had not finished; the change stays queued and is
-        # applied later) and a gateway's 504 (forwarded, the answer lost).
-        timed_out = error.status_code == 500 and "timed out" in error.message.lower()
-        return timed_out or error.status_code == 504
+        # applied later), its 500 for a request forwarded to the leader whose answer was lost
+        # (unless the leader was never reached), and a gateway's 502 or 504.
+        if error.status_code in (502, 504):
+            return True
+        if error.status_code != 500:
+            return False
+        message = error.message
+        forwarded = message.startswith(_FORWARD_FAILED) and not any(cause in message for cause in _LEADER_NOT_REACHED)
+        return forwarded or "timed out" in message.lower()
     if isinstance(error, ConnectError):
         return not error.remembered and not isinstance(error.__cause__, _NEVER_SENT)
     # FencedOff and the other errors of ours are raised before the request leaves; a cancellation
