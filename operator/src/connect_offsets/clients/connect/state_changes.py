@@ -9,9 +9,8 @@ planner leaves out a state change this client sent moments ago (``planning.lifec
 
 A change whose outcome is unknown (the answer was lost, Connect's own "Request timed out" or
 failed forward to its leader, a gateway's 502 or 504, the pass cancelled while it was on its way)
-counts as sent: Connect may have applied
-it. One Connect refused (its answer says so), or that never left (the circuit breaker, the fence, a
-refused connection), does not count.
+counts as sent: Connect may have applied it. One Connect refused (its answer says so), or that
+never left (the circuit breaker, the fence, a refused connection), does not count.
 
 Across replicas: another replica's record is in its memory, so a term that followed another
 replica's (a Lease released at a rollout is taken within a retry period) treats every change as
