@@ -39,13 +39,12 @@ from connect_offsets.clients.connect.endpoint import (
     build_ssl_context,
 )
 from connect_offsets.clients.connect.errors import (
-    MAX_ERROR_TEXT,
     ConnectError,
     ConnectHTTPError,
     ConnectUnavailable,
-    _error_class,
     _is_connect_error_body,
     _with_chunk_failure,
+    error_from_answer,
 )
 from connect_offsets.clients.connect.fenced_body import LastByteHeld
 from connect_offsets.clients.connect.outages import admit, deadline, settle
@@ -669,24 +668,7 @@ class ConnectClient:
         return self._scrub(described)
 
     def _error_from_response(self, method: str, path: str, response: httpx.Response) -> ConnectHTTPError:
-        status = response.status_code
-        message: str | None = None
-        error_code: int | None = None
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):
-            body = None
-        if isinstance(body, dict):
-            if isinstance(body.get("message"), str):
-                message = body["message"]
-            code = body.get("error_code")
-            if isinstance(code, int) and not isinstance(code, bool):
-                error_code = code
-        if message is None:
-            text = response.text.strip()
-            message = text[:MAX_ERROR_TEXT] if text else httpx.codes.get_reason_phrase(status)
-        cls = _error_class(status)
-        return cls(method=method, path=path, status_code=status, message=self._scrub(message), error_code=error_code)
+        return error_from_answer(method, path, response, scrub=self._scrub)
 
     def _parse_json(self, method: str, path: str, response: httpx.Response) -> Any:
         try:

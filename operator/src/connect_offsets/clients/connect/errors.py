@@ -7,6 +7,7 @@ without needing the client, and because the HTTP status -> class mapping is a co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import httpx
@@ -210,3 +211,29 @@ def _error_class(status_code: int) -> type[ConnectHTTPError]:
     if 400 <= status_code < 500:
         return ConnectBadRequest
     return ConnectHTTPError  # 1xx/3xx: we never follow redirects
+
+
+def error_from_answer(
+    method: str, path: str, response: httpx.Response, *, scrub: Callable[[str], str]
+) -> ConnectHTTPError:
+    """The error of a non-2xx answer: Connect's own ``message`` and ``error_code`` when its body has
+    them, else the body's first ``MAX_ERROR_TEXT`` characters (or the reason phrase); ``scrub``
+    masks the client's credentials in the message."""
+    status = response.status_code
+    message: str | None = None
+    error_code: int | None = None
+    try:
+        body = response.json()
+    except (ValueError, RecursionError):
+        body = None
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str):
+            message = body["message"]
+        code = body.get("error_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            error_code = code
+    if message is None:
+        text = response.text.strip()
+        message = text[:MAX_ERROR_TEXT] if text else httpx.codes.get_reason_phrase(status)
+    cls = _error_class(status)
+    return cls(method=method, path=path, status_code=status, message=scrub(message), error_code=error_code)
