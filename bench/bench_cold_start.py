@@ -89,11 +89,19 @@ def queue_gauges(port: int) -> dict[str, float] | None:
     def total(name: str) -> float:
         return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
 
+    def by_generation(name: str) -> float:
+        return sum(float(v) for v in re.findall(rf'^{name}\{{generation="2"\}} (\S+)$', text, re.M))
+
     return {
         "depth": total("connect_offsets_workqueue_depth"),
         "in_flight": total("connect_offsets_workqueue_in_flight"),
         "adds": total("connect_offsets_workqueue_adds_total"),
         "unchecked": total("connect_offsets_unchecked_resources"),
+        # Why a list waits (printed, not tabled): the event loop's worst timer delay of the last
+        # window, and the full collections' count and time so far.
+        "loop_lag": total("connect_offsets_event_loop_lag_seconds"),
+        "full_gcs": by_generation("connect_offsets_gc_pause_seconds_count"),
+        "full_gc_seconds": by_generation("connect_offsets_gc_pause_seconds_sum"),
     }
 
 
@@ -247,16 +255,19 @@ def run_phase(
         print(f"profiling the first 90 s into {output}", flush=True)
     prober.start()
     done_at: float | None = None
-    peak_depth = 0.0
+    peak_depth = peak_lag = 0.0
+    gauges: dict[str, float] | None = None
     try:
         while time.monotonic() - started < PHASE_TIMEOUT:
             time.sleep(0.5)
+            gauges = queue_gauges(port) or gauges
+            if gauges is not None:
+                peak_lag = max(peak_lag, gauges["loop_lag"])
             if phase == 0:
                 if fleet.ready_count() == COUNT:
                     done_at = time.monotonic() - started
                     break
                 continue
-            gauges = queue_gauges(port)
             if gauges is None:
                 continue
             peak_depth = max(peak_depth, gauges["depth"])
@@ -274,8 +285,9 @@ def run_phase(
         cpu = cpu_seconds(pid)
         peak = proc_status(pid, "VmHWM")
         with fleet.lock:
-            times = [seconds for _, seconds in fleet.answered]
+            answered = list(fleet.answered)
             failed = list(fleet.failed)
+        times = [seconds for _, seconds in answered]
         result = {
             "phase": name,
             "ready_before": already_ready,
@@ -289,6 +301,11 @@ def run_phase(
             "p99": pct(times, 99) if times else None,
             "max": max(times, default=None),
             "peak_depth": peak_depth,
+            "peak_loop_lag": peak_lag,
+            "full_gcs": None if gauges is None else gauges["full_gcs"],
+            "full_gc_seconds": None if gauges is None else round(gauges["full_gc_seconds"], 2),
+            # (asked, seconds after the operator's start; took, seconds) of every list answered
+            "list_times": sorted((round(asked - started, 1), round(took, 2)) for asked, took in answered),
         }
         print(result, flush=True)
         if failed:

@@ -213,41 +213,6 @@ def test_each_cluster_is_worked_by_one_replica_and_a_killed_ones_are_taken_over(
     assert deleted == Counter({("DELETE", f"/connectors/{name}"): 1 for name in names.values()}), deleted
 
 
-def test_a_first_start_reads_its_cluster_ahead_of_the_absent_lease(
-    stack: dict[str, Any],
-    custom: Any,
-    namespace: str,
-    connect_url: str,
-    tmp_path: Path,
-    unique: str,
-    replicas: list[OperatorProcess],
-) -> None:
-    """Issue 45, cold start: no Lease exists yet, so the replica waits a whole lease duration before
-    creating it (a frozen replica may believe it holds a deleted one). Meanwhile it reads the
-    ConnectCluster and lists its connectors, reads only; the check after the Lease finds the
-    listing done. A longer Lease than the other scenarios': the listing is done well within it."""
-    create_cluster(custom, namespace, connect_url)
-    name = f"ra-{unique}"
-    source = source_lines(tmp_path / "s.txt", 2)
-    create_connector(custom, namespace, name, file_source_spec(source, f"ra-{unique}", f"{name}-list", "stopped"))
-    flags = ["--leader-election", "--lease-duration", "8", "--renew-deadline", "5", "--retry-period", "0.5"]
-    a = OperatorProcess(
-        stack["kubeconfig"],
-        namespace,
-        tmp_path / "a.log",
-        extra_env={"POD_NAME": "a"},
-        extra_args=[*flags, "--lease-namespace", namespace],
-    )
-    replicas.append(a)
-    a.start()
-    wait_condition(custom, namespace, name, "Ready", reason="ConnectorStopped", timeout=120)
-    log = a.log()
-    read_ahead = log.find(f"ConnectCluster {namespace}/local read ahead of its Lease")
-    acquired = log.find(f"acquired the Lease of {namespace}/local")
-    assert 0 <= read_ahead < acquired, log[-3000:]
-    assert "Created connector" not in log[:acquired]  # nothing written before the Lease
-
-
 def test_a_frozen_replica_woken_after_the_take_over_writes_nothing(
     stack: dict[str, Any],
     custom: Any,

@@ -97,7 +97,6 @@ class Replica:
     referenced: set[Cluster]
     acquired: list[set[Cluster]] = field(default_factory=list)
     lost: list[set[Cluster]] = field(default_factory=list)
-    awaited: list[set[Cluster]] = field(default_factory=list)
     keeper: LeaseKeeper = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +107,6 @@ class Replica:
             exists=lambda cluster: cluster in self.referenced,
             on_acquired=self.acquired.append,
             on_lost=self.lost.append,
-            on_awaited=self.awaited.append,
             timings=TIMINGS,
             clock=self.clock,
             wall=self.wall,
@@ -361,36 +359,7 @@ async def test_an_absent_lease_is_created_only_after_a_whole_lease_duration() ->
     assert a.holds() and a.acquired == [{CLUSTER}]
 
 
-async def test_the_wait_for_an_absent_lease_is_told_once_per_absence_and_never_for_a_held_one() -> None:
-    """``on_awaited`` (the controller reads the cluster's endpoint ahead of its Lease, writing
-    nothing) hears of a wanted cluster whose Lease is absent when the absence is first seen, once:
-    not at every look of the wait, not for a Lease another replica holds, not for one it was told
-    of and now holds; and again when the Lease, gone again, is awaited anew."""
-    store = FakeLeases()
-    store.seed_released(OTHER)
-    b = replica(store.replica(), "b", start=0.0, wants=(OTHER,))
-    await b.tick()  # b holds OTHER
-    a = replica(store, "a", start=100.0, wants=(CLUSTER, OTHER))
-    await a.tick()
-    assert a.awaited == [{CLUSTER}]  # OTHER is b's: nothing to read ahead for
-    await a.after(DURATION - 0.5)
-    assert a.awaited == [{CLUSTER}] and not a.holds()
-    await a.after(0.5)
-    assert a.holds() and a.awaited == [{CLUSTER}]
-    store.remove(CLUSTER)  # deleted behind the holder: lost at the next look, not awaited while held
-    await a.after(0.5)
-    assert not a.holds() and a.lost == [{CLUSTER}] and a.awaited == [{CLUSTER}]
-    await a.after(0.5)  # no longer held: the wait is told now, once
-    await a.after(0.5)
-    assert a.awaited == [{CLUSTER}, {CLUSTER}]
-    # and waited out from the absence, not from the one before a's term (a created it then)
-    await a.after(DURATION - 2.0)
-    assert not a.holds() and store.record(CLUSTER) is None
-    await a.after(1.0)
-    assert a.holds() and a.awaited == [{CLUSTER}, {CLUSTER}]
-
-
-async def test_a_lease_deleted_right_after_a_failed_create_is_awaited_a_whole_duration_again() -> None:
+async def test_a_lease_deleted_right_after_a_failed_create_is_waited_out_a_whole_duration_again() -> None:
     """a waits out an absence; between its list and its create, b creates the Lease, so a's
     create fails (AlreadyExists); someone deletes b's Lease before a looks again. a never saw b's
     record, but its failed create says one stood: a waits a whole duration from then, not from the
@@ -415,6 +384,39 @@ async def test_a_lease_deleted_right_after_a_failed_create_is_awaited_a_whole_du
     await a.after(DURATION - 1.0)
     assert not a.holds() and store.record(CLUSTER) is None
     await a.after(1.0)
+    assert a.holds()
+
+
+async def test_a_lease_deleted_behind_its_holder_is_made_again_only_a_duration_after_the_absence() -> None:
+    """a created the Lease and holds it; someone deletes it. a loses it at its next look and makes
+    it again only a whole duration later: the absence it waited out before its own create is not
+    this one (measured from a's acquisition, not from the first absence)."""
+    store = FakeLeases()
+    a = replica(store, "a", start=0.0)
+    await a.tick()
+    await a.after(DURATION)
+    assert a.holds()
+    store.remove(CLUSTER)
+    await a.after(0.5)
+    assert not a.holds() and a.lost == [{CLUSTER}]
+    await a.after(DURATION - 1.0)
+    assert not a.holds() and store.record(CLUSTER) is None
+    await a.after(1.0)
+    assert a.holds()
+
+
+async def test_a_take_over_write_that_fails_is_retried_at_the_next_look_not_a_duration_later() -> None:
+    """The expired record a waited out stands unchanged after a's replace failed (503): its
+    holder is as long gone as before, so the next look takes it, without another duration."""
+    store = FakeLeases()
+    store.seed_released(CLUSTER)
+    store.overwrite(CLUSTER, "b")  # b held it, and b is gone
+    a = replica(store, "a", start=0.0)
+    await a.tick()
+    store.fail("replace", KubernetesUnavailable("update Lease: 503"))
+    await a.after(DURATION)
+    assert not a.holds() and store.holder(CLUSTER) == "b"
+    await a.after(2.0)
     assert a.holds()
 
 

@@ -17,10 +17,9 @@ moment the deadline passes without a successful renewal (``valid``, checked befo
 for the Lease's whole duration, measured on *its own* monotonic clock from when it first saw that
 record. Neither side reads the other's timestamps, so clock skew between replicas does not matter;
 only the rate of the clocks does. A Lease that is absent is created only after the same wait: it
-may have been deleted while a frozen replica still believed it held it. The wait counts from the
-last sign of a record: a write of ours that failed (a create another replica beat) is one, even
-when that record is gone again before the next list. During the wait ``on_awaited`` lets the
-controller read the cluster (its endpoint, its first connector listing); nothing is written.
+may have been deleted while a frozen replica still believed it held it. That wait counts from the
+last sign of a record, and a create of ours that failed is one (another replica's create may have
+come first, its Lease deleted again before our next list): the wait then starts over.
 
 Each acquisition starts a new *term* (``leaseTransitions`` + 1, and a local epoch): a pass begun in
 an earlier term stays fenced off even if the same replica holds the Lease again later.
@@ -118,9 +117,9 @@ class _Held:
     followed_at: float | None = None
 
 
-#: What ``_Seen`` holds after a failed write of ours: no list answers it, so the next look
-#: restarts the wait whatever it finds.
-_UNKNOWN_VERSION = "(written by someone, unknown)"
+#: ``_Seen.version`` after a create of ours failed: no list answers it, so the next look restarts
+#: the wait whatever it finds.
+_CREATE_FAILED = "(a create failed: a record may have stood)"
 
 
 @dataclass
@@ -144,9 +143,6 @@ class LeaseKeeper:
     exists: Callable[[Cluster], bool]
     on_acquired: Callable[[set[Cluster]], None]
     on_lost: Callable[[set[Cluster]], None]
-    #: Told once per absence of the wanted clusters whose Lease this replica now waits out before
-    #: creating it (a first start, a new ConnectCluster): reads may start meanwhile, writes may not.
-    on_awaited: Callable[[set[Cluster]], None] = lambda clusters: None
     #: Waits for the passes ``on_lost`` cancelled to end, before a Lease is released: the next
     #: holder starts within a retry period of a release, and must not meet our last writes.
     drain: Callable[[set[Cluster]], Awaitable[bool]] | None = None
@@ -155,8 +151,6 @@ class LeaseKeeper:
     wall: Callable[[], datetime] = lambda: datetime.now(UTC)
     _held: dict[Cluster, _Held] = field(default_factory=dict)
     _seen: dict[str, _Seen] = field(default_factory=dict)
-    #: The absent Leases ``on_awaited`` was told of (until a record of them is seen).
-    _awaited: set[str] = field(default_factory=set)
     _epochs: int = 0
     #: When each cluster's term was last confirmed on the API server (epoch, monotonic time).
     _confirmed: dict[Cluster, tuple[int, float]] = field(default_factory=dict)
@@ -296,27 +290,16 @@ class LeaseKeeper:
     # --- inside -------------------------------------------------------------------------------
 
     def _observe(self, records: dict[str, LeaseRecord], wanted: set[Cluster], now: float) -> None:
-        """Remember when each wanted Lease's current record (or its absence) was first seen, and
-        tell ``on_awaited`` of the absences first seen now (not held by us: ours are never absent
-        while held, a deleted one is dropped first)."""
-        names = {lease_name(self.store.prefix, c): c for c in wanted}
-        awaited: set[Cluster] = set()
-        for name, cluster in names.items():
+        """Remember when each wanted Lease's current record (or its absence) was first seen."""
+        names = {lease_name(self.store.prefix, c) for c in wanted}
+        for name in names:
             record = records.get(name)
             version = record.resource_version if record is not None else None
             seen = self._seen.get(name)
             if seen is None or seen.version != version:
                 self._seen[name] = _Seen(version, now)
-            if record is not None:
-                self._awaited.discard(name)
-            elif cluster not in self._held and name not in self._awaited:
-                self._awaited.add(name)
-                awaited.add(cluster)
-        for name in set(self._seen) - set(names):
+        for name in set(self._seen) - names:
             del self._seen[name]
-        self._awaited &= set(names)
-        if awaited:
-            self.on_awaited(awaited)
 
     def _drop(self, lost: set[Cluster]) -> None:
         if not lost:
@@ -389,13 +372,12 @@ class LeaseKeeper:
             else:
                 written = await self.store.replace(record, write)
         except KubernetesError:  # someone else was quicker, or the API server did not answer
-            # Either way a record may stand now that this replica's next list could miss (deleted
-            # again in between): the wait starts over rather than count from an older absence.
-            self._seen[name] = _Seen(_UNKNOWN_VERSION, now)
-            self._awaited.discard(name)
+            if record is None:
+                # A create refused as AlreadyExists (or unanswered, when it may have been) says a
+                # record stood after our list; it may be gone by the next one, its holder working.
+                self._seen[name] = _Seen(_CREATE_FAILED, now)
             return False
         self._seen[name] = _Seen(written.resource_version, now)
-        self._awaited.discard(name)
         self._epochs += 1
         # Our own earlier term's changes are in this process's memory (``StateChanges``); a
         # released record names nobody, so it may have been anyone's.

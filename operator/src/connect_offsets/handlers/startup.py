@@ -196,7 +196,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
                 exists=c.cluster_exists,
                 on_acquired=c.leases_acquired,
                 on_lost=c.leases_lost,
-                on_awaited=cluster_service.read_ahead,
                 drain=c.drain,
                 timings=lease_settings.timings,
             )

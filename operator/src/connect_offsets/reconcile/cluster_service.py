@@ -9,7 +9,6 @@ uses; this is one resource kind's pass, like ``connectors`` and ``mirrormaker2``
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 from connect_offsets.clients.connect import ConnectClient, ConnectError, ConnectHTTPError, ConnectNotFound
 from connect_offsets.clients.credentials import reflect
 from connect_offsets.clients.kubernetes import KubernetesApi
-from connect_offsets.errors import ConnectOffsetsError
 from connect_offsets.models.connect import health_endpoint_supported, offsets_api_refusal
 from connect_offsets.models.crds import ConnectClusterStatus
 from connect_offsets.planning import ConditionSpec
@@ -36,9 +34,6 @@ __all__ = [
     "ClusterService",
     "unreachable_condition",
 ]
-
-
-log = logging.getLogger(__name__)
 
 
 #: Server info fields a Connect URL sends are echoed at most this long (a version is ~10 characters).
@@ -83,44 +78,6 @@ class ClusterService:
         #: The first listing a pass gave its worker back for: the pass that comes back reports how
         #: it failed rather than list again at once (attack review of issue 45, A).
         self._waited: dict[tuple[str, str], asyncio.Future[Any]] = {}
-        self._reading_ahead: set[asyncio.Task[None]] = set()
-
-    def read_ahead(self, clusters: set[tuple[str, str]]) -> None:
-        """Read the endpoints of ConnectClusters whose Lease this replica waits out before creating
-        it (``LeaseKeeper.on_awaited``: a first start, a new ConnectCluster), and start their first
-        connector listing. Reads only: nothing is written without the Lease.
-
-        Why: an absent Lease is created only after a lease duration (15 s, controller/leases.py),
-        and an endpoint's first listing of 5,000 connectors then took Connect 8-13 s more, the API
-        server idle meanwhile; begun during the wait, the checks find the listing done when the
-        Lease comes (bench_cold_start, bench/README.md)."""
-        loop = asyncio.get_running_loop()
-        for namespace, name in sorted(clusters):
-            task = loop.create_task(self._read_ahead(namespace, name), name=f"read-ahead-{namespace}/{name}")
-            self._reading_ahead.add(task)
-            task.add_done_callback(self._reading_ahead.discard)
-
-    async def _read_ahead(self, namespace: str, name: str) -> None:
-        try:
-            await self.clusters.client_for(namespace, name)
-        except ConnectOffsetsError as error:  # the pass, once the Lease is ours, reports it
-            log.debug("ConnectCluster %s/%s not read ahead of its Lease: %s", namespace, name, error)
-            return
-        snapshot = self.clusters.current_snapshot(namespace, name)
-        listing = None if snapshot is None else snapshot.first_listing()
-        if snapshot is None or listing is None:
-            return  # listed already (another ConnectCluster names the endpoint), or snapshots off
-        started = time.monotonic()
-        await asyncio.wait([listing])
-        taken = snapshot.connectors()
-        if taken is not None:
-            log.info(
-                "ConnectCluster %s/%s read ahead of its Lease: %d connector(s) listed in %.1f s",
-                namespace,
-                name,
-                len(taken),
-                time.monotonic() - started,
-            )
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         body = await self.kube.cached_resource(CLUSTERS, namespace, name)
