@@ -29,6 +29,7 @@ from connect_offsets.reconcile import snapshots
 from connect_offsets.reconcile.snapshots import ConnectorsSnapshot
 from connect_offsets.vocabulary import ANNOTATION_OFFSETS, CLUSTERS, CONNECTORS
 from tests.fakes import FakeConnect
+from tests.polling import until
 from tests.reconcile_pass import NAME, NS, URL, Stack, client_for, document, held_listing, position
 
 pytestmark = pytest.mark.unit
@@ -548,6 +549,41 @@ async def test_a_request_never_waits_for_the_listing_that_replaces_a_stale_snaps
     await asyncio.wait_for(asyncio.gather(*checks), timeout=2)
     assert [str(r) for r in connect.requests][2:] == ["GET /connectors"]
     assert (await snapshot.read("a", asked=True)).digest and len(connect.requests) == 3  # fresh now
+    await client.aclose()
+
+
+async def test_when_the_starts_hold_ends_its_snapshot_is_served_while_the_refresh_runs() -> None:
+    """bench_cold_start: when a first start's checks were done its hold ended, the snapshots were
+    150 s old, past the age served while refreshing (2 x max_age + the listing's time), and every
+    check of a namespace waited 5 s for the new listing, holding the workers a user's ``list``
+    needed (5.7 s). A snapshot the hold kept is served while one refresh runs, however old."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    starting = [True]
+    snapshot = ConnectorsSnapshot(client, max_age=45, hold=lambda: starting[0])
+    await snapshot.refresh()
+    taken = snapshot._taken
+    assert taken is not None
+    snapshot._taken = dataclasses.replace(taken, at=taken.at - 150)
+    connect.requests.clear()
+    assert (await snapshot.read("a")).config == {"k": "v"} and connect.requests == []  # the hold keeps it
+    starting[0] = False
+    listing = held_listing(client)
+    reads = await asyncio.wait_for(asyncio.gather(*(snapshot.read("a") for _ in range(5))), timeout=1)
+    assert all(r.config == {"k": "v"} for r in reads)  # answered at once, from the kept snapshot
+    listing.set()
+    await until(lambda: snapshot._inflight is None)
+    assert [str(r) for r in connect.requests] == ["GET /connectors"]  # one refresh for all
+    assert snapshot._age() < 45
+    # A snapshot no hold kept, as old, is waited for as before (no unbounded staleness).
+    snapshot._taken = dataclasses.replace(snapshot._taken, at=snapshot._taken.at - 150)
+    listing = held_listing(client)
+    waiting = asyncio.ensure_future(snapshot.read("a"))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    listing.set()
+    assert (await asyncio.wait_for(waiting, timeout=1)).config == {"k": "v"}
     await client.aclose()
 
 
