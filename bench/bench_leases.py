@@ -385,7 +385,7 @@ Set-up: one namespace with {clusters:,} ConnectClusters naming the stack's share
 two replicas (`--leader-election`, the default timings: lease duration {TIMINGS.duration:g} s, renew
 deadline {TIMINGS.renew_deadline:g} s, retry period {TIMINGS.retry_period:g} s, so renew_every
 {TIMINGS.renew_every:g} s), started together; every Lease held {result["held_after"]:.0f} s after
-the start (neither replica creates an absent Lease before one lease duration). Window: {elapsed:.0f} s,
+the start (a replica works under a Lease it made only one lease duration after making it). Window: {elapsed:.0f} s,
 from two lease durations after that. Requests: each replica's, counted by a proxy of its own, per
 second; held: Leases it holds at the window's end; creates since start: its Lease POSTs from its
 start (some answered 409: the other replica was first). CPU: % of one core over the window (the

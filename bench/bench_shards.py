@@ -844,8 +844,8 @@ and `shardI-b`), all four with `--leader-election` and the default Lease timings
 {TIMINGS.duration:g} s, renew deadline {TIMINGS.renew_deadline:g} s, retry period {TIMINGS.retry_period:g} s), the
 Leases in a namespace of their own, all four started together. The hash gave shard 0 {split[0][0]}
 clusters and {owned[0]:,} resources, shard 1 {split[1][0]} clusters and {owned[1]:,} resources; the Leases
-were held by {sharing} ({result["held"]:.0f} s after the start: a Lease that is absent is created
-only after one lease duration). Resources created in {result["created"]:.0f} s; workers seeded and all
+were held by {sharing} ({result["held"]:.0f} s after the start: a replica works under a Lease it
+made only one lease duration after making it). Resources created in {result["created"]:.0f} s; workers seeded and all
 connectors STOPPED in {result["worker_start"]:.0f} s (workers' peak RSS {mib(result.get("worker_peak"))} MiB in
 all); every resource Ready {result["ready"]:.0f} s after the replicas started, their CPU settled at
 {result["settled"]:.0f} s.

@@ -75,9 +75,9 @@ Leases (issue 44): the operator runs with ``--leader-election``, as the chart al
 replica holding every ConnectCluster's Lease (in the first namespace, default timings); its Lease
 requests (a LIST per tick, 2.0-2.4 s, and a renewal of each held Lease every third tick) are
 counted apart from the other API calls: issue 20's target is about the work on resources, and the
-Leases' cost is a function of the clusters (bench/bench_leases.py). A fresh operator waits one
-lease duration (15 s) before it creates an absent Lease, so Ready comes that much later than
-without. ``BENCH_LEADER_ELECTION=off`` runs the operator without Leases, as before issue 44.
+Leases' cost is a function of the clusters (bench/bench_leases.py). A fresh operator works under the
+Leases it makes only one lease duration (15 s) after making them, so Ready comes that much later
+than without. ``BENCH_LEADER_ELECTION=off`` runs the operator without Leases, as before issue 44.
 
 Run: ``make bench BENCH=steady_state`` or ``.venv/bin/python bench/bench_steady_state.py [window_s] [mode]``;
 mode ``full`` (default: 1,000 then 5,000), ``1000``, ``5000``, ``20000`` (four workers of 5,000;

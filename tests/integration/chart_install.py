@@ -124,8 +124,8 @@ def chart_operator(
         assert watched == namespaces, chart_args
         health, metrics_port = free_port(), free_port()
         # The chart's Leases as its pods hold them (the downward API's pod name and namespace), on
-        # timings shortened like the drift interval: an absent Lease is only created after one
-        # Lease duration, which would otherwise add 15 s to every test's first reconcile.
+        # timings shortened like the drift interval: a Lease the replica makes is worked under only
+        # one Lease duration later, which would otherwise add 15 s to every test's first reconcile.
         leases = [
             a for i, a in enumerate(chart_args) if a == "--leader-election" or chart_args[i - 1] == "--lease-prefix"
         ]

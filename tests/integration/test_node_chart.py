@@ -75,7 +75,7 @@ from tests.integration.support import (
 pytestmark = [pytest.mark.xdist_group("node"), pytest.mark.timeout(900)]
 
 #: Lease timings for every scenario but the first (which keeps the chart's 15 / 10 / 2 s): a
-#: ConnectCluster's absent Lease is created only after one lease duration, and a dead holder's is
+#: ConnectCluster's new Lease is worked under only one lease duration after it is made, and a dead holder's is
 #: taken over after one, so the defaults would add 15 s to every new cluster and every take-over.
 SHORT_LEASES = "leaderElection.leaseDuration=5,leaderElection.renewDeadline=3,leaderElection.retryPeriod=1"
 #: The sink's records carry 2023 times: record i at BASE_MS + i seconds.

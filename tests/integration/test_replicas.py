@@ -312,7 +312,7 @@ def test_deleted_leases_stop_their_holder_and_nothing_is_written_twice(
     replicas: list[OperatorProcess],
 ) -> None:
     """The Leases deleted (by hand, or a restore of etcd) while alters are under way: the holder
-    stops at its next look, a Lease is made again only after a Lease duration without it, and
+    stops at its next look, a Lease made again is worked under only a Lease duration later, and
     every stop, PATCH and resume reached Connect once."""
     names = [f"lz{i}-{unique}" for i in range(4)]
     first = replica(stack, namespace, tmp_path, "first")

@@ -547,8 +547,17 @@ async def test_a_request_never_waits_for_the_listing_that_replaces_a_stale_snaps
     assert [str(r) for r in connect.requests] == ["GET /connectors/a/config", "GET /connectors/a/status"]
     listing.set()
     await asyncio.wait_for(asyncio.gather(*checks), timeout=2)
-    assert [str(r) for r in connect.requests][2:] == ["GET /connectors"]
+    assert [str(r) for r in connect.requests][2:] == ["GET /connectors"]  # the request started it
     assert (await snapshot.read("a", asked=True)).digest and len(connect.requests) == 3  # fresh now
+    # Past max_age but within what is served while refreshing: the snapshot answers a request too
+    # (helper-41: two requests per connector would be more than the one listing), and refreshes.
+    snapshot._taken = dataclasses.replace(snapshot._taken, at=snapshot._taken.at - 50)
+    listing = held_listing(client)
+    asked = await asyncio.wait_for(snapshot.read("a", asked=True), timeout=1)
+    assert asked.digest and len(connect.requests) == 3
+    listing.set()
+    await until(lambda: snapshot._inflight is None)
+    assert [str(r) for r in connect.requests][3:] == ["GET /connectors"]
     await client.aclose()
 
 

@@ -10,8 +10,9 @@ by the timestamps another replica wrote. What is covered, client-go's leader ele
   stopped renewing;
 * a holder that cannot renew stops at its renew deadline, before anyone may take over; a frozen
   holder's fence is invalid the moment it wakes, and a fence never comes back in a later term;
-* absent Leases are created only after a lease duration (a frozen replica may still believe it
-  holds a deleted one), released ones are taken at once; release and deletion of what is no
+* absent Leases are created at once and worked under only a lease duration later (another
+  replica may still believe it holds a deleted one, made and deleted unseen between two lists),
+  released ones are taken at once; release and deletion of what is no
   longer wanted, and release on shutdown;
 * a renewal whose answer was lost is adopted from the next list; a Lease rewritten or deleted
   behind the holder is lost at its next look;
@@ -165,10 +166,9 @@ async def test_one_holder_and_a_take_over_only_after_a_whole_duration_on_the_tak
     store = FakeLeases()
     a = replica(store, "a", start=1_000.0, skew=skew)
     b = replica(store.replica(), "b", start=7_777_777.0)
-    await a.tick()
+    await a.tick()  # absent: a creates it, and works on it a whole duration later
     await b.tick()
-    await a.after(DURATION)  # absent for a whole duration: created
-    await b.after(DURATION)
+    await together([a, b], DURATION)
     assert (a.holds(), b.holds()) == (True, False)
     assert store.holder(CLUSTER) == "a" and a.acquired == [{CLUSTER}]
 
@@ -327,13 +327,13 @@ async def test_a_fence_never_comes_back_even_when_a_re_created_lease_restarts_it
     store = FakeLeases()
     a = replica(store, "a", start=0.0)
     await a.tick()
-    await a.after(DURATION)
+    await together([a], DURATION)
     old = a.fence()
     assert old.holder == "a/0"
     store.remove(CLUSTER)
     await a.after(0.5)
     assert a.lost == [{CLUSTER}] and not old.valid()
-    await together([a], DURATION)
+    await together([a], DURATION + 1.0)
     assert a.holds() and a.acquired == [{CLUSTER}, {CLUSTER}]
     new = a.fence()
     assert new.holder == "a/0" and new.valid()
@@ -343,66 +343,115 @@ async def test_a_fence_never_comes_back_even_when_a_re_created_lease_restarts_it
 # --- 4. absent and released Leases ------------------------------------------------------------------
 
 
-async def test_an_absent_lease_is_created_only_after_a_whole_lease_duration() -> None:
-    """No Lease for a wanted cluster: it is created (term 0) only once the replica has seen it
-    absent for a whole lease duration. Why: a Lease may have been deleted while a frozen replica
-    still believes it holds it; that replica stops at its renew deadline, within the wait."""
+async def test_an_absent_lease_is_created_at_once_and_worked_on_a_whole_duration_later() -> None:
+    """No Lease for a wanted cluster: the replica creates it (term 0) at its first look, renews it,
+    and works on the cluster (``holds``, a fence, told ``on_acquired``) only one lease duration
+    after the create's answer. Why: a Lease may have been deleted while another replica still
+    believes it holds it; that replica stops at its renew deadline, within the wait."""
     store = FakeLeases()
     a = replica(store, "a", start=0.0)
     await a.tick()
-    await a.after(DURATION - 0.5)
-    assert store.record(CLUSTER) is None and not a.holds() and store.calls.count("create") == 0
-    await a.after(0.5)
     record = store.record(CLUSTER)
     assert record is not None and (record.holder, record.transitions) == ("a", 0)
     assert record.cluster == "team-a/local"
-    assert a.holds() and a.acquired == [{CLUSTER}]
+    assert not a.holds() and a.keeper.fence(CLUSTER) is None and a.acquired == []
+    await together([a], DURATION - 0.5)
+    assert not a.holds() and a.acquired == [] and a.lost == [] and store.calls.count("replace") >= 2
+    await a.after(0.5)
+    assert a.holds() and a.acquired == [{CLUSTER}] and a.fence().holder == "a/0"
 
 
-async def test_a_lease_deleted_right_after_a_failed_create_is_waited_out_a_whole_duration_again() -> None:
-    """a waits out an absence; between its list and its create, b creates the Lease, so a's
-    create fails (AlreadyExists); someone deletes b's Lease before a looks again. a never saw b's
-    record, but its failed create says one stood: a waits a whole duration from then, not from the
-    old absence (b may believe it holds the Lease until its renew deadline)."""
+def never_both(a: Replica, other: fencing.Fence) -> None:
+    assert not (a.holds() and other.valid()), "two replicas may work on one cluster"
+
+
+async def creates_and_deletes(a: Replica, frozen: Replica, other: fencing.Fence, seconds: float) -> None:
+    """``seconds`` pass in a's looks (0.5 s apart) and on the frozen replica's clock (a frozen
+    process's monotonic clock runs on), its fence ``other`` kept by a pass; never both working."""
+    for _ in range(round(seconds / 0.5)):
+        frozen.clock.now += 0.5
+        await a.after(0.5)
+        never_both(a, other)
+
+
+async def test_a_lease_made_and_deleted_between_two_looks_is_never_worked_on_twice() -> None:
+    """Attack review helper-41, 1: a and b see the Lease absent; b creates it between two of a's
+    lists and gets a fence; someone deletes it before a's next list. a never saw b's record: it
+    creates the Lease at once, and works on it only after b's fence has run out (b frozen)."""
+    store = FakeLeases()
+    a = replica(store, "a", start=0.0)
+    b = replica(store.replica(), "b", start=300.0)
+    store.failing.add("create")  # a's creates fail meanwhile (b's connection does not)
+    await a.tick()
+    store.failing.clear()
+    await b.tick()
+    await together([b], DURATION)
+    b_fence = b.fence()
+    store.remove(CLUSTER)  # b frozen from now on
+    await a.tick()
+    assert store.holder(CLUSTER) == "a" and not a.holds()
+    await creates_and_deletes(a, b, b_fence, DURATION + 1.0)
+    assert a.holds() and not b_fence.valid()
+
+
+async def test_a_term_hidden_by_failing_lists_is_never_worked_on_twice() -> None:
+    """Attack review helper-41, 2: a's lists fail while b creates the Lease and works; then the
+    Lease is deleted. a's first list that answers shows it absent: it creates it and works only
+    once b (frozen at the deletion) is past its deadline."""
+    store = FakeLeases()
+    a = replica(store, "a", start=0.0)
+    b = replica(store.replica(), "b", start=300.0)
+    store.down = True
+    await a.tick()
+    await b.tick()
+    await together([b], DURATION)
+    b_fence = b.fence()
+    store.remove(CLUSTER)
+    store.down = False
+    await a.tick()
+    assert store.holder(CLUSTER) == "a" and not a.holds()
+    await creates_and_deletes(a, b, b_fence, DURATION + 1.0)
+    assert a.holds()
+
+
+async def test_a_create_that_lands_after_another_came_and_went_is_not_worked_on_at_once() -> None:
+    """Attack review helper-41, 3: between a's list and a's create, b's create lands and b's
+    Lease is deleted; a's create then succeeds. And the lost-answer form: a's create applied, its
+    answer lost; a adopts the record naming it at its next look. Either way a works only a
+    duration after, b's fence run out by then."""
+    for lost_answer in (False, True):
+        store = FakeLeases()
+        a = replica(store, "a", start=0.0)
+        b = replica(store.replica(), "b", start=300.0)
+        await b.tick()
+        await together([b], DURATION)
+        b_fence = b.fence()
+        name = name_of(CLUSTER)
+        store.remove(CLUSTER)  # b frozen, its Lease deleted: a's list below shows it absent
+        if lost_answer:
+            store.fail("create", timeout("create"), written=True)
+        await a.tick()
+        never_both(a, b_fence)
+        assert store.record(CLUSTER) is not None and store.records[name].holder == "a"
+        await creates_and_deletes(a, b, b_fence, DURATION + 3.0)
+        assert a.holds() and not b_fence.valid()
+
+
+async def test_a_lease_deleted_behind_its_holder_is_made_again_and_worked_on_a_duration_later() -> None:
+    """a holds the Lease; someone deletes it. a loses it at its next look, makes it again at the
+    one after, and works on it only a whole duration later."""
     store = FakeLeases()
     a = replica(store, "a", start=0.0)
     await a.tick()
-    create = store.create
-
-    async def b_first(name: str, cluster: str, write: LeaseWrite) -> LeaseRecord:
-        at = WALL_ZERO + timedelta(seconds=DURATION)
-        store.put(name, cluster, LeaseWrite("b", DURATION, 0, at, at))  # b's create lands first
-        return await create(name, cluster, write)
-
-    store.create = b_first  # type: ignore[method-assign]
-    await a.after(DURATION)
-    store.create = create  # type: ignore[method-assign]
-    assert not a.holds() and store.holder(CLUSTER) == "b"
-    store.remove(CLUSTER)
-    await a.after(0.5)
-    assert not a.holds() and store.record(CLUSTER) is None
-    await a.after(DURATION - 1.0)
-    assert not a.holds() and store.record(CLUSTER) is None
-    await a.after(1.0)
-    assert a.holds()
-
-
-async def test_a_lease_deleted_behind_its_holder_is_made_again_only_a_duration_after_the_absence() -> None:
-    """a created the Lease and holds it; someone deletes it. a loses it at its next look and makes
-    it again only a whole duration later: the absence it waited out before its own create is not
-    this one (measured from a's acquisition, not from the first absence)."""
-    store = FakeLeases()
-    a = replica(store, "a", start=0.0)
-    await a.tick()
-    await a.after(DURATION)
+    await together([a], DURATION)
     assert a.holds()
     store.remove(CLUSTER)
-    await a.after(0.5)
-    assert not a.holds() and a.lost == [{CLUSTER}]
-    await a.after(DURATION - 1.0)
-    assert not a.holds() and store.record(CLUSTER) is None
-    await a.after(1.0)
-    assert a.holds()
+    await a.after(0.5)  # lost, and made again in the same look
+    assert not a.holds() and a.lost == [{CLUSTER}] and store.holder(CLUSTER) == "a"
+    await together([a], DURATION - 0.5)
+    assert not a.holds()
+    await together([a], 1.0)
+    assert a.holds() and a.acquired == [{CLUSTER}, {CLUSTER}]
 
 
 async def test_a_take_over_write_that_fails_is_retried_at_the_next_look_not_a_duration_later() -> None:
@@ -420,23 +469,22 @@ async def test_a_take_over_write_that_fails_is_retried_at_the_next_look_not_a_du
     assert a.holds()
 
 
-async def test_a_lease_deleted_under_a_frozen_holder_is_recreated_a_duration_after_its_absence() -> None:
+async def test_a_lease_deleted_under_a_frozen_holder_is_made_again_and_worked_on_after_its_deadline() -> None:
     """b holds the Lease and freezes; someone deletes the Lease. a had watched b's record for a
-    while, but the wait starts over when the record disappears: a creates it one lease duration
-    after it first saw it absent, not after it first saw b's record."""
+    while; it creates the Lease at its next look, and works on it only one lease duration after
+    its create, when b's fence has long run out."""
     store = FakeLeases()
     store.seed_released(CLUSTER)
     b = replica(store.replica(), "b", start=0.0)
     a = replica(store, "a", start=500.0)
     await b.tick()
+    b_fence = b.fence()
     await a.tick()  # a sees b's record
-    await a.after(10.0)
-    store.remove(CLUSTER)  # b is frozen, never looks again
-    await a.after(1.0)  # a sees the absence (11 s after b's record)
-    await a.after(DURATION - 0.5 - 1.0)  # b's record would have been 15 s old by now
-    assert store.record(CLUSTER) is None and not a.holds()
     await a.after(1.0)
-    await a.after(0.5)
+    store.remove(CLUSTER)  # b is frozen, never looks again
+    await a.after(0.5)  # a sees the absence: creates it
+    assert store.holder(CLUSTER) == "a" and not a.holds()
+    await creates_and_deletes(a, b, b_fence, DURATION + 1.0)
     assert a.holds() and store.holder(CLUSTER) == "a"
 
 
@@ -622,8 +670,9 @@ async def test_a_lease_rewritten_or_deleted_behind_its_holder_is_lost_at_its_nex
     assert a.lost == [{CLUSTER}] and not a.holds() and not fence.valid()
     assert a.keeper.fence(CLUSTER) is None
     await a.after(0.5)
-    assert a.lost == [{CLUSTER}]  # reported once
-    assert store.holder(CLUSTER) == ("intruder" if change == "taken" else None)
+    assert a.lost == [{CLUSTER}] and not a.holds()  # reported once
+    # Taken: the intruder's; deleted: made again by a, worked on only a duration later.
+    assert store.holder(CLUSTER) == ("intruder" if change == "taken" else "a")
 
 
 # --- 8. the controller under Leases -----------------------------------------------------------------
@@ -697,11 +746,13 @@ async def test_the_controller_works_on_a_cluster_only_under_its_lease() -> None:
     made.start()
     try:
         assert await until(lambda: store.calls.count("list") == 1)  # the keeper's first look: absent
+        assert await until(lambda: store.record(CLUSTER) is not None)  # created, not worked on yet
         await asyncio.sleep(0.05)
-        assert passes(STUCK) == passes(QUICK) == 0 and store.record(CLUSTER) is None
+        assert passes(STUCK) == passes(QUICK) == 0 and not made.owns(stuck)
 
-        clock.now += SLOW.duration
-        await keeper.tick()  # created: acquired
+        for _ in range(3):  # a lease duration after its creation, renewed meanwhile: acquired
+            clock.now += SLOW.retry_period
+            await keeper.tick()
         assert made.owns(stuck)
         assert await until(lambda: passes(STUCK) == 1 and made.queue.scheduled() == 1)  # QUICK's timer
         first = fences[STUCK][0]

@@ -468,8 +468,7 @@ async def test_a_legit_holder_fenced_off_by_a_cache_one_claim_behind_ends_the_re
         world.kube.put_resource(CONNECTORS, connector_body(SIM_NAME))
         a = world.add("a", Shard(), 0.0)
         await a.tick()
-        world.clock.now += TIMINGS.duration
-        await a.tick()
+        await world.advance(TIMINGS.duration)
         b = world.add("b", Shard(), 0.0)
         await world.settle([(CONNECTORS, SIM_NAME)])
         resource = world.kube.resources[(CONNECTORS, SIM_NS, SIM_NAME)]

@@ -133,9 +133,8 @@ async def begin(world: World, cast: list[tuple[str, Shard, float]], flow: Replic
     spec: dict[str, Any] = {"offsetsOnDelete": "reset"} if flow.deletes else {}
     world.kube.put_resource(CONNECTORS, connector_body(NAME, **spec))
     first = world.add(*cast[0])
-    await first.tick()  # sees no Lease: it may have been deleted while someone held it
-    world.clock.now += TIMINGS.duration
-    await first.tick()
+    await first.tick()  # no Lease: made now, worked on a duration later (someone may have held one)
+    await world.advance(TIMINGS.duration)
     assert first.keeper.holds((NS, "local"))
     for name, shard, skew in cast[1:]:
         world.add(name, shard, skew)

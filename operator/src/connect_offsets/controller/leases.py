@@ -16,10 +16,14 @@ moment the deadline passes without a successful renewal (``valid``, checked befo
 ``fencing``); another replica takes a Lease over only once it has seen the same record, unchanged,
 for the Lease's whole duration, measured on *its own* monotonic clock from when it first saw that
 record. Neither side reads the other's timestamps, so clock skew between replicas does not matter;
-only the rate of the clocks does. A Lease that is absent is created only after the same wait: it
-may have been deleted while a frozen replica still believed it held it. That wait counts from the
-last sign of a record, and a create of ours that failed is one (another replica's create may have
-come first, its Lease deleted again before our next list): the wait then starts over.
+only the rate of the clocks does. A Lease that is absent is created at the next look, but its
+new holder works on it only one lease duration after the create's answer (``works_from``): the
+Lease may have been deleted while another replica still believed it held it, frozen or not, and a
+record made and deleted between two of our lists, or between our list and our create, leaves no
+trace to wait out (attack review helper-41). Any such holder sent its last successful renewal
+before the deletion, so before our create landed, and stops at that renewal plus its renew
+deadline: before our ``works_from``, whatever we saw. The same holds for a record naming us that
+we cannot account for (a create of ours whose answer was lost).
 
 Each acquisition starts a new *term* (``leaseTransitions`` + 1, and a local epoch): a pass begun in
 an earlier term stays fenced off even if the same replica holds the Lease again later.
@@ -111,15 +115,13 @@ class _Held:
     #: This process's count of acquisitions: tells terms apart even when a re-created Lease
     #: restarts ``leaseTransitions``.
     epoch: int
+    #: Monotonic time from which this replica may work under the term (0: at once). Why it may be
+    #: later: see the module (a Lease that was absent).
+    works_from: float = 0.0
     #: Monotonic time the term began, when it followed another replica's term of the same Lease
     #: (released or expired; None: the Lease was new, or ours before): that holder's last stops
     #: and resumes may not show in Connect's status yet (``Fence.after_another``).
     followed_at: float | None = None
-
-
-#: ``_Seen.version`` after a create of ours failed: no list answers it, so the next look restarts
-#: the wait whatever it finds.
-_CREATE_FAILED = "(a create failed: a record may have stood)"
 
 
 @dataclass
@@ -151,6 +153,8 @@ class LeaseKeeper:
     wall: Callable[[], datetime] = lambda: datetime.now(UTC)
     _held: dict[Cluster, _Held] = field(default_factory=dict)
     _seen: dict[str, _Seen] = field(default_factory=dict)
+    #: The resourceVersion of the last write of ours each Lease answered (acquisition, renewal).
+    _ours: dict[str, str] = field(default_factory=dict)
     _epochs: int = 0
     #: When each cluster's term was last confirmed on the API server (epoch, monotonic time).
     _confirmed: dict[Cluster, tuple[int, float]] = field(default_factory=dict)
@@ -163,8 +167,13 @@ class LeaseKeeper:
     # --- what the controller asks -------------------------------------------------------------
 
     def holds(self, cluster: Cluster) -> bool:
+        """Whether this replica may work on ``cluster`` now: its term is renewed in time, and its
+        ``works_from`` has come."""
         held = self._held.get(cluster)
-        return held is not None and self.clock() - held.renewed < self.timings.renew_deadline
+        return held is not None and self._in_term(held) and self.clock() >= held.works_from
+
+    def _in_term(self, held: _Held) -> bool:
+        return self.clock() - held.renewed < self.timings.renew_deadline
 
     def fence(self, cluster: Cluster) -> Fence | None:
         """The fence of a pass on ``cluster`` starting now (None: not held)."""
@@ -226,7 +235,7 @@ class LeaseKeeper:
     async def tick(self) -> None:
         """One look at the Leases: drop what ran past its deadline or changed hands, renew what is
         due, release what is no longer wanted, acquire what is free or expired."""
-        lost = {c for c in self._held if not self.holds(c)}
+        lost = {c for c, held in self._held.items() if not self._in_term(held)}
         try:
             records: dict[str, LeaseRecord] | None = await self.store.list()
         except KubernetesError as error:
@@ -242,6 +251,7 @@ class LeaseKeeper:
                     lost.add(cluster)  # deleted, or written by someone else: not ours any more
                 elif record.resource_version != held.record.resource_version:
                     held.record = record  # a renewal of ours whose answer was lost
+                    self._ours[record.name] = record.resource_version
         self._drop(lost)
         self._keep_all(wanted)
         if records is not None:
@@ -257,7 +267,9 @@ class LeaseKeeper:
             await asyncio.wait(busy, timeout=self.timings.retry_period)
         self._acquiring = {c: t for c, t in self._acquiring.items() if not t.done()}
         self._keeping = {c: t for c, t in self._keeping.items() if not t.done() or c in self._held}
-        acquired, self._gained = self._gained, set()
+        # Told once this replica may work on them (``works_from``), at this look or a later one.
+        acquired = {c for c in self._gained if self.holds(c)}
+        self._gained = {c for c in self._gained - acquired if c in self._held}
         if acquired:
             self.on_acquired(acquired)
 
@@ -339,6 +351,7 @@ class LeaseKeeper:
             return
         if self._held.get(cluster) is held:
             held.record, held.renewed = record, sent
+            self._ours[record.name] = record.resource_version
 
     async def _release(self, cluster: Cluster, held: _Held) -> None:
         """Give a Lease up: delete it when nothing refers to its cluster any more, else clear the
@@ -357,11 +370,14 @@ class LeaseKeeper:
         record = records.get(name)
         seen = self._seen.get(name)
         waited = now - seen.since if seen is not None else 0.0
-        if record is None:
-            if waited < self.timings.duration:
-                return False
-        elif record.holder and record.holder != self.identity and waited < max(record.duration_s, 1.0):
+        others = record is not None and record.holder and record.holder != self.identity
+        if record is not None and others and waited < max(record.duration_s, 1.0):
             return False
+        # Made now (absent), or a record naming us that no write of ours answered: whoever held a
+        # Lease of this name before stops within a renew deadline of its deletion; we start later.
+        unaccounted = record is None or (
+            record.holder == self.identity and record.resource_version != self._ours.get(name)
+        )
         sent = self.clock()
         acquired = self.wall()
         transitions = record.transitions + 1 if record is not None else 0
@@ -372,16 +388,22 @@ class LeaseKeeper:
             else:
                 written = await self.store.replace(record, write)
         except KubernetesError:  # someone else was quicker, or the API server did not answer
-            if record is None:
-                # A create refused as AlreadyExists (or unanswered, when it may have been) says a
-                # record stood after our list; it may be gone by the next one, its holder working.
-                self._seen[name] = _Seen(_CREATE_FAILED, now)
             return False
-        self._seen[name] = _Seen(written.resource_version, now)
+        self._ours[name] = written.resource_version
+        works_from = self.clock() + self.timings.duration if unaccounted else 0.0
         self._epochs += 1
         # Our own earlier term's changes are in this process's memory (``StateChanges``); a
         # released record names nobody, so it may have been anyone's.
         followed_at = sent if record is not None and record.holder != self.identity else None
-        self._held[cluster] = _Held(written, sent, acquired, self._epochs, followed_at)
-        log.info("acquired the Lease of %s/%s (term %d)", cluster[0], cluster[1], written.transitions)
+        self._held[cluster] = _Held(written, sent, acquired, self._epochs, works_from, followed_at)
+        if unaccounted:
+            log.info(
+                "acquired the Lease of %s/%s (term %d); working on it in %.0f s (a Lease made now)",
+                cluster[0],
+                cluster[1],
+                written.transitions,
+                self.timings.duration,
+            )
+        else:
+            log.info("acquired the Lease of %s/%s (term %d)", cluster[0], cluster[1], written.transitions)
         return True

@@ -255,13 +255,18 @@ class ConnectorsSnapshot:
         the connector on its own instead of waiting for the listing: after a start, the first
         listing of 5,000 connectors took a worker 10-15 s under the backlog of first checks, and
         every ``list`` asked meanwhile waited for it (bench_cold_start's restart: p99 13.5 s).
-        Nor does it read a snapshot past ``max_age``, which only the start's hold keeps (up to
-        ``START_HOLD_MAX_S``) or a refresh is on its way to replace: a user's request decides on
-        what Connect holds now (attack review of issue 45, helper-37 F2), and never waits for a
-        listing (bench_cold_start: a ``list`` asked as a first start's hold ended waited 7.5 s for
-        the endpoint's listing of 5,000 connectors, the snapshot 150 s old).
+        Nor does it read a snapshot past ``max_age`` that only the start's hold keeps (up to
+        ``START_HOLD_MAX_S``): a user's request decides on what Connect holds now (attack review
+        of issue 45, helper-37 F2). Nor does it wait for the listing that replaces a snapshot
+        too old to be served meanwhile (``_too_stale``): it starts that listing and reads its
+        connector on its own (bench_cold_start: a ``list`` waited 7.5 s for a listing of 5,000
+        connectors). In between, it is answered from the snapshot while a refresh runs, as checks
+        are: two requests per connector there would be more than the one listing (helper-41).
         ``defer``: a reader that would wait for the first listing raises ``ListingPending``."""
-        if asked and self._age() > self.max_age:  # infinite while none is taken
+        if asked and self._taken is not None and self._too_stale():
+            self._refresh_behind()
+            fresh = True
+        if asked and (self._taken is None or (self._age() > self.max_age and self._held_for_start())):
             fresh = True
         if defer and not fresh and (listing := self.first_listing()) is not None:
             raise ListingPending(listing)
@@ -298,6 +303,21 @@ class ConnectorsSnapshot:
             raise self._failed[1]
         await self.refresh()
         return self._taken
+
+    def _too_stale(self) -> bool:
+        """Past what ``_current`` answers while a refresh runs: a reader would wait for it."""
+        if self._held_for_start() or self._kept_for_start:
+            return False
+        return self._age() > STALE_WHILE_REFRESHING * self.max_age + self._took
+
+    def _refresh_behind(self) -> None:
+        """Start the listing that replaces a stale snapshot unless one is under way; a listing that
+        failed just now is not asked again, its error raised (``FAILED_REFRESH_HOLD_S``)."""
+        self._settle()
+        if self._failed is not None and self._held():
+            raise self._failed[1]
+        if self._inflight is None:
+            self._start_listing()
 
     def _age(self) -> float:
         """Seconds since the snapshot's listing was sent (infinite: none taken yet)."""
