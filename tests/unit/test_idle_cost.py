@@ -561,6 +561,49 @@ async def test_a_request_never_waits_for_the_listing_that_replaces_a_stale_snaps
     await client.aclose()
 
 
+async def test_a_request_past_the_stale_window_never_repeats_a_failed_or_refused_listing() -> None:
+    """Attack review helper-42, 3-5. A user's request that finds the snapshot too old reads its
+    connector on its own and starts the refresh only where one may be asked: not while snapshots
+    are off for the endpoint (a listing too large), not within ``FAILED_REFRESH_HOLD_S`` of a failed
+    one (its error is not the request's: it reads on its own), not for a fresh read (an offsets
+    change reads its connector anyway); and a snapshot the start's hold kept is not what a request
+    decides on once the hold is over, however the listings fare."""
+    from connect_offsets.clients.connect import ConnectServerError
+
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    starting = [True]
+    snapshot = ConnectorsSnapshot(client, max_age=45, hold=lambda: starting[0])
+    await snapshot.refresh()
+    taken = snapshot._taken
+    assert taken is not None
+    old = dataclasses.replace(taken, at=taken.at - 250)
+    per_connector = ["GET /connectors/a/config", "GET /connectors/a/status"]
+
+    async def asked_reads(count: int, **kw: Any) -> list[str]:
+        connect.requests.clear()
+        for _ in range(count):
+            read = await asyncio.wait_for(snapshot.read("a", asked=True, **kw), timeout=1)
+            assert read.config == {"k": "v"} and not read.digest  # read on its own
+        await asyncio.sleep(0.01)
+        return [str(r) for r in connect.requests]
+
+    # Kept by the start's hold, the hold over, every listing failing: never decided on.
+    snapshot._taken = old
+    assert (await snapshot.read("a")).digest  # a check, during the hold: the kept snapshot
+    starting[0] = False
+    failure = ConnectServerError(method="GET", path="/connectors", status_code=500, message="overloaded")
+    snapshot._failed = (snapshot._clock(), failure)  # a listing failed just now
+    assert await asked_reads(3) == per_connector * 3  # no listing asked again meanwhile
+    assert await asked_reads(1, fresh=True) == per_connector  # an offsets change: no error, no listing
+    # Snapshots off for the endpoint (a listing too large): no request starts one.
+    snapshot._failed = None
+    snapshot._turn_off("the listing was too large")
+    assert await asked_reads(3) == per_connector * 3
+    await client.aclose()
+
+
 async def test_when_the_starts_hold_ends_its_snapshot_is_served_while_the_refresh_runs() -> None:
     """bench_cold_start: when a first start's checks were done its hold ended, the snapshots were
     150 s old, past the age served while refreshing (2 x max_age + the listing's time), and every

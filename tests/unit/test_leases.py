@@ -437,6 +437,53 @@ async def test_a_create_that_lands_after_another_came_and_went_is_not_worked_on_
         assert a.holds() and not b_fence.valid()
 
 
+async def test_a_lease_made_and_given_up_before_it_was_worked_under_is_not_handed_on_at_once() -> None:
+    """Attack review helper-42, 1: b works, its Lease is deleted; a makes it again and gives it up
+    before its ``works_from`` (a resize: no longer wanted; a SIGTERM). Cleared (holder ""), c
+    would take it at its next look while b's fence still runs. It is left to expire instead, so c
+    waits a whole duration after seeing a's record; and a, wanting it again, keeps its floor."""
+    for stop in ("unwanted", "shutdown"):
+        store = FakeLeases()
+        store.seed_released(CLUSTER)
+        b = replica(store.replica(), "b", start=0.0)
+        await b.tick()
+        b_fence = b.fence()
+        store.remove(CLUSTER)
+        a = replica(store.replica(), "a", start=100.0)
+        c = replica(store.replica(), "c", start=900.0)
+        await a.tick()  # made it
+        assert store.holder(CLUSTER) == "a" and not a.holds()
+        if stop == "unwanted":
+            a.wants.clear()
+            await a.after(0.5)
+        else:
+            await a.keeper.release_all()
+        assert store.holder(CLUSTER) == "a", "a Lease not worked under yet is not cleared"
+        for _ in range(round((DURATION + 2.0) / 0.5)):
+            b.clock.now += 0.5
+            await c.after(0.5)
+            assert not (c.holds() and b_fence.valid()), "two replicas may work on one cluster"
+            if stop == "unwanted":
+                assert not (a.holds() and b_fence.valid())
+        assert c.holds() and not b_fence.valid()
+
+
+async def test_a_term_dropped_before_it_was_worked_under_keeps_its_floor_when_taken_again() -> None:
+    """Attack review helper-42, 2: a made the Lease; a renewal of it meets a conflict and the term
+    is dropped before its ``works_from``; the record still names a, at a version a wrote. Taking
+    it again is no shortcut past the first term's floor."""
+    store = FakeLeases()
+    a = replica(store, "a", start=0.0)
+    await a.tick()  # made at 0: works from 15
+    store.fail("replace", LeaseConflict("update Lease: 409 Conflict", 409))
+    await together([a], 6.0)  # the renewal at 5 s is refused: dropped, and taken again
+    assert a.keeper._epochs == 2 and store.holder(CLUSTER) == "a"  # dropped, and taken again
+    await together([a], DURATION - 6.0 - 0.5)
+    assert not a.holds()
+    await together([a], 1.0)
+    assert a.holds()
+
+
 async def test_a_lease_deleted_behind_its_holder_is_made_again_and_worked_on_a_duration_later() -> None:
     """a holds the Lease; someone deletes it. a loses it at its next look, makes it again at the
     one after, and works on it only a whole duration later."""

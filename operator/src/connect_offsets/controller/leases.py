@@ -155,6 +155,10 @@ class LeaseKeeper:
     _seen: dict[str, _Seen] = field(default_factory=dict)
     #: The resourceVersion of the last write of ours each Lease answered (acquisition, renewal).
     _ours: dict[str, str] = field(default_factory=dict)
+    #: For a Lease made (or found naming us unaccounted for): no term of ours under it works before
+    #: this monotonic time, whichever term (a drop and a re-acquisition in between, attack review
+    #: helper-42, 2).
+    _not_before: dict[str, float] = field(default_factory=dict)
     _epochs: int = 0
     #: When each cluster's term was last confirmed on the API server (epoch, monotonic time).
     _confirmed: dict[Cluster, tuple[int, float]] = field(default_factory=dict)
@@ -312,6 +316,9 @@ class LeaseKeeper:
                 self._seen[name] = _Seen(version, now)
         for name in set(self._seen) - names:
             del self._seen[name]
+        self._not_before = {n: t for n, t in self._not_before.items() if t > now}
+        # Forgotten, a record naming us would count as unaccounted: a wait, never a shortcut.
+        self._ours = {n: v for n, v in self._ours.items() if n in names}
 
     def _drop(self, lost: set[Cluster]) -> None:
         if not lost:
@@ -355,10 +362,15 @@ class LeaseKeeper:
 
     async def _release(self, cluster: Cluster, held: _Held) -> None:
         """Give a Lease up: delete it when nothing refers to its cluster any more, else clear the
-        holder so that the new owner takes it at its next look (a resize, a shutdown)."""
+        holder so that the new owner takes it at its next look (a resize, a shutdown). A Lease we
+        made and do not work under yet (``works_from``) is not cleared: the next owner would take
+        it at once while the holder of the Lease deleted before ours may still work (attack review
+        helper-42, 1); it expires instead, or is deleted (a Lease made after that waits again)."""
         try:
             if not self.exists(cluster):
                 await self.store.delete(held.record)
+            elif self.clock() < held.works_from:
+                log.info("Lease of %s/%s left to expire: made by us, not worked under yet", *cluster)
             else:
                 now = self.wall()
                 await self.store.replace(held.record, LeaseWrite("", 1, held.record.transitions, now, now))
@@ -370,9 +382,8 @@ class LeaseKeeper:
         record = records.get(name)
         seen = self._seen.get(name)
         waited = now - seen.since if seen is not None else 0.0
-        others = record is not None and record.holder and record.holder != self.identity
-        if record is not None and others and waited < max(record.duration_s, 1.0):
-            return False
+        if record is not None and record.holder not in ("", self.identity) and waited < max(record.duration_s, 1.0):
+            return False  # another replica's record, not yet unchanged for its whole duration
         # Made now (absent), or a record naming us that no write of ours answered: whoever held a
         # Lease of this name before stops within a renew deadline of its deletion; we start later.
         unaccounted = record is None or (
@@ -390,7 +401,9 @@ class LeaseKeeper:
         except KubernetesError:  # someone else was quicker, or the API server did not answer
             return False
         self._ours[name] = written.resource_version
-        works_from = self.clock() + self.timings.duration if unaccounted else 0.0
+        if unaccounted:
+            self._not_before[name] = self.clock() + self.timings.duration
+        works_from = self._not_before.get(name, 0.0)
         self._epochs += 1
         # Our own earlier term's changes are in this process's memory (``StateChanges``); a
         # released record names nobody, so it may have been anyone's.

@@ -263,7 +263,7 @@ class ConnectorsSnapshot:
         connectors). In between, it is answered from the snapshot while a refresh runs, as checks
         are: two requests per connector there would be more than the one listing (helper-41).
         ``defer``: a reader that would wait for the first listing raises ``ListingPending``."""
-        if asked and self._taken is not None and self._too_stale():
+        if asked and not fresh and self._taken is not None and self._too_stale():
             self._refresh_behind()
             fresh = True
         if asked and (self._taken is None or (self._age() > self.max_age and self._held_for_start())):
@@ -305,18 +305,18 @@ class ConnectorsSnapshot:
         return self._taken
 
     def _too_stale(self) -> bool:
-        """Past what ``_current`` answers while a refresh runs: a reader would wait for it."""
-        if self._held_for_start() or self._kept_for_start:
+        """Past what a user's request is answered from while a refresh runs (checks are answered
+        from a snapshot the start's hold kept however old, ``_current``; a request is not: it
+        would decide on it for as long as listings fail, attack review helper-42, 5)."""
+        if self._held_for_start() or self._off is not None:
             return False
         return self._age() > STALE_WHILE_REFRESHING * self.max_age + self._took
 
     def _refresh_behind(self) -> None:
-        """Start the listing that replaces a stale snapshot unless one is under way; a listing that
-        failed just now is not asked again, its error raised (``FAILED_REFRESH_HOLD_S``)."""
+        """Start the listing that replaces a stale snapshot, unless one is under way or one failed
+        just now (``FAILED_REFRESH_HOLD_S``: not asked again; the request reads on its own)."""
         self._settle()
-        if self._failed is not None and self._held():
-            raise self._failed[1]
-        if self._inflight is None:
+        if self._off is None and self._inflight is None and not self._held():
             self._start_listing()
 
     def _age(self) -> float:
