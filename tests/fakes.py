@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -671,7 +672,7 @@ class FakeLeases:
         record = LeaseRecord(
             name=name,
             holder=write.holder,
-            duration_s=float(max(1, round(write.duration_s))),  # leaseDurationSeconds is an integer
+            duration_s=float(max(1, math.ceil(write.duration_s))),  # an integer, rounded up as LeaseApi does
             transitions=write.transitions,
             resource_version=str(self.server.version),
             cluster=cluster,

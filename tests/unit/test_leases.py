@@ -484,6 +484,55 @@ async def test_a_term_dropped_before_it_was_worked_under_keeps_its_floor_when_ta
     assert a.holds()
 
 
+def replica_timed(store: FakeLeases, identity: str, start: float, timings: LeaseTimings) -> Replica:
+    made = replica(store, identity, start=start)
+    made.keeper.timings = timings
+    return made
+
+
+async def test_a_fractional_lease_duration_is_written_rounded_up_so_no_take_over_comes_early() -> None:
+    """Attack review helper-43, 1: ``--lease-duration 10.4 --renew-deadline 10.3`` is valid, but
+    the Lease's integer field said 10 (rounded): the taker waited 10 s while the holder, cut off
+    from the API server, worked 10.3 s. Written rounded up (11), no two replicas work at once."""
+    timings = LeaseTimings(duration=10.4, renew_deadline=10.3, retry_period=2.0)
+    store = FakeLeases()
+    store.seed_released(CLUSTER)
+    a = replica_timed(store.replica(), "a", 0.0, timings)
+    await a.tick()
+    assert a.holds()
+    record = store.record(CLUSTER)
+    assert record is not None and record.duration_s == 11.0
+    b = replica_timed(store, "b", 500.0, timings)
+    a.store.down = True  # a's API calls fail from now on: it works until its renew deadline
+    for _ in range(round(14.0 / 0.05)):
+        await a.after(0.05)
+        await b.after(0.05)
+        assert not (a.holds() and b.holds()), "two replicas may work on one cluster"
+    assert b.holds() and not a.holds()
+
+
+async def test_a_lease_made_after_a_longer_timed_holders_deletion_waits_that_holders_duration() -> None:
+    """Attack review helper-43, 2: a replica still on longer timings (40 / 30 / 2, a rolling
+    change of the flags) holds the Lease, is cut off, and the Lease is deleted. The replica on the
+    defaults makes it again; it works only once the longest lease duration it has seen has passed
+    since its create, not its own 15 s (a had 30 s of renew deadline)."""
+    long = LeaseTimings(duration=40.0, renew_deadline=30.0, retry_period=2.0)
+    store = FakeLeases()
+    store.seed_released(CLUSTER)
+    a = replica_timed(store.replica(), "a", 0.0, long)
+    b = replica(store, "b", start=500.0)
+    await a.tick()
+    await b.tick()  # b sees a's Lease (40 s)
+    a_fence = a.fence()
+    a.store.down = True
+    store.remove(CLUSTER)
+    for _ in range(round(45.0 / 0.5)):
+        a.clock.now += 0.5
+        await b.after(0.5)
+        assert not (b.holds() and a_fence.valid()), "two replicas may work on one cluster"
+    assert b.holds() and not a_fence.valid()
+
+
 async def test_a_lease_deleted_behind_its_holder_is_made_again_and_worked_on_a_duration_later() -> None:
     """a holds the Lease; someone deletes it. a loses it at its next look, makes it again at the
     one after, and works on it only a whole duration later."""

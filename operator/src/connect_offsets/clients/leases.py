@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import copy
 import functools
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -192,7 +193,9 @@ class LeaseApi:
         if resource_version is not None:
             metadata["resourceVersion"] = resource_version
         spec: dict[str, Any] = {
-            "leaseDurationSeconds": max(1, round(write.duration_s)),
+            # An integer field: rounded up, never down, or a taker reading it would wait less than
+            # the holder's own renew deadline (attack review helper-43: --lease-duration 10.4).
+            "leaseDurationSeconds": max(1, math.ceil(write.duration_s)),
             "leaseTransitions": write.transitions,
             "acquireTime": micro_time(write.acquired),
             "renewTime": micro_time(write.renewed),

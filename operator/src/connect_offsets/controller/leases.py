@@ -159,6 +159,8 @@ class LeaseKeeper:
     #: this monotonic time, whichever term (a drop and a re-acquisition in between, attack review
     #: helper-42, 2).
     _not_before: dict[str, float] = field(default_factory=dict)
+    #: The longest ``leaseDurationSeconds`` seen on any of our prefix's Leases.
+    _longest_seen: float = 0.0
     _epochs: int = 0
     #: When each cluster's term was last confirmed on the API server (epoch, monotonic time).
     _confirmed: dict[Cluster, tuple[int, float]] = field(default_factory=dict)
@@ -248,6 +250,7 @@ class LeaseKeeper:
         now = self.clock()
         wanted = self.wanted()
         if records is not None:
+            self._longest_seen = max([self._longest_seen, *(r.duration_s for r in records.values())])
             self._observe(records, wanted, now)
             for cluster, held in self._held.items():
                 record = records.get(held.record.name)
@@ -402,7 +405,10 @@ class LeaseKeeper:
             return False
         self._ours[name] = written.resource_version
         if unaccounted:
-            self._not_before[name] = self.clock() + self.timings.duration
+            # The longest lease duration any operator Lease has shown, if longer than ours: a
+            # replica still on other timings (a rolling change of the flags) may have held the
+            # deleted Lease with a longer renew deadline (attack review helper-43, 2).
+            self._not_before[name] = self.clock() + max(self.timings.duration, self._longest_seen)
         works_from = self._not_before.get(name, 0.0)
         self._epochs += 1
         # Our own earlier term's changes are in this process's memory (``StateChanges``); a
