@@ -561,6 +561,18 @@ async def test_a_request_never_waits_for_the_listing_that_replaces_a_stale_snaps
     await client.aclose()
 
 
+async def taken_under_a_start() -> tuple[FakeConnect, ConnectClient, list[bool], ConnectorsSnapshot]:
+    """A worker with connector ``a``, and a snapshot of it (max_age 45 s) taken while the process's
+    start is under way (``starting[0]``: set it False to end the start's hold)."""
+    connect = FakeConnect(URL)
+    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
+    client = client_for(connect)
+    starting = [True]
+    snapshot = ConnectorsSnapshot(client, max_age=45, hold=lambda: starting[0])
+    await snapshot.refresh()
+    return connect, client, starting, snapshot
+
+
 async def test_a_request_past_the_stale_window_never_repeats_a_failed_or_refused_listing() -> None:
     """Attack review helper-42, 3-5. A user's request that finds the snapshot too old reads its
     connector on its own and starts the refresh only where one may be asked: not while snapshots
@@ -570,12 +582,7 @@ async def test_a_request_past_the_stale_window_never_repeats_a_failed_or_refused
     decides on once the hold is over, however the listings fare."""
     from connect_offsets.clients.connect import ConnectServerError
 
-    connect = FakeConnect(URL)
-    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
-    client = client_for(connect)
-    starting = [True]
-    snapshot = ConnectorsSnapshot(client, max_age=45, hold=lambda: starting[0])
-    await snapshot.refresh()
+    connect, client, starting, snapshot = await taken_under_a_start()
     taken = snapshot._taken
     assert taken is not None
     old = dataclasses.replace(taken, at=taken.at - 250)
@@ -609,12 +616,7 @@ async def test_when_the_starts_hold_ends_its_snapshot_is_served_while_the_refres
     150 s old, past the age served while refreshing (2 x max_age + the listing's time), and every
     check of a namespace waited 5 s for the new listing, holding the workers a user's ``list``
     needed (5.7 s). A snapshot the hold kept is served while one refresh runs, however old."""
-    connect = FakeConnect(URL)
-    connect.handle(httpx.Request("POST", f"{URL}/connectors", json={"name": "a", "config": {"k": "v"}}))
-    client = client_for(connect)
-    starting = [True]
-    snapshot = ConnectorsSnapshot(client, max_age=45, hold=lambda: starting[0])
-    await snapshot.refresh()
+    connect, client, starting, snapshot = await taken_under_a_start()
     taken = snapshot._taken
     assert taken is not None
     snapshot._taken = dataclasses.replace(taken, at=taken.at - 150)
