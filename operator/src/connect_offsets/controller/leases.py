@@ -126,9 +126,11 @@ class _Held:
 
 @dataclass
 class _Seen:
-    """A record another replica holds (or an absence), and when this replica first saw it."""
+    """A Lease's record, at the resourceVersion this replica first saw it at, and when: a take-over
+    waits until that record has stood unchanged for its whole duration. (An absence needs no entry:
+    a Lease made now is worked under a duration later, ``_not_before``.)"""
 
-    version: str | None
+    version: str
     since: float
 
 
@@ -309,16 +311,17 @@ class LeaseKeeper:
     # --- inside -------------------------------------------------------------------------------
 
     def _observe(self, records: dict[str, LeaseRecord], wanted: set[Cluster], now: float) -> None:
-        """Remember when each wanted Lease's current record (or its absence) was first seen."""
+        """Remember when each wanted Lease's current record was first seen."""
         names = {lease_name(self.store.prefix, c) for c in wanted}
+        self._seen = {
+            name: seen
+            for name, seen in self._seen.items()
+            if name in names and (record := records.get(name)) is not None and record.resource_version == seen.version
+        }
         for name in names:
             record = records.get(name)
-            version = record.resource_version if record is not None else None
-            seen = self._seen.get(name)
-            if seen is None or seen.version != version:
-                self._seen[name] = _Seen(version, now)
-        for name in set(self._seen) - names:
-            del self._seen[name]
+            if record is not None and name not in self._seen:
+                self._seen[name] = _Seen(record.resource_version, now)
         self._not_before = {n: t for n, t in self._not_before.items() if t > now}
         # Forgotten, a record naming us would count as unaccounted: a wait, never a shortcut.
         self._ours = {n: v for n, v in self._ours.items() if n in names}
